@@ -1,0 +1,38 @@
+# housekeeper — see README.md. `make run` and `make test` set up everything they need.
+SHELL := /usr/bin/env bash
+GO    ?= go
+STATICCHECK_VERSION ?= v0.8.2
+
+.DEFAULT_GOAL := help
+.PHONY: help run test test-unit bench lint crds tools controlplane azurite
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+run: tools ## run the whole local stack (no Docker)
+	$(GO) run ./scripts/cmd/localstack
+
+test: tools ## unit and integration tests against the real components
+	$(GO) test -race -count=1 -timeout 45m ./...
+
+test-unit: ## tests that need no installed component
+	$(GO) test -count=1 -short ./...
+
+bench: tools ## benchmarks, printed as tables
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt would change: $$out"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module into infra/crds
+	scripts/generate-crds.sh
+
+tools: controlplane azurite ## build/install kube-apiserver, etcd and Azurite into the cache (once)
+
+controlplane:
+	@scripts/install-controlplane.sh >/dev/null
+
+azurite:
+	@scripts/install-azurite.sh >/dev/null

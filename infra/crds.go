@@ -1,0 +1,51 @@
+// Package infra holds housekeeper's deployment material. Its Go side embeds the CRDs, so the
+// test environment and the local stack install exactly what infra/crds ships.
+package infra
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The CRD files are copied from upstream Gardener by `make crds`; never edit them by hand.
+//
+//go:embed crds/*.yaml
+var crdFiles embed.FS
+
+// CRDFiles returns the CRD manifests by file name.
+func CRDFiles() (map[string][]byte, error) {
+	entries, err := fs.Glob(crdFiles, "crds/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	files := make(map[string][]byte, len(entries))
+	for _, name := range entries {
+		data, err := crdFiles.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = data
+	}
+	return files, nil
+}
+
+// CRDs returns the BackupBucket and BackupEntry CustomResourceDefinitions.
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	files, err := CRDFiles()
+	if err != nil {
+		return nil, err
+	}
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(files))
+	for name, data := range files {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(data, crd); err != nil {
+			return nil, fmt.Errorf("infra/%s: %w", name, err)
+		}
+		crds = append(crds, crd)
+	}
+	return crds, nil
+}

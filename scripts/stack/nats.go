@@ -1,0 +1,79 @@
+package stack
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// NATS is an embedded nats-server with JetStream on file storage, so it can be stopped and
+// started again on the same port without losing its streams.
+type NATS struct {
+	// URL is the client URL, nats://127.0.0.1:<port>.
+	URL string
+	// MonitorURL is the HTTP monitoring endpoint (/jsz, /healthz), as KEDA's scaler reads it.
+	MonitorURL string
+
+	opts   server.Options
+	logger server.Logger
+	server *server.Server
+}
+
+// StartNATS starts nats-server with JetStream storing under storeDir, logging to logger.
+func StartNATS(storeDir string, logger server.Logger) (*NATS, error) {
+	n := &NATS{
+		opts: server.Options{
+			ServerName: "housekeeper-local",
+			Host:       "127.0.0.1",
+			Port:       server.RANDOM_PORT,
+			HTTPHost:   "127.0.0.1",
+			HTTPPort:   server.RANDOM_PORT,
+			JetStream:  true,
+			StoreDir:   storeDir,
+			NoSigs:     true,
+		},
+		logger: logger,
+	}
+	if err := n.Start(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Start starts the server again after Stop, on the same ports and store.
+func (n *NATS) Start() error {
+	if n.server != nil && n.server.Running() {
+		return nil
+	}
+	opts := n.opts
+	s, err := server.NewServer(&opts)
+	if err != nil {
+		return fmt.Errorf("configuring nats-server: %w", err)
+	}
+	if n.logger != nil {
+		s.SetLoggerV2(n.logger, false, false, false)
+	}
+	s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return fmt.Errorf("nats-server did not accept connections within 30s")
+	}
+	n.server = s
+	// Pin the ports chosen at the first start, so a restart keeps clients' URLs valid.
+	n.opts.Port = s.Addr().(*net.TCPAddr).Port
+	n.opts.HTTPPort = s.MonitorAddr().Port
+	n.URL = s.ClientURL()
+	n.MonitorURL = fmt.Sprintf("http://127.0.0.1:%d", n.opts.HTTPPort)
+	return nil
+}
+
+// Stop shuts the server down and waits until it is gone.
+func (n *NATS) Stop() {
+	if n.server == nil {
+		return
+	}
+	n.server.Shutdown()
+	n.server.WaitForShutdown()
+}

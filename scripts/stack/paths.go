@@ -1,0 +1,123 @@
+// Package stack starts the real components housekeeper runs against — kube-apiserver and etcd
+// (through controller-runtime's envtest), nats-server with JetStream (embedded) and Azurite —
+// on free loopback ports. The local stack (make run) and the test-support package use it.
+package stack
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNotInstalled is returned when a component's binaries are missing from the cache.
+var ErrNotInstalled = errors.New("not installed")
+
+// RepoRoot returns the directory holding go.mod, searched upwards from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// CacheDir is where the built and downloaded components live, outside the repository; the
+// install scripts use the same rule.
+func CacheDir() (string, error) {
+	if dir := os.Getenv("HOUSEKEEPER_CACHE"); dir != "" {
+		return dir, nil
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "housekeeper"), nil
+}
+
+// Versions reads the pins in scripts/versions.env.
+func Versions() (map[string]string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(root, "scripts", "versions.env"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	versions := map[string]string{}
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		line := strings.TrimSpace(scanner.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("scripts/versions.env: %q is not KEY=VALUE", line)
+		}
+		versions[key] = value
+	}
+	return versions, scanner.Err()
+}
+
+// ControlPlaneDir is the directory with kube-apiserver and etcd at the pinned versions, as
+// scripts/install-controlplane.sh builds them.
+func ControlPlaneDir() (string, error) {
+	if dir := os.Getenv("HOUSEKEEPER_CONTROLPLANE"); dir != "" {
+		return dir, nil
+	}
+	versions, err := Versions()
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "controlplane",
+		fmt.Sprintf("kube-%s-etcd-%s", versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"]))
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			return "", fmt.Errorf("%s %w in %s: run `make tools` (scripts/install-controlplane.sh)", bin, ErrNotInstalled, dir)
+		}
+	}
+	return dir, nil
+}
+
+// AzuriteBinary is the azurite-blob executable installed by scripts/install-azurite.sh, keyed
+// by the hash of the lockfile that pins it.
+func AzuriteBinary() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	lock, err := os.ReadFile(filepath.Join(root, "scripts", "azurite", "package-lock.json"))
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(lock)
+	bin := filepath.Join(cache, "azurite", hex.EncodeToString(sum[:])[:16], "node_modules", ".bin", "azurite-blob")
+	if _, err := os.Stat(bin); err != nil {
+		return "", fmt.Errorf("azurite %w at %s: run `make tools` (scripts/install-azurite.sh)", ErrNotInstalled, bin)
+	}
+	return bin, nil
+}
