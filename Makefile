@@ -4,7 +4,7 @@ GO    ?= go
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help run test test-unit bench lint crds tools controlplane azurite
+.PHONY: help run test bench lint crds tools controlplane azurite
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -14,9 +14,6 @@ run: tools ## run the whole local stack (no Docker)
 
 test: tools ## unit and integration tests against the real components
 	$(GO) test -race -count=1 -timeout 45m ./...
-
-test-unit: ## tests that need no installed component
-	$(GO) test -count=1 -short ./...
 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/infra"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -126,7 +127,7 @@ func unstructuredWithout(t *testing.T, obj client.Object, field string) *unstruc
 	u.SetName(obj.GetName() + "-without-" + strings.ToLower(field))
 	u.SetResourceVersion("")
 	u.SetUID("")
-	gvk, err := apiutil.GVKForObject(obj, testenv.Scheme())
+	gvk, err := apiutil.GVKForObject(obj, kube.Scheme)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"flag"
 	"fmt"
 
 	"github.com/go-logr/logr"
@@ -50,4 +51,10 @@ func RouteLibraries(logger *zap.Logger) logr.Logger {
 	klog.SetLogger(sink.WithName("klog"))
 	ctrllog.SetLogger(sink.WithName("controller-runtime"))
 	return sink
+}
+
+// BindFlags registers the options as flags on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.Format, "log-format", "json", "log format: json or console")
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -110,7 +111,7 @@ func (e *Env) logFile(t testing.TB, name string) *os.File {
 // types registered.
 func (e *Env) Client(t testing.TB) client.Client {
 	t.Helper()
-	c, err := client.New(e.Kube.Config, client.Options{Scheme: Scheme()})
+	c, err := kube.NewClient(e.Kube.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,374 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+const cluster = "test-seed"
+
+// harness is a real kube-apiserver and nats-server with the streams, and a way to read them.
+type harness struct {
+	t   *testing.T
+	env *testenv.Env
+	c   client.Client
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS())
+	nc, err := nats.Connect(env.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, env: env, c: env.Client(t), nc: nc, js: js}
+}
+
+// start runs a bridge until the returned stop function is called.
+func (h *harness) start(opts Options) (*Bridge, func()) {
+	h.t.Helper()
+	opts.Cluster = cluster
+	opts.Logger = zaptest.NewLogger(h.t)
+	b, err := New(h.env.Kube.Config, h.js, nil, opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.Run(ctx) }()
+	h.eventually(10*time.Second, "bridge synced", b.Synced)
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	h.t.Cleanup(stop)
+	return b, stop
+}
+
+type received struct {
+	subject string
+	header  nats.Header
+	event   cloudevents.Event
+}
+
+// stream reads every event in the stream of record, in order, decoding each.
+func (h *harness) stream() []received {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := h.js.OrderedConsumer(ctx, events.RecordStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []received
+	for pending := info.NumPending; pending > 0; {
+		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for msg := range batch.Messages() {
+			e, err := events.Decode(msg.Headers(), msg.Data())
+			if err != nil {
+				h.t.Fatalf("stream holds an event that does not decode: %v", err)
+			}
+			out = append(out, received{subject: msg.Subject(), header: msg.Headers(), event: e})
+			pending--
+		}
+		if batch.Error() != nil {
+			h.t.Fatal(batch.Error())
+		}
+	}
+	return out
+}
+
+// typesOf lists the event types published for the object with this uid, in order.
+func typesOf(rs []received, uid string) []string {
+	var types []string
+	for _, r := range rs {
+		if r.event.Extensions()[events.ExtUID] == uid {
+			types = append(types, r.event.Type())
+		}
+	}
+	return types
+}
+
+func (h *harness) eventually(timeout time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func bucket(name, providerType string) *extensionsv1alpha1.BackupBucket {
+	return &extensionsv1alpha1.BackupBucket{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: providerType},
+			Region:      "westeurope",
+			SecretRef:   corev1.SecretReference{Name: "backup-" + name, Namespace: "garden"},
+		},
+	}
+}
+
+func entry(name, providerType string) *extensionsv1alpha1.BackupEntry {
+	return &extensionsv1alpha1.BackupEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: extensionsv1alpha1.BackupEntrySpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: providerType},
+			BucketName:  "seed-bucket",
+			Region:      "westeurope",
+			SecretRef:   corev1.SecretReference{Name: "backup-seed-bucket", Namespace: "garden"},
+		},
+	}
+}
+
+func (h *harness) create(obj client.Object) {
+	h.t.Helper()
+	if err := h.c.Create(context.Background(), obj); err != nil {
+		h.t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func (h *harness) patch(obj client.Object, mutate func()) {
+	h.t.Helper()
+	base := obj.DeepCopyObject().(client.Object)
+	mutate()
+	if err := h.c.Patch(context.Background(), obj, client.MergeFrom(base)); err != nil {
+		h.t.Fatalf("patching %s: %v", obj.GetName(), err)
+	}
+}
+
+func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
+	h := newHarness(t)
+	existing := bucket("seed-bucket", "azure")
+	h.create(existing)
+	_, _ = h.start(Options{Types: []string{"azure"}})
+
+	e := entry("shoot--dev--app--1a2b", "azure")
+	h.create(e)
+	h.create(bucket("other-provider", "aws"))
+	seedClass := entry("shoot--dev--seedclass--3c4d", "azure")
+	seedClass.Spec.Class = ptr.To(extensionsv1alpha1.ExtensionClassSeed)
+	h.create(seedClass)
+	uid := string(e.UID)
+	h.eventually(10*time.Second, "created events", func() bool { return len(typesOf(h.stream(), uid)) == 1 })
+
+	// Writes that carry no new desired state publish nothing.
+	h.patch(e, func() {
+		e.Status.LastOperation = &gardencorev1beta1.LastOperation{Type: "Create", State: "Succeeded", Progress: 100,
+			Description: "done", LastUpdateTime: metav1.Now()}
+	})
+	if err := h.c.Status().Update(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	h.patch(e, func() { metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/timestamp", time.Now().Format(time.RFC3339Nano)) })
+
+	// A spec change, the operation annotation, a finalizer, deletion and removal publish.
+	h.patch(e, func() { e.Spec.Region = "northeurope" })
+	h.eventually(10*time.Second, "updated event", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
+	h.patch(e, func() { metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/operation", "reconcile") })
+	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry"} })
+	if err := h.c.Delete(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(10*time.Second, "deleting event", func() bool { return len(typesOf(h.stream(), uid)) == 5 })
+	if err := h.c.Get(context.Background(), client.ObjectKeyFromObject(e), e); err != nil {
+		t.Fatal(err)
+	}
+	lastRV := e.ResourceVersion
+	h.patch(e, func() { e.Finalizers = nil })
+	h.eventually(10*time.Second, "deleted event", func() bool { return len(typesOf(h.stream(), uid)) == 6 })
+
+	all := h.stream()
+	want := []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryUpdated,
+		events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntryDeleted}
+	if got := typesOf(all, uid); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("entry events:\n got %v\nwant %v", got, want)
+	}
+	if got := typesOf(all, string(existing.UID)); len(got) != 1 || got[0] != events.TypeBucketSynced {
+		t.Errorf("bucket existing at start: events %v, want one synced", got)
+	}
+	for _, r := range all {
+		name := r.event.Extensions()[events.ExtName]
+		if name == "other-provider" || name == seedClass.Name {
+			t.Errorf("%s is not handled (type/class) but was published as %s", name, r.event.Type())
+		}
+		wantSubject, _ := events.Subject(r.event.Type(), r.event.Subject())
+		if r.subject != wantSubject || r.header.Get(events.HeaderMsgID) != r.event.ID() {
+			t.Errorf("event %s on %s with Nats-Msg-Id %s, want subject %s and the event id", r.event.ID(), r.subject, r.header.Get(events.HeaderMsgID), wantSubject)
+		}
+		if r.event.Source() != events.Source(cluster) {
+			t.Errorf("source %q, want %q", r.event.Source(), events.Source(cluster))
+		}
+		if strings.Contains(string(r.event.Data()), "managedFields") {
+			t.Errorf("%s data carries managedFields", r.event.Type())
+		}
+	}
+	// The deleting event's id is the hash of (cluster, uid, resourceVersion, operation).
+	for _, r := range all {
+		if r.event.Type() == events.TypeEntryDeleting && r.event.Extensions()[events.ExtResourceVersion] == lastRV {
+			if want := events.ID(cluster, uid, lastRV, "deleting"); r.event.ID() != want {
+				t.Errorf("deleting event id %s, want %s", r.event.ID(), want)
+			}
+		}
+	}
+	// The data is the object's snapshot.
+	var snapshot extensionsv1alpha1.BackupEntry
+	last := all[len(all)-1]
+	if err := json.Unmarshal(last.event.Data(), &snapshot); err != nil || snapshot.Spec.Region != "northeurope" || snapshot.Name != e.Name {
+		t.Errorf("deleted event data = %s (%v)", last.event.Data(), err)
+	}
+}
+
+func TestBridgeRestartReemitsSyncedWithSameIDs(t *testing.T) {
+	h := newHarness(t)
+	const n = 20
+	for i := range n {
+		h.create(entry(fmt.Sprintf("shoot--dev--s%d--%d", i, i), "azure"))
+	}
+	first, stop := h.start(Options{})
+	h.eventually(10*time.Second, "first synced events", func() bool {
+		return testutil.ToFloat64(first.metrics.published.WithLabelValues(events.TypeEntrySynced)) == n
+	})
+	stop()
+	before := h.stream()
+
+	second, _ := h.start(Options{})
+	h.eventually(10*time.Second, "second synced events acknowledged", func() bool {
+		return testutil.ToFloat64(second.metrics.published.WithLabelValues(events.TypeEntrySynced)) == n
+	})
+	if dups := testutil.ToFloat64(second.metrics.duplicates); dups != n {
+		t.Errorf("JetStream reported %v duplicates after restart, want %d", dups, n)
+	}
+	if after := h.stream(); len(after) != len(before) {
+		t.Errorf("stream grew from %d to %d events on restart of unchanged objects", len(before), len(after))
+	}
+}
+
+func TestBridgeAnnouncesEntryAgainWhenItsNamespaceAppears(t *testing.T) {
+	h := newHarness(t)
+	e := entry("shoot--dev--late--9f8e", "azure")
+	h.create(e)
+	_, _ = h.start(Options{})
+	h.eventually(10*time.Second, "synced event", func() bool { return len(typesOf(h.stream(), string(e.UID))) == 1 })
+
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--late"}})
+	h.eventually(10*time.Second, "re-announcement", func() bool { return len(typesOf(h.stream(), string(e.UID))) == 2 })
+	rs := h.stream()
+	got := typesOf(rs, string(e.UID))
+	if got[1] != events.TypeEntrySynced {
+		t.Errorf("re-announcement type %s, want %s", got[1], events.TypeEntrySynced)
+	}
+	if rs[len(rs)-1].event.ID() == rs[0].event.ID() {
+		t.Error("re-announcement reuses the first event's id: JetStream would drop it")
+	}
+}
+
+func TestResyncRequestReemitsEveryObject(t *testing.T) {
+	h := newHarness(t)
+	for i := range 5 {
+		h.create(bucket(fmt.Sprintf("bucket-%d", i), "azure"))
+	}
+	b, _ := h.start(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = b.ServeResync(ctx, h.nc) }()
+	h.eventually(10*time.Second, "synced events", func() bool { return len(h.stream()) == 5 })
+
+	var reply *nats.Msg
+	h.eventually(10*time.Second, "resync answered", func() bool {
+		var err error
+		reply, err = h.nc.Request(events.SubjectResync, nil, time.Second)
+		return err == nil
+	})
+	var r ResyncReply
+	if err := json.Unmarshal(reply.Data, &r); err != nil || r.Queued != 5 {
+		t.Fatalf("resync reply %s (%v), want 5 queued", reply.Data, err)
+	}
+	h.eventually(10*time.Second, "re-emitted events", func() bool { return len(h.stream()) == 10 })
+}
+
+// While nats-server is down for 20 s, 200 entries are created, updated and half of them
+// deleted; once it is back, every entry's final state reaches the stream.
+func TestBridgeDeliversFinalStateAfterNATSOutage(t *testing.T) {
+	h := newHarness(t)
+	b, _ := h.start(Options{MaxRetryDelay: 2 * time.Second})
+	ctx := context.Background()
+
+	outageStart := time.Now()
+	h.env.NATS.Stop()
+	const n = 200
+	entries := make([]*extensionsv1alpha1.BackupEntry, n)
+	for i := range n {
+		entries[i] = entry(fmt.Sprintf("shoot--outage--s%03d--%d", i, i), "azure")
+		h.create(entries[i])
+	}
+	for _, e := range entries {
+		h.patch(e, func() { e.Spec.Region = "northeurope" })
+	}
+	for _, e := range entries[:n/2] {
+		if err := h.c.Delete(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.eventually(10*time.Second, "all changes queued", func() bool { return b.Pending() == n })
+	time.Sleep(20*time.Second - time.Since(outageStart))
+	if err := h.env.NATS.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(30*time.Second, "queue drained after NATS returned", func() bool { return b.Pending() == 0 })
+
+	last := map[string]cloudevents.Event{}
+	for _, r := range h.stream() {
+		last[r.event.Extensions()[events.ExtUID].(string)] = r.event
+	}
+	for i, e := range entries {
+		got, ok := last[string(e.UID)]
+		switch {
+		case !ok:
+			t.Errorf("%s: no event reached the stream", e.Name)
+		case i < n/2 && got.Type() != events.TypeEntryDeleted:
+			t.Errorf("%s was deleted; its last event is %s", e.Name, got.Type())
+		case i >= n/2 && got.Extensions()[events.ExtGeneration] != fmt.Sprint(e.Generation):
+			t.Errorf("%s is at generation %d; its last event (%s) says %v", e.Name, e.Generation, got.Type(), got.Extensions()[events.ExtGeneration])
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Command housekeeper-bridge publishes BackupBucket and BackupEntry changes as CloudEvents on
+// NATS JetStream. See package bridge.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/housekeeper-dev/housekeeper/bridge"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cmd, err := bridge.ParseCommand(os.Args[1:])
+	if err == nil {
+		err = cmd.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "housekeeper-bridge:", err)
+		os.Exit(1)
+	}
+}

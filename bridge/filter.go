@@ -1,0 +1,65 @@
+package bridge
+
+import (
+	"maps"
+	"slices"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// timestampAnnotation is bumped by gardenlet to force an update event; the bump alone carries
+// no new desired state.
+const timestampAnnotation = "gardener.cloud/timestamp"
+
+// filter selects the objects this bridge is responsible for.
+type filter struct {
+	types, classes []string
+}
+
+// handles reports whether obj (a BackupBucket or BackupEntry) has a configured type and class.
+func (f filter) handles(obj client.Object) bool {
+	var spec extensionsv1alpha1.DefaultSpec
+	switch o := obj.(type) {
+	case *extensionsv1alpha1.BackupBucket:
+		spec = o.Spec.DefaultSpec
+	case *extensionsv1alpha1.BackupEntry:
+		spec = o.Spec.DefaultSpec
+	default:
+		return false
+	}
+	if len(f.types) > 0 && !slices.Contains(f.types, spec.Type) {
+		return false
+	}
+	class := string(extensionsv1alpha1.ExtensionClassShoot)
+	if spec.Class != nil && *spec.Class != "" {
+		class = string(*spec.Class)
+	}
+	return slices.Contains(f.classes, class)
+}
+
+// relevantChange reports whether an update can change what a function must do: a new
+// generation (spec), deletion, finalizers, or annotations other than the timestamp bump
+// (the operation annotation, retention and force-deletion annotations). Status writes —
+// the functions' own — are not.
+func relevantChange(old, cur client.Object) bool {
+	if old.GetGeneration() != cur.GetGeneration() {
+		return true
+	}
+	if (old.GetDeletionTimestamp() == nil) != (cur.GetDeletionTimestamp() == nil) {
+		return true
+	}
+	if !slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) {
+		return true
+	}
+	return !maps.Equal(withoutTimestamp(old.GetAnnotations()), withoutTimestamp(cur.GetAnnotations()))
+}
+
+func withoutTimestamp(annotations map[string]string) map[string]string {
+	if _, ok := annotations[timestampAnnotation]; !ok {
+		return annotations
+	}
+	m := maps.Clone(annotations)
+	delete(m, timestampAnnotation)
+	return m
+}

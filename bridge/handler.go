@@ -1,0 +1,87 @@
+package bridge
+
+import (
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// objectHandler turns informer notifications for kind into queued events.
+func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			op := events.OpCreated
+			if isInInitialList {
+				op = events.OpSynced
+			}
+			b.enqueue(kind, op, obj)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			old, cur := oldObj.(client.Object), newObj.(client.Object)
+			switch {
+			case old.GetResourceVersion() == cur.GetResourceVersion():
+				b.enqueue(kind, events.OpSynced, cur) // periodic resync
+			case !relevantChange(old, cur):
+			case cur.GetDeletionTimestamp() != nil:
+				b.enqueue(kind, events.OpDeleting, cur)
+			default:
+				b.enqueue(kind, events.OpUpdated, cur)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			b.enqueue(kind, events.OpDeleted, obj)
+		},
+	}
+}
+
+func (b *Bridge) enqueue(kind events.Kind, op events.Operation, obj any, opts ...events.ObjectEventOption) {
+	o, ok := obj.(client.Object)
+	if !ok || !b.filter.handles(o) {
+		return
+	}
+	e, err := events.NewObjectEvent(b.opts.Cluster, kind, op, o, opts...)
+	if err != nil {
+		b.log.Error("cannot build event", zap.String("kind", string(kind)), zap.String("name", o.GetName()), zap.Error(err))
+		return
+	}
+	// Keyed by uid, not name: a deleted object and its re-created namesake are two objects,
+	// and the first one's last event must not be replaced by the second one's.
+	b.queue.add(string(kind)+"/"+string(o.GetUID()), e)
+}
+
+// namespaceAdded announces again the entries whose control-plane namespace just appeared, so
+// the entry function writes their etcd-backup secret now.
+func (b *Bridge) namespaceAdded(obj any, isInInitialList bool) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok || isInInitialList {
+		return // at start every entry is announced anyway
+	}
+	entries, err := b.entries.GetIndexer().ByIndex(byEntryNamespace, ns.Name)
+	if err != nil {
+		return
+	}
+	for _, entry := range entries {
+		b.enqueue(events.KindBackupEntry, events.OpSynced, entry, events.WithTrigger("namespace/"+string(ns.UID)))
+	}
+}
+
+// Resync announces every handled object again as synced, tagged with trigger so that the
+// events are new to JetStream's duplicate window. It returns how many objects it queued.
+func (b *Bridge) Resync(trigger string) int {
+	n := 0
+	for kind, inf := range map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries} {
+		for _, obj := range inf.GetStore().List() {
+			if b.filter.handles(obj.(client.Object)) {
+				b.enqueue(kind, events.OpSynced, obj, events.WithTrigger("resync/"+trigger))
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,145 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CloudEvents extension attributes every housekeeper event carries, so consumers filter and
+// dedupe without parsing data.
+const (
+	ExtKind            = "kind"
+	ExtName            = "name"
+	ExtUID             = "uid"
+	ExtResourceVersion = "resourceversion"
+	ExtGeneration      = "generation"
+)
+
+// SourcePrefix starts every event source; the cluster name follows.
+const SourcePrefix = "/housekeeper/clusters/"
+
+// Source is the CloudEvents source for a cluster: it names the cluster, not an API address.
+func Source(cluster string) string { return SourcePrefix + cluster }
+
+// ObjectEventOption adjusts an object event.
+type ObjectEventOption func(*objectEventOptions)
+
+type objectEventOptions struct {
+	trigger string
+	now     func() time.Time
+}
+
+// WithTrigger distinguishes a re-announcement of an unchanged object (say, because the
+// namespace it waits for appeared) from earlier events of the same state: it enters the id.
+func WithTrigger(trigger string) ObjectEventOption {
+	return func(o *objectEventOptions) { o.trigger = trigger }
+}
+
+// NewObjectEvent builds the event for op on obj (a BackupBucket or BackupEntry) seen in cluster.
+func NewObjectEvent(cluster string, kind Kind, op Operation, obj client.Object, opts ...ObjectEventOption) (cloudevents.Event, error) {
+	o := objectEventOptions{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	eventType, err := ObjectType(kind, op)
+	if err != nil {
+		return cloudevents.Event{}, err
+	}
+	data, err := Snapshot(kind, obj)
+	if err != nil {
+		return cloudevents.Event{}, err
+	}
+	operation := string(op)
+	if o.trigger != "" {
+		operation += "/" + o.trigger
+	}
+	e := newEvent(cluster, eventType, kind, obj, ID(cluster, string(obj.GetUID()), obj.GetResourceVersion(), operation), o.now())
+	if err := e.SetData(cloudevents.ApplicationJSON, json.RawMessage(data)); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return e, nil
+}
+
+// PurgeData is the data of purge events.
+type PurgeData struct {
+	// Entry is the BackupEntry name; Prefix the object-store prefix purged (entry name without
+	// "source-", with a trailing slash).
+	Entry      string `json:"entry"`
+	UID        string `json:"uid"`
+	BucketName string `json:"bucketName"`
+	Prefix     string `json:"prefix"`
+	// DueAt is when the retention of the entry's backups ends.
+	DueAt time.Time `json:"dueAt"`
+	// Deleted counts the objects removed (completed events).
+	Deleted int `json:"deleted,omitempty"`
+	// Reason says why a purge failed.
+	Reason string `json:"reason,omitempty"`
+}
+
+// NewPurgeEvent builds a purge event about entry. Its id is derived from the entry's uid, the
+// due time and the operation, so re-scheduling the same purge yields the same id.
+func NewPurgeEvent(cluster string, op Operation, entry client.Object, data PurgeData, now time.Time) (cloudevents.Event, error) {
+	eventType, err := PurgeType(op)
+	if err != nil {
+		return cloudevents.Event{}, err
+	}
+	id := ID(cluster, string(entry.GetUID()), data.DueAt.UTC().Format(time.RFC3339), "purge/"+string(op))
+	e := newEvent(cluster, eventType, KindBackupEntry, entry, id, now)
+	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return e, nil
+}
+
+func newEvent(cluster, eventType string, kind Kind, obj client.Object, id string, now time.Time) cloudevents.Event {
+	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
+	e.SetID(id)
+	e.SetSource(Source(cluster))
+	e.SetType(eventType)
+	e.SetSubject(obj.GetName())
+	e.SetTime(now.UTC())
+	e.SetExtension(ExtKind, string(kind))
+	e.SetExtension(ExtName, obj.GetName())
+	e.SetExtension(ExtUID, string(obj.GetUID()))
+	e.SetExtension(ExtResourceVersion, obj.GetResourceVersion())
+	e.SetExtension(ExtGeneration, strconv.FormatInt(obj.GetGeneration(), 10))
+	return e
+}
+
+// Ref is what every event names: the object, by kind, name and uid, at a resourceVersion.
+type Ref struct {
+	Kind            Kind
+	Name            string
+	UID             string
+	ResourceVersion string
+	Generation      int64
+}
+
+// RefOf reads the object reference from a decoded event's extensions.
+func RefOf(e cloudevents.Event) (Ref, error) {
+	ext := e.Extensions()
+	str := func(key string) string {
+		v, _ := ext[key].(string)
+		return v
+	}
+	r := Ref{Kind: Kind(str(ExtKind)), Name: str(ExtName), UID: str(ExtUID), ResourceVersion: str(ExtResourceVersion)}
+	if r.Kind != KindBackupBucket && r.Kind != KindBackupEntry {
+		return r, fmt.Errorf("%w: extension %s is %q, want %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry)
+	}
+	if r.Name == "" {
+		return r, fmt.Errorf("%w: extension %s is missing", ErrInvalidEvent, ExtName)
+	}
+	if g := str(ExtGeneration); g != "" {
+		n, err := strconv.ParseInt(g, 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("%w: extension %s is %q, not an integer", ErrInvalidEvent, ExtGeneration, g)
+		}
+		r.Generation = n
+	}
+	return r, nil
+}

@@ -1,0 +1,75 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names.
+const (
+	// RecordStream is the stream of record: every event, kept for days so it can be replayed.
+	// Limits retention only: work-queue or interest retention would delete on ack.
+	RecordStream = "HOUSEKEEPER"
+	// DeadLetterStream keeps events a function could never handle, each with its reason.
+	DeadLetterStream = "HOUSEKEEPER_DEADLETTER"
+)
+
+// Stream defaults.
+const (
+	DefaultMaxAge = 14 * 24 * time.Hour
+	// DuplicateWindow is how long JetStream remembers Nats-Msg-Id values: long enough to cover a
+	// bridge restart and relist.
+	DuplicateWindow         = 10 * time.Minute
+	DefaultDeadLetterMaxAge = 30 * 24 * time.Hour
+)
+
+// StreamConfigs returns the configurations of the stream of record and the dead-letter stream.
+func StreamConfigs(opts ...StreamOption) (record, deadLetter jetstream.StreamConfig) {
+	o := streamOptions{maxAge: DefaultMaxAge, deadLetterMaxAge: DefaultDeadLetterMaxAge, replicas: 1, storage: jetstream.FileStorage}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	duplicates := DuplicateWindow
+	if o.maxAge < duplicates {
+		duplicates = o.maxAge
+	}
+	record = jetstream.StreamConfig{
+		Name:              RecordStream,
+		Description:       "housekeeper: BackupBucket, BackupEntry and purge events (stream of record)",
+		Subjects:          []string{SubjectAll},
+		Retention:         jetstream.LimitsPolicy,
+		MaxAge:            o.maxAge,
+		Duplicates:        duplicates,
+		Storage:           o.storage,
+		Replicas:          o.replicas,
+		AllowMsgSchedules: true,
+		AllowMsgTTL:       true,
+		// Purging a schedule subject cancels a pending purge; nothing else is purged.
+		DenyPurge: false,
+	}
+	deadLetter = jetstream.StreamConfig{
+		Name:        DeadLetterStream,
+		Description: "housekeeper: events functions could not handle, with the reason",
+		Subjects:    []string{SubjectDeadLetters},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      o.deadLetterMaxAge,
+		Storage:     o.storage,
+		Replicas:    o.replicas,
+	}
+	return record, deadLetter
+}
+
+// EnsureStreams creates the streams or updates them to the wanted configuration; it is safe to
+// call from every process at start-up.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOption) error {
+	record, deadLetter := StreamConfigs(opts...)
+	for _, cfg := range []jetstream.StreamConfig{record, deadLetter} {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("ensuring stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package events
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// NATS subjects. Every event of type dev.housekeeper.<group>.<op>.v1 about object <name> is
+// published on housekeeper.<group>.<op>.<token(name)>, so consumers filter by kind and
+// operation with wildcards.
+const (
+	subjectRoot = "housekeeper"
+
+	// SubjectAll matches every event of the stream of record.
+	SubjectAll = subjectRoot + ".>"
+	// SubjectBuckets matches every BackupBucket event.
+	SubjectBuckets = subjectRoot + ".backupbucket.>"
+	// SubjectEntries matches every BackupEntry event.
+	SubjectEntries = subjectRoot + ".backupentry.>"
+	// SubjectPurgesDue matches the purge-due events fired by the server's scheduler.
+	SubjectPurgesDue = subjectRoot + ".purge.due.>"
+	// SubjectPurgeSchedules matches the schedule holders of pending purges.
+	SubjectPurgeSchedules = subjectRoot + ".schedule.purge.*"
+
+	// SubjectDeadLetters matches every dead letter; one subject per function below it.
+	SubjectDeadLetters = "housekeeper-deadletter.>"
+
+	// SubjectResync is a core NATS request subject (outside every stream): the bridge leader
+	// answers it by announcing every object again.
+	SubjectResync = "housekeeper-control.resync"
+)
+
+// Subject returns the subject an event of eventType about the named object is published on.
+func Subject(eventType, name string) (string, error) {
+	if !IsKnownType(eventType) {
+		return "", fmt.Errorf("%w: %q", ErrUnknownType, eventType)
+	}
+	if name == "" {
+		return "", fmt.Errorf("%w: empty object name", ErrInvalidEvent)
+	}
+	path := strings.TrimSuffix(strings.TrimPrefix(eventType, typePrefix), ".v1")
+	return subjectRoot + "." + path + "." + Token(name), nil
+}
+
+// PurgeScheduleSubject holds the one pending purge schedule of the named entry: publishing to
+// it again replaces the schedule, purging it cancels the schedule.
+func PurgeScheduleSubject(entryName string) string {
+	return subjectRoot + ".schedule.purge." + Token(entryName)
+}
+
+// DeadLetterSubject is where a function's dead letters go.
+func DeadLetterSubject(function string) string {
+	return "housekeeper-deadletter." + Token(function)
+}
+
+// Token encodes s as a single NATS subject token. Kubernetes names may contain dots, which
+// separate tokens; characters outside [a-z0-9-] become _xx (hex), so the encoding is
+// reversible and plain DNS labels read as themselves.
+func Token(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "_%02x", c)
+	}
+	return b.String()
+}
+
+// ParseToken reverses Token.
+func ParseToken(token string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(token); i++ {
+		c := token[i]
+		if c != '_' {
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(token) {
+			return "", fmt.Errorf("subject token %q: truncated escape at %d", token, i)
+		}
+		v, err := strconv.ParseUint(token[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("subject token %q: bad escape at %d", token, i)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,89 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Kind is the Kubernetes kind an event is about.
+type Kind string
+
+const (
+	KindBackupBucket Kind = "BackupBucket"
+	KindBackupEntry  Kind = "BackupEntry"
+)
+
+// Operation is what happened; with the kind it makes the event type.
+type Operation string
+
+const (
+	OpCreated  Operation = "created"
+	OpUpdated  Operation = "updated"
+	OpDeleting Operation = "deleting" // deletionTimestamp set, finalizers pending
+	OpDeleted  Operation = "deleted"  // gone from the API server
+	OpSynced   Operation = "synced"   // initial list, relist or resync: state unchanged
+
+	OpPurgeScheduled Operation = "scheduled"
+	OpPurgeDue       Operation = "due"
+	OpPurgeCompleted Operation = "completed"
+	OpPurgeFailed    Operation = "failed"
+)
+
+// typePrefix is the reverse-DNS namespace of housekeeper's event types.
+const typePrefix = "dev.housekeeper."
+
+// Event types: reverse-DNS and versioned. A breaking change to an event's data is a new version.
+const (
+	TypeBucketCreated  = typePrefix + "backupbucket.created.v1"
+	TypeBucketUpdated  = typePrefix + "backupbucket.updated.v1"
+	TypeBucketDeleting = typePrefix + "backupbucket.deleting.v1"
+	TypeBucketDeleted  = typePrefix + "backupbucket.deleted.v1"
+	TypeBucketSynced   = typePrefix + "backupbucket.synced.v1"
+
+	TypeEntryCreated  = typePrefix + "backupentry.created.v1"
+	TypeEntryUpdated  = typePrefix + "backupentry.updated.v1"
+	TypeEntryDeleting = typePrefix + "backupentry.deleting.v1"
+	TypeEntryDeleted  = typePrefix + "backupentry.deleted.v1"
+	TypeEntrySynced   = typePrefix + "backupentry.synced.v1"
+
+	TypePurgeScheduled = typePrefix + "purge.scheduled.v1"
+	TypePurgeDue       = typePrefix + "purge.due.v1"
+	TypePurgeCompleted = typePrefix + "purge.completed.v1"
+	TypePurgeFailed    = typePrefix + "purge.failed.v1"
+)
+
+// Types lists every event type of the contract.
+var Types = []string{
+	TypeBucketCreated, TypeBucketUpdated, TypeBucketDeleting, TypeBucketDeleted, TypeBucketSynced,
+	TypeEntryCreated, TypeEntryUpdated, TypeEntryDeleting, TypeEntryDeleted, TypeEntrySynced,
+	TypePurgeScheduled, TypePurgeDue, TypePurgeCompleted, TypePurgeFailed,
+}
+
+var knownTypes = func() map[string]bool {
+	m := make(map[string]bool, len(Types))
+	for _, t := range Types {
+		m[t] = true
+	}
+	return m
+}()
+
+// IsKnownType reports whether t is an event type of this contract.
+func IsKnownType(t string) bool { return knownTypes[t] }
+
+// ObjectType returns the event type for an operation on a BackupBucket or BackupEntry.
+func ObjectType(kind Kind, op Operation) (string, error) {
+	t := typePrefix + strings.ToLower(string(kind)) + "." + string(op) + ".v1"
+	if !knownTypes[t] || strings.HasPrefix(t, typePrefix+"purge.") {
+		return "", fmt.Errorf("%w: no event for %s %s", ErrUnknownType, kind, op)
+	}
+	return t, nil
+}
+
+// PurgeType returns the event type for a purge operation.
+func PurgeType(op Operation) (string, error) {
+	t := typePrefix + "purge." + string(op) + ".v1"
+	if !knownTypes[t] {
+		return "", fmt.Errorf("%w: no purge event for %s", ErrUnknownType, op)
+	}
+	return t, nil
+}

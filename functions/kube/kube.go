@@ -1,0 +1,61 @@
+// Package kube connects housekeeper's processes to the Kubernetes API: the scheme with
+// Gardener's extension types, REST configuration from a kubeconfig or the pod, and clients.
+package kube
+
+import (
+	"fmt"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Scheme has the core Kubernetes types and Gardener's extension types.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := extensionsv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// Config loads a REST config from kubeconfig, or from the pod's service account when empty.
+func Config(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no kubeconfig given and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// NewClient returns a controller-runtime client (no cache) for Scheme.
+func NewClient(cfg *rest.Config) (client.Client, error) {
+	return client.New(cfg, client.Options{Scheme: Scheme})
+}
+
+// ExtensionsRESTClient returns a REST client for extensions.gardener.cloud/v1alpha1, the
+// basis of list/watch for informers on BackupBuckets and BackupEntries.
+func ExtensionsRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &extensionsv1alpha1.SchemeGroupVersion
+	c.APIPath = "/apis"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(c)
+}
