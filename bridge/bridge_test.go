@@ -199,7 +199,9 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 	if err := h.c.Status().Update(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}
-	h.patch(e, func() { metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/timestamp", time.Now().Format(time.RFC3339Nano)) })
+	h.patch(e, func() {
+		metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/timestamp", time.Now().Format(time.RFC3339Nano))
+	})
 
 	// A spec change, the operation annotation, a finalizer, deletion and removal publish.
 	h.patch(e, func() { e.Spec.Region = "northeurope" })
