@@ -39,8 +39,22 @@ func Subject(eventType, name string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("%w: empty object name", ErrInvalidEvent)
 	}
-	path := strings.TrimSuffix(strings.TrimPrefix(eventType, typePrefix), ".v1")
-	return subjectRoot + "." + path + "." + Token(name), nil
+	filter, _ := SubjectFilter(eventType)
+	return strings.TrimSuffix(filter, "*") + Token(name), nil
+}
+
+// SubjectFilter returns the filter matching every event of eventType, whatever its object.
+func SubjectFilter(eventType string) (string, error) {
+	if !IsKnownType(eventType) {
+		return "", fmt.Errorf("%w: %q", ErrUnknownType, eventType)
+	}
+	return subjectRoot + "." + strings.TrimSuffix(strings.TrimPrefix(eventType, typePrefix), ".v1") + ".*", nil
+}
+
+// RedriveSubject carries events re-delivered to one function only (replay, dead-letter
+// retry): only that function's consumer filters on it.
+func RedriveSubject(function string) string {
+	return subjectRoot + ".redrive." + Token(function)
 }
 
 // PurgeScheduleSubject holds the one pending purge schedule of the named entry: publishing to

@@ -19,6 +19,8 @@ type Server struct {
 	Registry *prometheus.Registry
 	// Ready returns nil when the process can do its work, else why not.
 	Ready func() error
+	// Root, if set, serves every other path (Knative delivers events to /).
+	Root http.Handler
 }
 
 // Handler returns the endpoints' handler.
@@ -38,6 +40,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	if s.Registry != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.Registry, promhttp.HandlerOpts{Registry: s.Registry}))
+	}
+	if s.Root != nil {
+		mux.Handle("/", s.Root)
 	}
 	return mux
 }

@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// Headers a dead letter carries besides the original event's.
+const (
+	HeaderFunction       = "Housekeeper-Function"
+	HeaderReason         = "Housekeeper-Reason"
+	HeaderSubject        = "Housekeeper-Subject"
+	HeaderStreamSequence = "Housekeeper-Stream-Sequence"
+	HeaderDeliveries     = "Housekeeper-Deliveries"
+	HeaderFailedAt       = "Housekeeper-Failed-At"
+)
+
+// maxReasonLength keeps a reason within a header's comfortable size.
+const maxReasonLength = 2048
+
+// DeadLetter is an event a function gave up on, with why.
+type DeadLetter struct {
+	// Sequence is the dead letter's sequence in the dead-letter stream.
+	Sequence uint64
+	Function string
+	Reason   string
+	// Subject and StreamSequence locate the original message in the stream of record.
+	Subject        string
+	StreamSequence uint64
+	Deliveries     uint64
+	FailedAt       time.Time
+	// EventType and EventID are the original event's, when it had them.
+	EventType, EventID string
+
+	header nats.Header
+	data   []byte
+}
+
+// deadLetterMsg builds the dead letter of an original message.
+func deadLetterMsg(function, reason, subject string, seq, deliveries uint64, header nats.Header, data []byte) *nats.Msg {
+	msg := nats.NewMsg(events.DeadLetterSubject(function))
+	for k, v := range header {
+		if !strings.HasPrefix(k, "Nats-") {
+			msg.Header[k] = v
+		}
+	}
+	if len(reason) > maxReasonLength {
+		reason = reason[:maxReasonLength] + "…"
+	}
+	msg.Header.Set(HeaderFunction, function)
+	msg.Header.Set(HeaderReason, strings.ReplaceAll(reason, "\n", " "))
+	msg.Header.Set(HeaderSubject, subject)
+	msg.Header.Set(HeaderStreamSequence, strconv.FormatUint(seq, 10))
+	msg.Header.Set(HeaderDeliveries, strconv.FormatUint(deliveries, 10))
+	msg.Header.Set(HeaderFailedAt, time.Now().UTC().Format(time.RFC3339Nano))
+	// One dead letter per function and original message, however often it is reported.
+	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s/%d", function, seq))
+	msg.Data = data
+	return msg
+}
+
+// ListDeadLetters returns the dead letters of function ("" for all), oldest first.
+func ListDeadLetters(ctx context.Context, js jetstream.JetStream, function string) ([]DeadLetter, error) {
+	cfg := jetstream.OrderedConsumerConfig{}
+	if function != "" {
+		cfg.FilterSubjects = []string{events.DeadLetterSubject(function)}
+	}
+	cons, err := js.OrderedConsumer(ctx, events.DeadLetterStream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", events.DeadLetterStream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []DeadLetter
+	for pending := info.NumPending; pending > 0; {
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			meta, err := msg.Metadata()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, parseDeadLetter(meta.Sequence.Stream, msg.Headers(), msg.Data()))
+			n++
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		pending -= uint64(n)
+	}
+	return out, nil
+}
+
+func parseDeadLetter(seq uint64, h nats.Header, data []byte) DeadLetter {
+	d := DeadLetter{
+		Sequence:  seq,
+		Function:  h.Get(HeaderFunction),
+		Reason:    h.Get(HeaderReason),
+		Subject:   h.Get(HeaderSubject),
+		EventType: h.Get("ce-type"),
+		EventID:   h.Get("ce-id"),
+		header:    h,
+		data:      data,
+	}
+	d.StreamSequence, _ = strconv.ParseUint(h.Get(HeaderStreamSequence), 10, 64)
+	d.Deliveries, _ = strconv.ParseUint(h.Get(HeaderDeliveries), 10, 64)
+	d.FailedAt, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFailedAt))
+	return d
+}
+
+// RetryDeadLetter re-drives d to its function (only to it) and removes it from the
+// dead-letter stream once JetStream acknowledged the re-drive.
+func RetryDeadLetter(ctx context.Context, js jetstream.JetStream, d DeadLetter) error {
+	if d.Function == "" {
+		return errors.New("dead letter without a function header cannot be re-driven")
+	}
+	msg := redriveMsg(d.Function, d.header, d.data, fmt.Sprintf("retry/%d", d.Sequence))
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("re-driving dead letter %d: %w", d.Sequence, err)
+	}
+	stream, err := js.Stream(ctx, events.DeadLetterStream)
+	if err != nil {
+		return err
+	}
+	if err := stream.DeleteMsg(ctx, d.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("removing re-driven dead letter %d: %w", d.Sequence, err)
+	}
+	return nil
+}
+
+// redriveMsg copies an event (its ce-* headers, content type and data) onto the function's
+// redrive subject.
+func redriveMsg(function string, header nats.Header, data []byte, id string) *nats.Msg {
+	msg := nats.NewMsg(events.RedriveSubject(function))
+	for k, v := range header {
+		if strings.HasPrefix(strings.ToLower(k), "ce-") || strings.EqualFold(k, "content-type") {
+			msg.Header[k] = v
+		}
+	}
+	msg.Header.Set(nats.MsgIdHdr, "redrive/"+function+"/"+id)
+	msg.Data = data
+	return msg
+}

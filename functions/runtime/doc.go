@@ -1,0 +1,6 @@
+// Package runtime runs housekeeper's functions. A function is a pure handler of CloudEvents;
+// the runtime feeds it from a durable JetStream pull consumer (pull mode, scaled by KEDA) or
+// from CloudEvents over HTTP (Knative mode), and owns everything around the handler: acks,
+// in-progress heartbeats, retries with backoff, the dead-letter stream, graceful shutdown,
+// metrics. It also implements the operators' tools: replay and dead-letter retry.
+package runtime

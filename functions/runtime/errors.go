@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// Class says what to do about a failed event.
+type Class string
+
+const (
+	// ClassRetryable failures are redelivered later with backoff (the default for any error).
+	ClassRetryable Class = "retryable"
+	// ClassPermanent failures can never succeed as they are: dead-letter them with the reason.
+	ClassPermanent Class = "permanent"
+)
+
+// Error is a classified handler error with the Gardener error codes that describe it.
+type Error struct {
+	Class Class
+	Codes []gardencorev1beta1.ErrorCode
+	// RetryAfter, when set, overrides the backoff of a retryable error.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Permanent marks err as one that retrying cannot fix.
+func Permanent(err error, codes ...gardencorev1beta1.ErrorCode) error {
+	return &Error{Class: ClassPermanent, Codes: codes, Err: err}
+}
+
+// Retryable marks err as transient, with codes for lastError.
+func Retryable(err error, codes ...gardencorev1beta1.ErrorCode) error {
+	return &Error{Class: ClassRetryable, Codes: codes, Err: err}
+}
+
+// RetryAfter asks for the event again after d (say, while waiting for another object),
+// without counting as a failure of the function.
+func RetryAfter(d time.Duration, err error) error {
+	return &Error{Class: ClassRetryable, RetryAfter: d, Err: err}
+}
+
+// Permanentf is Permanent(fmt.Errorf(...)).
+func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
+
+// ClassOf classifies err: invalid events are permanent, unclassified errors retryable.
+func ClassOf(err error) Class {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return e.Class
+	case errors.Is(err, events.ErrInvalidEvent), errors.Is(err, events.ErrUnknownType):
+		return ClassPermanent
+	default:
+		return ClassRetryable
+	}
+}
+
+// CodesOf returns the Gardener error codes attached to err.
+func CodesOf(err error) []gardencorev1beta1.ErrorCode {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Codes
+	}
+	return nil
+}
+
+func retryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
+}

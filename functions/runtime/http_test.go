@@ -1,0 +1,88 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// The HTTP mode answers real HTTP requests as Knative expects: 2xx done, 4xx never retry,
+// 5xx retry.
+func TestHTTPModeStatusCodes(t *testing.T) {
+	fn := Function{Name: "http-fn", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		switch e.Subject() {
+		case "permanent":
+			return Permanentf("bucket name is not a valid container name")
+		case "retryable":
+			return errors.New("azure is throttling")
+		}
+		return nil
+	})}
+	h, err := HTTPHandler(fn, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	binary := func(e cloudevents.Event) *http.Request {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(e.Data())))
+		req.Header.Set("ce-specversion", e.SpecVersion())
+		req.Header.Set("ce-id", e.ID())
+		req.Header.Set("ce-source", e.Source())
+		req.Header.Set("ce-type", e.Type())
+		req.Header.Set("ce-subject", e.Subject())
+		for k, v := range e.Extensions() {
+			req.Header.Set("ce-"+k, v.(string))
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	}
+	structured := func(e cloudevents.Event) *http.Request {
+		body, _ := json.Marshal(e)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/cloudevents+json")
+		return req
+	}
+	wrongType := bucketEvent(t, events.OpDeleted, "ok", 1)
+	noSpec := binary(bucketEvent(t, events.OpCreated, "ok", 1))
+	noSpec.Header.Del("ce-specversion")
+
+	for _, tc := range []struct {
+		name     string
+		req      *http.Request
+		status   int
+		phrasing string
+	}{
+		{"binary success", binary(bucketEvent(t, events.OpCreated, "ok", 1)), 202, ""},
+		{"structured success", structured(bucketEvent(t, events.OpCreated, "ok", 1)), 202, ""},
+		{"binary permanent", binary(bucketEvent(t, events.OpCreated, "permanent", 1)), 422, "not a valid container name"},
+		{"structured retryable", structured(bucketEvent(t, events.OpCreated, "retryable", 1)), 503, "throttling"},
+		{"binary retryable", binary(bucketEvent(t, events.OpCreated, "retryable", 1)), 503, "throttling"},
+		{"type the function does not take", binary(wrongType), 400, "does not take " + events.TypeBucketDeleted},
+		{"not a CloudEvent", noSpec, 400, "not a CloudEvent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := http.DefaultClient.Do(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status || !strings.Contains(string(body), tc.phrasing) {
+				t.Errorf("got %d %q, want %d containing %q", resp.StatusCode, body, tc.status, tc.phrasing)
+			}
+		})
+	}
+}

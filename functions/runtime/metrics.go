@@ -1,0 +1,44 @@
+package runtime
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Outcomes of handling one delivery.
+const (
+	outcomeSuccess    = "success"
+	outcomeRetry      = "retry"
+	outcomeDeadLetter = "deadletter"
+	outcomeShutdown   = "shutdown"
+)
+
+type metrics struct {
+	handled  *prometheus.CounterVec
+	failed   *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "housekeeper", Subsystem: "function", Name: "handled_total",
+			Help: "Deliveries handled, by function and outcome (success, retry, deadletter, shutdown).",
+		}, []string{"function", "outcome"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "housekeeper", Subsystem: "function", Name: "failed_total",
+			Help: "Handler failures, by function and class (retryable, permanent).",
+		}, []string{"function", "class"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "housekeeper", Subsystem: "function", Name: "handler_duration_seconds",
+			Help:    "Time a handler took, by function.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+		}, []string{"function"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "function", Name: "in_flight",
+			Help: "Events being handled now, by function.",
+		}, []string{"function"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.handled, m.failed, m.duration, m.inFlight)
+	}
+	return m
+}

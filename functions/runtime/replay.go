@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// Window selects a stretch of the stream of record: from a time or a sequence (inclusive),
+// until a time or a sequence (inclusive; zero: up to the last message at the start).
+type Window struct {
+	Since     time.Time
+	FromSeq   uint64
+	Until     time.Time
+	UntilSeq  uint64
+}
+
+// ReplayResult says what a replay re-delivered.
+type ReplayResult struct {
+	Redriven          int
+	FirstSeq, LastSeq uint64
+}
+
+// Replay re-delivers the events of fn's types inside w to fn alone, through its redrive
+// subject: other functions see nothing. progress, if set, is called after every event.
+func Replay(ctx context.Context, js jetstream.JetStream, fn Function, w Window, progress func(done int, seq uint64)) (ReplayResult, error) {
+	var res ReplayResult
+	if w.Since.IsZero() == (w.FromSeq == 0) {
+		return res, errors.New("replay needs exactly one start: a time or a sequence")
+	}
+	stream, err := js.Stream(ctx, events.RecordStream)
+	if err != nil {
+		return res, err
+	}
+	last := stream.CachedInfo().State.LastSeq
+	if w.UntilSeq != 0 && w.UntilSeq < last {
+		last = w.UntilSeq
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: fn.FilterSubjects()[:len(fn.Types)]}
+	if w.FromSeq != 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, w.FromSeq
+	} else {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &w.Since
+	}
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	run := nats.NewInbox()[len(nats.InboxPrefix):] // this replay's id: its redrives are new events to JetStream
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return res, err
+		}
+		if info.NumPending == 0 {
+			return res, nil
+		}
+		batch, err := cons.Fetch(int(min(info.NumPending, 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return res, err
+		}
+		for msg := range batch.Messages() {
+			meta, err := msg.Metadata()
+			if err != nil {
+				return res, err
+			}
+			seq := meta.Sequence.Stream
+			if seq > last || (!w.Until.IsZero() && meta.Timestamp.After(w.Until)) {
+				return res, nil
+			}
+			id := fmt.Sprintf("replay/%s/%d", run, seq)
+			if _, err := js.PublishMsg(ctx, redriveMsg(fn.Name, msg.Headers(), msg.Data(), id)); err != nil {
+				return res, fmt.Errorf("re-driving sequence %d: %w", seq, err)
+			}
+			if res.FirstSeq == 0 {
+				res.FirstSeq = seq
+			}
+			res.LastSeq = seq
+			res.Redriven++
+			if progress != nil {
+				progress(res.Redriven, seq)
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return res, err
+		}
+	}
+}

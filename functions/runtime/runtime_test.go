@@ -1,0 +1,322 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// natsHarness is a real nats-server with housekeeper's streams.
+type natsHarness struct {
+	t   *testing.T
+	env *testenv.Env
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newNATSHarness(t *testing.T) *natsHarness {
+	t.Helper()
+	env := testenv.Start(t, testenv.WithNATS())
+	nc, err := nats.Connect(env.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return &natsHarness{t: t, env: env, nc: nc, js: js}
+}
+
+// bucketEvent is an event about BackupBucket name at resourceVersion rv.
+func bucketEvent(t testing.TB, op events.Operation, name string, rv int) cloudevents.Event {
+	t.Helper()
+	b := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{
+		Name: name, UID: types.UID("uid-" + name), ResourceVersion: fmt.Sprint(rv), Generation: 1,
+	}}
+	e, err := events.NewObjectEvent("test", events.KindBackupBucket, op, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// publish puts e on the stream and returns its sequence.
+func (h *natsHarness) publish(e cloudevents.Event) uint64 {
+	h.t.Helper()
+	msg, err := events.Encode(e)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ack, err := h.js.PublishMsg(context.Background(), msg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// run starts a worker for fn until the test ends.
+func (h *natsHarness) run(fn Function, opts ...WorkerOption) *Worker {
+	h.t.Helper()
+	opts = append([]WorkerOption{WithLogger(zaptest.NewLogger(h.t)), WithBackoff(200*time.Millisecond, 2*time.Second)}, opts...)
+	w, err := NewWorker(h.js, fn, prometheus.NewRegistry(), opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	h.t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func (h *natsHarness) deadLetters(function string) []DeadLetter {
+	h.t.Helper()
+	dls, err := ListDeadLetters(context.Background(), h.js, function)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return dls
+}
+
+// calls records handler invocations.
+type calls struct {
+	mu    sync.Mutex
+	at    []time.Time
+	ids   []string
+	count chan struct{}
+}
+
+func newCalls() *calls { return &calls{count: make(chan struct{}, 1000)} }
+
+func (c *calls) record(e cloudevents.Event) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = append(c.at, time.Now())
+	c.ids = append(c.ids, e.ID())
+	c.count <- struct{}{}
+	return len(c.at)
+}
+
+func (c *calls) wait(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for i := 0; i < n; i++ {
+		select {
+		case <-c.count:
+		case <-deadline:
+			t.Fatalf("handler called %d times within %s, want %d", i, timeout, n)
+		}
+	}
+}
+
+func (c *calls) none(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case <-c.count:
+		t.Fatalf("handler called again")
+	case <-time.After(within):
+	}
+}
+
+func TestRetryableFailuresAreRetriedWithBackoffUntilSuccess(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	h.run(Function{Name: "flaky", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		if c.record(e) < 3 {
+			return Retryable(errors.New("object store unavailable"))
+		}
+		return nil
+	})})
+	h.publish(bucketEvent(t, events.OpCreated, "b1", 1))
+	c.wait(t, 3, 10*time.Second)
+	c.none(t, time.Second)
+
+	// backoff 200 ms · 2^(delivery-1): ≥ 200 ms before the 2nd delivery, ≥ 400 ms before the 3rd.
+	if gap := c.at[1].Sub(c.at[0]); gap < 200*time.Millisecond {
+		t.Errorf("2nd delivery %s after the 1st, want ≥ 200ms", gap)
+	}
+	if gap := c.at[2].Sub(c.at[1]); gap < 400*time.Millisecond {
+		t.Errorf("3rd delivery %s after the 2nd, want ≥ 400ms", gap)
+	}
+	if dls := h.deadLetters("flaky"); len(dls) != 0 {
+		t.Errorf("%d dead letters for an event that succeeded", len(dls))
+	}
+}
+
+func TestPermanentFailureIsDeadLetteredOnceWithItsReason(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	h.run(Function{Name: "strict", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		return Permanentf("bucket name %q is not a valid container name", e.Subject())
+	})})
+	seq := h.publish(bucketEvent(t, events.OpCreated, "b2", 1))
+	c.wait(t, 1, 10*time.Second)
+	c.none(t, 2*time.Second)
+
+	dls := h.deadLetters("strict")
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+	d := dls[0]
+	if d.Reason != `bucket name "b2" is not a valid container name` || d.StreamSequence != seq || d.Function != "strict" || d.EventType != events.TypeBucketCreated {
+		t.Errorf("dead letter %+v", d)
+	}
+}
+
+func TestInvalidEventsAreDeadLetteredWithoutCallingTheHandler(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	h.run(Function{Name: "picky", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		return nil
+	})})
+	msg := nats.NewMsg("housekeeper.backupbucket.created.broken")
+	msg.Header.Set("ce-specversion", "0.3")
+	msg.Data = []byte("{")
+	if _, err := h.js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.deadLetters("picky")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	dls := h.deadLetters("picky")
+	if len(dls) != 1 || dls[0].Reason != `invalid event: invalid event: header ce-specversion is "0.3", want "1.0"` {
+		t.Fatalf("dead letters %+v", dls)
+	}
+	c.none(t, 500*time.Millisecond)
+}
+
+func TestRetryableFailureIsDeadLetteredAfterMaxDeliver(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	h.run(Function{Name: "doomed", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		return errors.New("still failing")
+	})}, WithMaxDeliver(3), WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	h.publish(bucketEvent(t, events.OpCreated, "b3", 1))
+	c.wait(t, 3, 10*time.Second)
+	c.none(t, time.Second)
+	dls := h.deadLetters("doomed")
+	if len(dls) != 1 || dls[0].Reason != "gave up after 3 deliveries: still failing" || dls[0].Deliveries != 3 {
+		t.Fatalf("dead letters %+v", dls)
+	}
+}
+
+func TestReplayRedeliversExactlyTheWindowToOneFunction(t *testing.T) {
+	h := newNATSHarness(t)
+	a, b := newCalls(), newCalls()
+	fnA := Function{Name: "fn-a", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error { a.record(e); return nil })}
+	fnB := Function{Name: "fn-b", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error { b.record(e); return nil })}
+	h.run(fnA)
+	h.run(fnB)
+	var seqs []uint64
+	var ids []string
+	for i := range 10 {
+		e := bucketEvent(t, events.OpCreated, fmt.Sprintf("r%d", i), 1)
+		ids = append(ids, e.ID())
+		seqs = append(seqs, h.publish(e))
+	}
+	a.wait(t, 10, 10*time.Second)
+	b.wait(t, 10, 10*time.Second)
+
+	res, err := Replay(context.Background(), h.js, fnA, Window{FromSeq: seqs[3], UntilSeq: seqs[6]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Redriven != 4 || res.FirstSeq != seqs[3] || res.LastSeq != seqs[6] {
+		t.Fatalf("replay result %+v, want sequences %d..%d", res, seqs[3], seqs[6])
+	}
+	a.wait(t, 4, 10*time.Second)
+	a.none(t, time.Second)
+	b.none(t, 0)
+	a.mu.Lock()
+	replayed := a.ids[10:]
+	a.mu.Unlock()
+	for i, id := range replayed {
+		if id != ids[3+i] {
+			t.Errorf("replayed event %d has id %s, want %s", i, id, ids[3+i])
+		}
+	}
+}
+
+func TestReplaySinceTime(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	fn := Function{Name: "fn-t", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error { c.record(e); return nil })}
+	h.publish(bucketEvent(t, events.OpCreated, "old", 1))
+	time.Sleep(1100 * time.Millisecond)
+	since := time.Now()
+	h.publish(bucketEvent(t, events.OpCreated, "new1", 1))
+	h.publish(bucketEvent(t, events.OpCreated, "new2", 1))
+	res, err := Replay(context.Background(), h.js, fn, Window{Since: since}, nil)
+	if err != nil || res.Redriven != 2 {
+		t.Fatalf("replay since %s: %+v %v, want 2 events", since, res, err)
+	}
+}
+
+func TestDeadLetterRetryRedrivesToTheFunction(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	var fixed sync.Mutex
+	broken := true
+	h.run(Function{Name: "fixable", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		fixed.Lock()
+		defer fixed.Unlock()
+		if broken {
+			return Permanentf("secret has no storageKey")
+		}
+		return nil
+	})})
+	e := bucketEvent(t, events.OpCreated, "b4", 1)
+	h.publish(e)
+	c.wait(t, 1, 10*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(h.deadLetters("fixable")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	dls := h.deadLetters("fixable")
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dls))
+	}
+
+	fixed.Lock()
+	broken = false
+	fixed.Unlock()
+	if err := RetryDeadLetter(context.Background(), h.js, dls[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.wait(t, 1, 10*time.Second)
+	c.mu.Lock()
+	if c.ids[1] != e.ID() {
+		t.Errorf("re-driven event id %s, want %s", c.ids[1], e.ID())
+	}
+	c.mu.Unlock()
+	if left := h.deadLetters("fixable"); len(left) != 0 {
+		t.Errorf("%d dead letters left after retry", len(left))
+	}
+}

@@ -1,0 +1,270 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// Worker feeds a function from its durable pull consumer on the stream of record.
+type Worker struct {
+	fn      Function
+	js      jetstream.JetStream
+	opts    workerOptions
+	metrics *metrics
+	log     *zap.Logger
+}
+
+// NewWorker returns a worker for fn; metrics go to reg (nil: not registered).
+func NewWorker(js jetstream.JetStream, fn Function, reg prometheus.Registerer, opts ...WorkerOption) (*Worker, error) {
+	if err := fn.Validate(); err != nil {
+		return nil, err
+	}
+	o := defaultWorkerOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name))}, nil
+}
+
+// ConsumerConfig is the durable consumer of the function.
+func (w *Worker) ConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        w.fn.Name,
+		Description:    "housekeeper function " + w.fn.Name,
+		FilterSubjects: w.fn.FilterSubjects(),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        w.opts.ackWait,
+		MaxDeliver:     w.opts.maxDeliver,
+		MaxAckPending:  max(w.opts.concurrency*4, 64),
+	}
+}
+
+// Run consumes until ctx is done, then lets running handlers finish within the shutdown
+// grace; handlers still running after it are cancelled and their events handed back.
+func (w *Worker) Run(ctx context.Context) error {
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, events.RecordStream, w.ConsumerConfig())
+	if err != nil {
+		return fmt.Errorf("function %s: creating consumer: %w", w.fn.Name, err)
+	}
+	stopAdvisories, err := w.watchMaxDeliveries(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopAdvisories()
+
+	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	slots := make(chan struct{}, w.opts.concurrency)
+	var running sync.WaitGroup
+	w.log.Info("consuming", zap.Strings("subjects", w.fn.FilterSubjects()), zap.Int("concurrency", w.opts.concurrency))
+
+	for ctx.Err() == nil {
+		slots <- struct{}{} // wait for a free slot before taking a message
+		free := 1 + w.opts.concurrency - len(slots)
+		<-slots
+		// Long poll, bounded so shutdown is noticed within two seconds.
+		fetchCtx, cancelFetch := context.WithTimeout(ctx, 2*time.Second)
+		batch, err := cons.Fetch(free, jetstream.FetchContext(fetchCtx))
+		if err != nil {
+			cancelFetch()
+			if ctx.Err() == nil {
+				w.log.Warn("fetch failed, retrying", zap.Error(err))
+				sleep(ctx, time.Second)
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			slots <- struct{}{}
+			running.Go(func() {
+				defer func() { <-slots }()
+				w.handle(handlerCtx, msg)
+			})
+		}
+		if err := batch.Error(); err != nil && fetchCtx.Err() == nil && ctx.Err() == nil {
+			w.log.Warn("fetch ended with an error", zap.Error(err))
+		}
+		cancelFetch()
+	}
+
+	done := make(chan struct{})
+	go func() { running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.opts.shutdownGrace):
+		w.log.Warn("shutdown grace over: cancelling running handlers", zap.Duration("grace", w.opts.shutdownGrace))
+		cancelHandlers()
+		<-done
+	}
+	return nil
+}
+
+// handle runs the handler for one delivery and settles it: ack, nak with backoff, or dead
+// letter and term.
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("message without JetStream metadata", zap.Error(err))
+		return
+	}
+	log := w.log.With(zap.Uint64("seq", meta.Sequence.Stream), zap.Uint64("delivery", meta.NumDelivered))
+	e, err := events.Decode(msg.Headers(), msg.Data())
+	if err == nil && !w.fn.accepts(e.Type()) {
+		err = fmt.Errorf("%w: function %s does not take %s", events.ErrUnknownType, w.fn.Name, e.Type())
+	}
+	if err != nil {
+		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
+		w.deadLetter(ctx, log, msg, meta, "invalid event: "+err.Error())
+		return
+	}
+	log = log.With(zap.String("type", e.Type()), zap.String("id", e.ID()), zap.String("name", e.Subject()))
+
+	w.metrics.inFlight.WithLabelValues(w.fn.Name).Inc()
+	stopHeartbeat := w.heartbeat(msg)
+	start := time.Now()
+	err = w.fn.Handler.Handle(ctx, e)
+	stopHeartbeat()
+	w.metrics.duration.WithLabelValues(w.fn.Name).Observe(time.Since(start).Seconds())
+	w.metrics.inFlight.WithLabelValues(w.fn.Name).Dec()
+
+	switch {
+	case err == nil:
+		if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("ack not confirmed; the event may be delivered again", zap.Error(err))
+		}
+		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeSuccess).Inc()
+		log.Debug("handled", zap.Duration("took", time.Since(start)))
+	case ctx.Err() != nil:
+		// Shutting down: hand the event to another worker now.
+		_ = msg.Nak()
+		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeShutdown).Inc()
+		log.Info("handed back at shutdown", zap.Error(err))
+	case ClassOf(err) == ClassPermanent:
+		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
+		w.deadLetter(ctx, log, msg, meta, err.Error())
+	case meta.NumDelivered >= uint64(w.opts.maxDeliver):
+		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
+		w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
+	default:
+		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
+		delay := w.backoff(meta.NumDelivered, err)
+		if nakErr := msg.NakWithDelay(delay); nakErr != nil {
+			log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
+		}
+		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeRetry).Inc()
+		log.Info("will retry", zap.Duration("in", delay), zap.Error(err))
+	}
+}
+
+func (w *Worker) backoff(delivery uint64, err error) time.Duration {
+	if d := retryAfterOf(err); d > 0 {
+		return d
+	}
+	d := w.opts.backoffBase
+	for i := uint64(1); i < delivery && d < w.opts.backoffMax; i++ {
+		d *= 2
+	}
+	return min(d, w.opts.backoffMax)
+}
+
+// heartbeat tells JetStream the message is still being worked on, so only a dead worker's
+// message is redelivered.
+func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(w.opts.ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// deadLetter stores the event with its reason in the dead-letter stream, then terminates it.
+// If the dead letter cannot be stored, the event is left to redelivery: nothing is lost.
+func (w *Worker) deadLetter(ctx context.Context, log *zap.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string) {
+	dl := deadLetterMsg(w.fn.Name, reason, msg.Subject(), meta.Sequence.Stream, meta.NumDelivered, msg.Headers(), msg.Data())
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := w.js.PublishMsg(pubCtx, dl); err != nil {
+		log.Error("cannot store dead letter; leaving the event for redelivery", zap.String("reason", reason), zap.Error(err))
+		_ = msg.NakWithDelay(w.opts.backoffBase)
+		return
+	}
+	_ = msg.TermWithReason(truncate(reason, 256))
+	w.metrics.handled.WithLabelValues(w.fn.Name, outcomeDeadLetter).Inc()
+	log.Warn("dead-lettered", zap.String("reason", reason))
+}
+
+// maxDeliveriesAdvisory is the part of JetStream's advisory that matters here.
+type maxDeliveriesAdvisory struct {
+	Stream     string `json:"stream"`
+	Consumer   string `json:"consumer"`
+	StreamSeq  uint64 `json:"stream_seq"`
+	Deliveries uint64 `json:"deliveries"`
+}
+
+// watchMaxDeliveries dead-letters events JetStream stopped delivering because no worker
+// ever answered (a handler that crashes its process, or hangs past every ack wait). One
+// replica of the function takes each advisory.
+func (w *Worker) watchMaxDeliveries(ctx context.Context) (stop func(), err error) {
+	nc := w.js.Conn()
+	subject := "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + events.RecordStream + "." + w.fn.Name
+	sub, err := nc.QueueSubscribe(subject, w.fn.Name, func(m *nats.Msg) {
+		var adv maxDeliveriesAdvisory
+		if err := json.Unmarshal(m.Data, &adv); err != nil {
+			return
+		}
+		stream, err := w.js.Stream(ctx, events.RecordStream)
+		if err != nil {
+			return
+		}
+		raw, err := stream.GetMsg(ctx, adv.StreamSeq)
+		if err != nil {
+			w.log.Error("max deliveries reached, but the event cannot be read", zap.Uint64("seq", adv.StreamSeq), zap.Error(err))
+			return
+		}
+		reason := fmt.Sprintf("delivered %d times without an answer (the worker crashed or hung past the ack wait)", adv.Deliveries)
+		dl := deadLetterMsg(w.fn.Name, reason, raw.Subject, adv.StreamSeq, adv.Deliveries, raw.Header, raw.Data)
+		if _, err := w.js.PublishMsg(ctx, dl); err != nil {
+			w.log.Error("cannot store dead letter", zap.Uint64("seq", adv.StreamSeq), zap.Error(err))
+			return
+		}
+		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeDeadLetter).Inc()
+		w.log.Warn("dead-lettered", zap.Uint64("seq", adv.StreamSeq), zap.String("reason", reason))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
