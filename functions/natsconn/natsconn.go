@@ -42,6 +42,17 @@ func Connect(o Options, name string, log *zap.Logger) (*nats.Conn, error) {
 			log.Info("reconnected to NATS", zap.String("url", nc.ConnectedUrlRedacted()))
 		}),
 	}
+	nc, err := nats.Connect(o.URL, append(opts, o.Auth()...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", o.URL, err)
+	}
+	return nc, nil
+}
+
+// Auth returns the credentials and TLS options alone, for short-lived clients that should
+// fail fast rather than reconnect forever.
+func (o Options) Auth() []nats.Option {
+	var opts []nats.Option
 	if o.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(o.CredsFile))
 	}
@@ -51,9 +62,5 @@ func Connect(o Options, name string, log *zap.Logger) (*nats.Conn, error) {
 	if o.TLSCert != "" || o.TLSKey != "" {
 		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
 	}
-	nc, err := nats.Connect(o.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", o.URL, err)
-	}
-	return nc, nil
+	return opts
 }

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,5 +86,48 @@ func TestHTTPModeStatusCodes(t *testing.T) {
 				t.Errorf("got %d %q, want %d containing %q", resp.StatusCode, body, tc.status, tc.phrasing)
 			}
 		})
+	}
+}
+
+// In HTTP mode one port serves the events and the probes, as Knative wants.
+func TestServeHTTPModeServesEventsAndProbesOnOnePort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	handled := make(chan string, 1)
+	fn := Function{Name: "served", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		handled <- e.ID()
+		return nil
+	})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, fn, ModeHTTP, addr, nil, prometheus.NewRegistry(), zaptest.NewLogger(t)) }()
+	defer func() { cancel(); <-done }()
+
+	var resp *http.Response
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if resp, err = http.Get("http://" + addr + "/healthz"); err == nil {
+			break
+		}
+	}
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v", err)
+	}
+	resp.Body.Close()
+	e := bucketEvent(t, events.OpCreated, "served", 1)
+	body, _ := json.Marshal(e)
+	resp, err = http.Post("http://"+addr+"/", "application/cloudevents+json", strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || <-handled != e.ID() {
+		t.Errorf("POST / = %d", resp.StatusCode)
+	}
+	if _, err := ParseMode("push"); err == nil {
+		t.Error("mode push accepted")
 	}
 }

@@ -15,10 +15,10 @@ import (
 // Window selects a stretch of the stream of record: from a time or a sequence (inclusive),
 // until a time or a sequence (inclusive; zero: up to the last message at the start).
 type Window struct {
-	Since     time.Time
-	FromSeq   uint64
-	Until     time.Time
-	UntilSeq  uint64
+	Since    time.Time
+	FromSeq  uint64
+	Until    time.Time
+	UntilSeq uint64
 }
 
 // ReplayResult says what a replay re-delivered.
@@ -27,9 +27,11 @@ type ReplayResult struct {
 	FirstSeq, LastSeq uint64
 }
 
-// Replay re-delivers the events of fn's types inside w to fn alone, through its redrive
-// subject: other functions see nothing. progress, if set, is called after every event.
-func Replay(ctx context.Context, js jetstream.JetStream, fn Function, w Window, progress func(done int, seq uint64)) (ReplayResult, error) {
+// Replay re-delivers the events inside w that function's consumer takes to that function
+// alone, through its redrive subject: other functions see nothing. The function's types are
+// read from its durable consumer, so the function must have run once. progress, if set, is
+// called after every event.
+func Replay(ctx context.Context, js jetstream.JetStream, function string, w Window, progress func(done int, seq uint64)) (ReplayResult, error) {
 	var res ReplayResult
 	if w.Since.IsZero() == (w.FromSeq == 0) {
 		return res, errors.New("replay needs exactly one start: a time or a sequence")
@@ -38,11 +40,24 @@ func Replay(ctx context.Context, js jetstream.JetStream, fn Function, w Window, 
 	if err != nil {
 		return res, err
 	}
+	consumer, err := stream.Consumer(ctx, function)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return res, fmt.Errorf("function %q has no consumer on %s: has it ever run?", function, events.RecordStream)
+	}
+	if err != nil {
+		return res, err
+	}
+	var filters []string
+	for _, s := range consumer.CachedInfo().Config.FilterSubjects {
+		if s != events.RedriveSubject(function) { // never replay earlier redrives
+			filters = append(filters, s)
+		}
+	}
 	last := stream.CachedInfo().State.LastSeq
 	if w.UntilSeq != 0 && w.UntilSeq < last {
 		last = w.UntilSeq
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: fn.FilterSubjects()[:len(fn.Types)]}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters}
 	if w.FromSeq != 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, w.FromSeq
 	} else {
@@ -75,7 +90,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, fn Function, w Window, 
 				return res, nil
 			}
 			id := fmt.Sprintf("replay/%s/%d", run, seq)
-			if _, err := js.PublishMsg(ctx, redriveMsg(fn.Name, msg.Headers(), msg.Data(), id)); err != nil {
+			if _, err := js.PublishMsg(ctx, redriveMsg(function, msg.Headers(), msg.Data(), id)); err != nil {
 				return res, fmt.Errorf("re-driving sequence %d: %w", seq, err)
 			}
 			if res.FirstSeq == 0 {

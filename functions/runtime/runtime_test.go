@@ -243,7 +243,7 @@ func TestReplayRedeliversExactlyTheWindowToOneFunction(t *testing.T) {
 	a.wait(t, 10, 10*time.Second)
 	b.wait(t, 10, 10*time.Second)
 
-	res, err := Replay(context.Background(), h.js, fnA, Window{FromSeq: seqs[3], UntilSeq: seqs[6]}, nil)
+	res, err := Replay(context.Background(), h.js, fnA.Name, Window{FromSeq: seqs[3], UntilSeq: seqs[6]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,12 +267,13 @@ func TestReplaySinceTime(t *testing.T) {
 	h := newNATSHarness(t)
 	c := newCalls()
 	fn := Function{Name: "fn-t", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error { c.record(e); return nil })}
+	h.run(fn) // creates the function's consumer
 	h.publish(bucketEvent(t, events.OpCreated, "old", 1))
 	time.Sleep(1100 * time.Millisecond)
 	since := time.Now()
 	h.publish(bucketEvent(t, events.OpCreated, "new1", 1))
 	h.publish(bucketEvent(t, events.OpCreated, "new2", 1))
-	res, err := Replay(context.Background(), h.js, fn, Window{Since: since}, nil)
+	res, err := Replay(context.Background(), h.js, fn.Name, Window{Since: since}, nil)
 	if err != nil || res.Redriven != 2 {
 		t.Fatalf("replay since %s: %+v %v, want 2 events", since, res, err)
 	}

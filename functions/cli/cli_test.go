@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/housekeeper-dev/housekeeper/bridge"
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+type fixture struct {
+	t   *testing.T
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newFixture(t *testing.T) *fixture {
+	env := testenv.Start(t, testenv.WithNATS())
+	nc, err := nats.Connect(env.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	if err := events.EnsureStreams(context.Background(), js); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, url: env.NATS.URL, nc: nc, js: js}
+}
+
+// cli runs the command line and returns its exit code, stdout and stderr.
+func (f *fixture) cli(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), append([]string{"--nats-url", f.url}, args...), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func (f *fixture) publish(name string) uint64 {
+	b := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"}}
+	e, err := events.NewObjectEvent("test", events.KindBackupBucket, events.OpCreated, b)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msg, _ := events.Encode(e)
+	ack, err := f.js.PublishMsg(context.Background(), msg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// runFunction runs a worker whose handler fails permanently for names in failing.
+func (f *fixture) runFunction(name string, failing *sync.Map, handled chan<- string) {
+	fn := runtime.Function{Name: name, Types: []string{events.TypeBucketCreated}, Handler: runtime.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		if _, bad := failing.Load(e.Subject()); bad {
+			return runtime.Permanentf("secret of %s lacks storageKey", e.Subject())
+		}
+		handled <- name + ":" + e.Subject()
+		return nil
+	})}
+	w, err := runtime.NewWorker(f.js, fn, prometheus.NewRegistry(), runtime.WithLogger(zaptest.NewLogger(f.t)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+}
+
+func expect(t *testing.T, handled <-chan string, want ...string) {
+	t.Helper()
+	got := map[string]int{}
+	for range want {
+		select {
+		case h := <-handled:
+			got[h]++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("handled %v, still waiting for %v", got, want)
+		}
+	}
+	for _, w := range want {
+		if got[w] == 0 {
+			t.Errorf("handled %v, want %v", got, want)
+		}
+		got[w]--
+	}
+	select {
+	case h := <-handled:
+		t.Errorf("also handled %s", h)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+func TestReplayCommandRedeliversTheWindowToOneFunction(t *testing.T) {
+	f := newFixture(t)
+	handled := make(chan string, 100)
+	var none sync.Map
+	f.runFunction("alpha", &none, handled)
+	f.runFunction("beta", &none, handled)
+	var seqs []uint64
+	for i := range 5 {
+		seqs = append(seqs, f.publish(fmt.Sprintf("b%d", i)))
+	}
+	expect(t, handled, "alpha:b0", "alpha:b1", "alpha:b2", "alpha:b3", "alpha:b4", "beta:b0", "beta:b1", "beta:b2", "beta:b3", "beta:b4")
+
+	code, out, errOut := f.cli("replay", "--function", "alpha", "--from-seq", fmt.Sprint(seqs[1]), "--until-seq", fmt.Sprint(seqs[2]))
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("re-drove 2 events (sequences %d..%d) to alpha", seqs[1], seqs[2])) {
+		t.Fatalf("replay: exit %d, out %q, err %q", code, out, errOut)
+	}
+	expect(t, handled, "alpha:b1", "alpha:b2")
+
+	code, _, errOut = f.cli("replay", "--function", "gamma", "--since", "1h")
+	if code != 1 || !strings.Contains(errOut, `function "gamma" has no consumer`) {
+		t.Errorf("replay to an unknown function: exit %d, err %q", code, errOut)
+	}
+	if code, _, errOut := f.cli("replay", "--function", "alpha"); code != 2 || !strings.Contains(errOut, "one of --since or --from-seq") {
+		t.Errorf("replay without a start: exit %d, err %q", code, errOut)
+	}
+}
+
+func TestDeadLettersListAndRetry(t *testing.T) {
+	f := newFixture(t)
+	handled := make(chan string, 100)
+	var failing sync.Map
+	failing.Store("broken", true)
+	f.runFunction("alpha", &failing, handled)
+	f.publish("fine")
+	f.publish("broken")
+	expect(t, handled, "alpha:fine")
+
+	var out string
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out, "1 dead letters") && time.Now().Before(deadline) {
+		_, out, _ = f.cli("deadletters", "list")
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !regexp.MustCompile(`alpha .*` + regexp.QuoteMeta(events.TypeBucketCreated) + `.*secret of broken lacks storageKey`).MatchString(out) {
+		t.Fatalf("deadletters list:\n%s", out)
+	}
+	seq := strings.Fields(strings.Split(out, "\n")[1])[0]
+
+	failing.Delete("broken")
+	code, out, errOut := f.cli("deadletters", "retry", "--seq", seq)
+	if code != 0 || !strings.Contains(out, "1 dead letters re-driven, 0 failed") {
+		t.Fatalf("retry: exit %d, out %q, err %q", code, out, errOut)
+	}
+	expect(t, handled, "alpha:broken")
+	if _, out, _ := f.cli("deadletters", "list"); !strings.Contains(out, "0 dead letters") {
+		t.Errorf("after retry:\n%s", out)
+	}
+	if code, out, _ := f.cli("deadletters", "retry", "--seq", "999"); code != 1 || !strings.Contains(out, "retry 999: no such dead letter") {
+		t.Errorf("retry of a missing dead letter: exit %d, out %q", code, out)
+	}
+}
+
+// resync asks whoever leads the bridge; here a stand-in answers as the bridge does (the bridge's
+// own answer is tested in package bridge).
+func TestResyncCommandPrintsWhatTheBridgeQueued(t *testing.T) {
+	f := newFixture(t)
+	if code, _, errOut := f.cli("resync"); code != 1 || !strings.Contains(errOut, "no bridge answered") {
+		t.Errorf("resync without a bridge: exit %d, err %q", code, errOut)
+	}
+	sub, err := f.nc.Subscribe(events.SubjectResync, func(m *nats.Msg) {
+		data, _ := json.Marshal(bridge.ResyncReply{Queued: 42})
+		_ = m.Respond(data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if code, out, _ := f.cli("resync"); code != 0 || !strings.Contains(out, "queued 42 objects") {
+		t.Errorf("resync: exit %d, out %q", code, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
+		t.Errorf("exit %d, err %q", code, errOut.String())
+	}
+}

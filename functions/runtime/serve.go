@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/housekeeper-dev/housekeeper/functions/health"
+)
+
+// Mode is how a function receives events.
+type Mode string
+
+const (
+	// ModePull reads a durable JetStream pull consumer (Deployments scaled by KEDA).
+	ModePull Mode = "pull"
+	// ModeHTTP receives CloudEvents over HTTP (Knative Services).
+	ModeHTTP Mode = "http"
+)
+
+// ParseMode reads a mode name.
+func ParseMode(s string) (Mode, error) {
+	switch Mode(s) {
+	case ModePull, ModeHTTP:
+		return Mode(s), nil
+	}
+	return "", fmt.Errorf("mode %q: want %s or %s", s, ModePull, ModeHTTP)
+}
+
+// Serve runs fn in mode until ctx is done. addr serves /healthz, /readyz and /metrics, and in
+// HTTP mode the events as well (Knative gives a container one port). js is needed in pull
+// mode only.
+func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts ...WorkerOption) error {
+	srv := &health.Server{Addr: addr, Registry: reg}
+	switch mode {
+	case ModeHTTP:
+		h, err := HTTPHandler(fn, reg, log)
+		if err != nil {
+			return err
+		}
+		srv.Root = h
+		log.Info("serving CloudEvents over HTTP", zap.String("function", fn.Name), zap.String("addr", addr))
+		return srv.Run(ctx)
+	case ModePull:
+		if js == nil {
+			return errors.New("pull mode needs a JetStream connection")
+		}
+		w, err := NewWorker(js, fn, reg, append([]WorkerOption{WithLogger(log)}, opts...)...)
+		if err != nil {
+			return err
+		}
+		srv.Ready = func() error {
+			if !js.Conn().IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		}
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return srv.Run(ctx) })
+		g.Go(func() error { return w.Run(ctx) })
+		return g.Wait()
+	}
+	return fmt.Errorf("unknown mode %q", mode)
+}
