@@ -29,14 +29,14 @@ const cluster = "test-seed"
 
 // harness is a real kube-apiserver and nats-server with the streams, and a way to read them.
 type harness struct {
-	t   *testing.T
+	t   testing.TB
 	env *testenv.Env
 	c   client.Client
 	nc  *nats.Conn
 	js  jetstream.JetStream
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS())
 	nc, err := nats.Connect(env.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))

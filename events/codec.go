@@ -168,6 +168,10 @@ func Validate(e cloudevents.Event) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidEvent, err)
 	}
+	// Binary mode checks this header itself; structured mode would otherwise let 0.3 through.
+	if v := e.SpecVersion(); v != cloudevents.CloudEventsVersionV1 {
+		return fmt.Errorf("%w: specversion is %q, want %q", ErrInvalidEvent, v, cloudevents.CloudEventsVersionV1)
+	}
 	if !IsKnownType(e.Type()) {
 		return fmt.Errorf("%w: %w %q", ErrInvalidEvent, ErrUnknownType, e.Type())
 	}

@@ -249,4 +249,3 @@ func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect
 	}
 	return nil
 }
-
