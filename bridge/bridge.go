@@ -24,8 +24,12 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
-// byEntryNamespace indexes BackupEntries by the control-plane namespace their secret goes to.
-const byEntryNamespace = "entryNamespace"
+const (
+	// byEntryNamespace indexes BackupEntries by the control-plane namespace their secret goes to.
+	byEntryNamespace = "entryNamespace"
+	// bySecretRef indexes BackupBuckets and BackupEntries by their spec.secretRef.
+	bySecretRef = "secretRef"
+)
 
 // Bridge watches BackupBuckets, BackupEntries and Namespaces and publishes events.
 type Bridge struct {
@@ -36,7 +40,7 @@ type Bridge struct {
 	metrics   *metrics
 	log       *zap.Logger
 
-	buckets, entries, namespaces cache.SharedIndexInformer
+	buckets, entries, namespaces, secrets cache.SharedIndexInformer
 
 	synced   atomic.Bool
 	inFlight sync.WaitGroup
@@ -68,22 +72,30 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	}
 	b.buckets = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(rc, "backupbuckets", "", fields.Everything()),
-		&extensionsv1alpha1.BackupBucket{}, opts.ResyncPeriod, cache.Indexers{})
+		&extensionsv1alpha1.BackupBucket{}, opts.ResyncPeriod, cache.Indexers{bySecretRef: secretRefIndex})
 	b.entries = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(rc, "backupentries", "", fields.Everything()),
 		&extensionsv1alpha1.BackupEntry{}, opts.ResyncPeriod, cache.Indexers{
 			byEntryNamespace: func(obj any) ([]string, error) {
 				return []string{gardener.EntryNamespace(obj.(client.Object).GetName())}, nil
 			},
+			bySecretRef: secretRefIndex,
 		})
 	b.namespaces = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "namespaces", "", fields.Everything()),
 		&corev1.Namespace{}, 0, cache.Indexers{})
-	// Trim what the informers cache: managedFields are large and no event carries them.
+	b.secrets = cache.NewSharedIndexInformer(
+		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "secrets", "", fields.Everything()),
+		&corev1.Secret{}, 0, cache.Indexers{})
+	// Trim what the informers cache: managedFields are large and no event carries them;
+	// secret values are never kept, only a digest to notice that they changed.
 	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces} {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.secrets.SetTransform(digestSecret); err != nil {
+		return nil, err
 	}
 	for kind, inf := range map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries} {
 		if _, err := inf.AddEventHandler(b.objectHandler(kind)); err != nil {
@@ -91,6 +103,9 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		}
 	}
 	if _, err := b.namespaces.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded}); err != nil {
+		return nil, err
+	}
+	if _, err := b.secrets.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.secretAdded, UpdateFunc: b.secretUpdated}); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -115,7 +130,7 @@ func (b *Bridge) Pending() int { return b.queue.pending() }
 func (b *Bridge) Run(ctx context.Context) error {
 	stop := make(chan struct{})
 	var informers sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces} {
+	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces, b.secrets} {
 		informers.Go(func() { inf.Run(stop) })
 	}
 
@@ -126,7 +141,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		workers.Go(func() { b.work(publishCtx) })
 	}
 
-	if cache.WaitForCacheSync(ctx.Done(), b.buckets.HasSynced, b.entries.HasSynced, b.namespaces.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), b.buckets.HasSynced, b.entries.HasSynced, b.namespaces.HasSynced, b.secrets.HasSynced) {
 		b.synced.Store(true)
 		b.log.Info("informers synced", zap.Int("buckets", len(b.buckets.GetStore().ListKeys())),
 			zap.Int("entries", len(b.entries.GetStore().ListKeys())))

@@ -374,3 +374,33 @@ func TestBridgeDeliversFinalStateAfterNATSOutage(t *testing.T) {
 		}
 	}
 }
+
+// A bucket waiting for its secret, or whose credentials are corrected, is announced again;
+// metadata-only secret updates (gardenlet's finalizer patches) announce nothing.
+func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T) {
+	h := newHarness(t)
+	b := bucket("waits-for-secret", "azure")
+	h.create(b)
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	_, _ = h.start(Options{})
+	uid := string(b.UID)
+	h.eventually(10*time.Second, "synced event", func() bool { return len(typesOf(h.stream(), uid)) == 1 })
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.Spec.SecretRef.Name, Namespace: "garden"},
+		Data: map[string][]byte{"storageAccount": []byte("acc"), "storageKey": []byte("wrong")}}
+	h.create(secret)
+	h.eventually(10*time.Second, "announcement when the secret appears", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
+
+	h.patch(secret, func() { secret.Finalizers = []string{"extensions.gardener.cloud/backupbucket"} })
+	h.patch(secret, func() { secret.Data["storageKey"] = []byte("right") })
+	h.eventually(10*time.Second, "announcement when the data changes", func() bool { return len(typesOf(h.stream(), uid)) == 3 })
+	time.Sleep(500 * time.Millisecond)
+	if got := typesOf(h.stream(), uid); len(got) != 3 {
+		t.Errorf("events %v: a metadata-only secret update announced the bucket", got)
+	}
+	for _, r := range h.stream() {
+		if strings.Contains(string(r.event.Data()), "right") || strings.Contains(string(r.event.Data()), "wrong") {
+			t.Errorf("secret value in event data: %s", r.event.Data())
+		}
+	}
+}

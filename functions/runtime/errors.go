@@ -18,6 +18,10 @@ const (
 	ClassRetryable Class = "retryable"
 	// ClassPermanent failures can never succeed as they are: dead-letter them with the reason.
 	ClassPermanent Class = "permanent"
+	// ClassWaiting means the object waits for something else to happen (another object to go
+	// away, a namespace to appear) whose own event will trigger it again. The event is
+	// settled; the error stays visible in the object's status.
+	ClassWaiting Class = "waiting"
 )
 
 // Error is a classified handler error with the Gardener error codes that describe it.
@@ -46,6 +50,11 @@ func Retryable(err error, codes ...gardencorev1beta1.ErrorCode) error {
 // without counting as a failure of the function.
 func RetryAfter(d time.Duration, err error) error {
 	return &Error{Class: ClassRetryable, RetryAfter: d, Err: err}
+}
+
+// Waiting marks err as waiting for another change that will trigger the object again.
+func Waiting(err error, codes ...gardencorev1beta1.ErrorCode) error {
+	return &Error{Class: ClassWaiting, Codes: codes, Err: err}
 }
 
 // Permanentf is Permanent(fmt.Errorf(...)).

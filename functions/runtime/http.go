@@ -61,6 +61,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeSuccess).Inc()
 		w.WriteHeader(http.StatusAccepted)
+	case ClassOf(err) == ClassWaiting:
+		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeWaiting).Inc()
+		log.Info("waiting for another change", zap.Error(err))
+		w.WriteHeader(http.StatusAccepted)
 	case ClassOf(err) == ClassPermanent:
 		h.metrics.failed.WithLabelValues(h.fn.Name, string(ClassPermanent)).Inc()
 		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeDeadLetter).Inc()

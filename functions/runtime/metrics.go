@@ -8,6 +8,7 @@ const (
 	outcomeRetry      = "retry"
 	outcomeDeadLetter = "deadletter"
 	outcomeShutdown   = "shutdown"
+	outcomeWaiting    = "waiting"
 )
 
 type metrics struct {
@@ -21,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		handled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "housekeeper", Subsystem: "function", Name: "handled_total",
-			Help: "Deliveries handled, by function and outcome (success, retry, deadletter, shutdown).",
+			Help: "Deliveries handled, by function and outcome (success, waiting, retry, deadletter, shutdown).",
 		}, []string{"function", "outcome"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "housekeeper", Subsystem: "function", Name: "failed_total",

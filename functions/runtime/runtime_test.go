@@ -321,3 +321,18 @@ func TestDeadLetterRetryRedrivesToTheFunction(t *testing.T) {
 		t.Errorf("%d dead letters left after retry", len(left))
 	}
 }
+
+func TestWaitingErrorsAreSettledWithoutRetryOrDeadLetter(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	h.run(Function{Name: "patient", Types: []string{events.TypeBucketDeleting}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		return Waiting(errors.New("BackupEntries shoot--a--b--1 still reference the bucket"))
+	})})
+	h.publish(bucketEvent(t, events.OpDeleting, "b5", 1))
+	c.wait(t, 1, 10*time.Second)
+	c.none(t, 1500*time.Millisecond)
+	if dls := h.deadLetters("patient"); len(dls) != 0 {
+		t.Errorf("%d dead letters for a waiting object", len(dls))
+	}
+}

@@ -149,6 +149,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeShutdown).Inc()
 		log.Info("handed back at shutdown", zap.Error(err))
+	case ClassOf(err) == ClassWaiting:
+		if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("ack not confirmed; the event may be delivered again", zap.Error(err))
+		}
+		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeWaiting).Inc()
+		log.Info("waiting for another change", zap.Error(err))
 	case ClassOf(err) == ClassPermanent:
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
 		w.deadLetter(ctx, log, msg, meta, err.Error())
