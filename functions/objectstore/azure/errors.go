@@ -1,0 +1,83 @@
+package azure
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// responseError is an Azure error response reduced to what a caller needs: the sentinel it
+// means (if any), the HTTP status and Azure's error code. The full response (with its
+// request URL and body) stays reachable through errors.As for *azcore.ResponseError.
+type responseError struct {
+	sentinel error
+	status   int
+	code     string
+	cause    error
+}
+
+func (e *responseError) Error() string {
+	detail := fmt.Sprintf("HTTP %d", e.status)
+	if e.code != "" {
+		detail += " " + e.code
+	}
+	if e.sentinel == nil {
+		return detail
+	}
+	return e.sentinel.Error() + " (" + detail + ")"
+}
+
+func (e *responseError) Unwrap() []error {
+	if e.sentinel == nil {
+		return []error{e.cause}
+	}
+	return []error{e.sentinel, e.cause}
+}
+
+// classify maps an Azure error response to the objectstore sentinels. Other errors
+// (transport failures, a cancelled context) are returned as they are.
+func classify(err error) error {
+	var re *azcore.ResponseError
+	if err == nil || !errors.As(err, &re) {
+		return err
+	}
+	return &responseError{sentinel: sentinelFor(re), status: re.StatusCode, code: re.ErrorCode, cause: err}
+}
+
+func sentinelFor(re *azcore.ResponseError) error {
+	code := bloberror.Code(re.ErrorCode)
+	switch {
+	case re.StatusCode == http.StatusForbidden && authenticationFailed(re):
+		return objectstore.ErrUnauthenticated
+	case re.StatusCode == http.StatusForbidden:
+		return objectstore.ErrUnauthorized
+	case code == bloberror.ContainerNotFound:
+		return objectstore.ErrBucketNotFound
+	case re.StatusCode == http.StatusTooManyRequests, re.StatusCode == http.StatusServiceUnavailable,
+		code == bloberror.ServerBusy:
+		return objectstore.ErrThrottled
+	case code == bloberror.InvalidResourceName && re.StatusCode == http.StatusBadRequest:
+		return objectstore.ErrInvalidBucketName
+	}
+	return nil
+}
+
+// authenticationFailed tells a rejected signature (a wrong storage key) from a refused
+// permission. Azure says AuthenticationFailed; Azurite says AuthorizationFailure for both and
+// tells them apart only by its message, "Server failed to authenticate the request", which
+// Azure uses too and which also reaches us as the status line of body-less (HEAD) responses.
+func authenticationFailed(re *azcore.ResponseError) bool {
+	if bloberror.Code(re.ErrorCode) == bloberror.AuthenticationFailed {
+		return true
+	}
+	if re.RawResponse != nil && strings.Contains(strings.ToLower(re.RawResponse.Status), "failed to authenticate") {
+		return true
+	}
+	return strings.Contains(strings.ToLower(re.Error()), "server failed to authenticate the request")
+}

@@ -1,0 +1,38 @@
+package azure
+
+import "net/http"
+
+// MaxBatchSize is the most sub-requests Azure accepts in one Blob Batch request.
+const MaxBatchSize = 256
+
+// DefaultBatchConcurrency is how many batch requests DeleteKeys has in flight by default.
+const DefaultBatchConcurrency = 4
+
+// Option configures the provider and the stores it opens.
+type Option func(*options)
+
+type options struct {
+	httpClient       *http.Client
+	batchConcurrency int
+	batchSize        int   // tests only; MaxBatchSize otherwise
+	listPageSize     int32 // tests only; objectstore.MaxPageSize otherwise
+}
+
+// WithHTTPClient sends every request through c (to count requests, set timeouts or a proxy).
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
+
+// WithBatchConcurrency sets how many Blob Batch requests DeleteKeys sends at once (default
+// DefaultBatchConcurrency; values below 1 mean 1).
+func WithBatchConcurrency(n int) Option {
+	return func(o *options) { o.batchConcurrency = max(n, 1) }
+}
+
+// withBatchSize and withListPageSize shrink batches and list pages so tests can exercise
+// splitting and paging with few blobs.
+func withBatchSize(n int) Option {
+	return func(o *options) { o.batchSize = min(max(n, 1), MaxBatchSize) }
+}
+
+func withListPageSize(n int32) Option {
+	return func(o *options) { o.listPageSize = min(max(n, 1), 5000) }
+}

@@ -1,0 +1,234 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// store is one blob container.
+type store struct {
+	name   string
+	client *container.Client
+	opts   options
+}
+
+var _ objectstore.Store = (*store)(nil)
+
+func (s *store) errorf(op string, err error) error {
+	return fmt.Errorf("azure: container %q: %s: %w", s.name, op, classify(err))
+}
+
+// Create creates the container; one that exists already is fine.
+func (s *store) Create(ctx context.Context) error {
+	_, err := s.client.Create(ctx, nil)
+	if err == nil || bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		return nil
+	}
+	return s.errorf("create", err)
+}
+
+// Delete deletes the container with everything in it; a missing one is fine. Azure finishes
+// the deletion in the background: for a while, creating a container of the same name fails
+// with ContainerBeingDeleted (HTTP 409, unclassified: retry later).
+func (s *store) Delete(ctx context.Context) error {
+	_, err := s.client.Delete(ctx, nil)
+	if err == nil || bloberror.HasCode(err, bloberror.ContainerNotFound) {
+		return nil
+	}
+	return s.errorf("delete", err)
+}
+
+// List lists the blobs under prefix flat (no delimiter), page by page in the service's order,
+// which is lexical.
+func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) error) error {
+	opts := &container.ListBlobsFlatOptions{MaxResults: to.Ptr(s.opts.listPageSize)}
+	if prefix != "" {
+		opts.Prefix = to.Ptr(prefix)
+	}
+	pager := s.client.NewListBlobsFlatPager(opts)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return s.errorf(fmt.Sprintf("list %q", prefix), err)
+		}
+		var keys []string
+		if page.Segment != nil {
+			keys = make([]string, 0, len(page.Segment.BlobItems))
+			for _, item := range page.Segment.BlobItems {
+				if item != nil && item.Name != nil {
+					keys = append(keys, *item.Name)
+				}
+			}
+		}
+		// Azure may return empty pages with a continuation marker; never hand those on, and
+		// never more than a page's worth at once.
+		for len(keys) > 0 {
+			n := min(len(keys), int(s.opts.listPageSize))
+			if err := fn(keys[:n:n]); err != nil {
+				return err
+			}
+			keys = keys[n:]
+		}
+	}
+	return nil
+}
+
+// Put uploads data as a block blob.
+func (s *store) Put(ctx context.Context, key string, data []byte) error {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return fmt.Errorf("azure: container %q: %w", s.name, err)
+	}
+	_, err := s.client.NewBlockBlobClient(key).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), nil)
+	if err != nil {
+		return s.errorf(fmt.Sprintf("put %q", key), err)
+	}
+	return nil
+}
+
+// DeleteKeys deletes keys (and their snapshots) with Blob Batch requests of at most 256
+// deletes, up to the configured number at once. Each sub-response is checked: BlobNotFound
+// counts as deleted; any other failure lands in failed. A batch request that fails as a whole
+// fails its keys, except when the failure concerns every key alike — a missing container,
+// rejected credentials, a cancelled context — which fails the call.
+func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
+	failed := map[string]error{}
+	seen := make(map[string]struct{}, len(keys))
+	todo := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, dup := seen[k]; dup {
+			continue // a second delete in the same batch would only report BlobNotFound
+		}
+		seen[k] = struct{}{}
+		if err := objectstore.ValidateKey(k); err != nil {
+			failed[k] = err
+			continue
+		}
+		todo = append(todo, k)
+	}
+
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.batchConcurrency)
+	for start := 0; start < len(todo); start += s.opts.batchSize {
+		batch := todo[start:min(start+s.opts.batchSize, len(todo))]
+		g.Go(func() error {
+			perKey, err := s.deleteBatch(gctx, batch)
+			if err != nil {
+				if wholeCallFailure(err) {
+					return err
+				}
+				perKey = make(map[string]error, len(batch))
+				for _, k := range batch {
+					perKey[k] = err
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for k, e := range perKey {
+				failed[k] = e
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(failed) == 0 {
+		return nil, nil
+	}
+	return failed, nil
+}
+
+// wholeCallFailure says whether err, met by one batch, would fail every other batch too.
+func wholeCallFailure(err error) bool {
+	return errors.Is(err, objectstore.ErrBucketNotFound) ||
+		errors.Is(err, objectstore.ErrUnauthenticated) ||
+		errors.Is(err, objectstore.ErrUnauthorized) ||
+		errors.Is(err, context.Canceled) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+var deleteOptions = &container.BatchDeleteOptions{
+	DeleteOptions: blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)},
+}
+
+// deleteBatch sends one Blob Batch request deleting keys and returns the keys that were not
+// deleted, or the error of the request as a whole.
+func (s *store) deleteBatch(ctx context.Context, keys []string) (map[string]error, error) {
+	bb, err := s.client.NewBatchBuilder()
+	if err != nil {
+		return nil, fmt.Errorf("azure: container %q: building batch: %w", s.name, err)
+	}
+	for _, k := range keys {
+		if err := bb.Delete(k, deleteOptions); err != nil {
+			return nil, fmt.Errorf("azure: container %q: adding %q to a batch: %w", s.name, k, err)
+		}
+	}
+	resp, err := s.submit(ctx, bb)
+	if err != nil {
+		return nil, s.errorf(fmt.Sprintf("batch delete of %d blobs", len(keys)), err)
+	}
+
+	failed := map[string]error{}
+	answered := make([]bool, len(keys))
+	containerMissing := 0
+	for i, r := range resp.Responses {
+		if r == nil {
+			continue
+		}
+		// The sub-response's Content-ID is the index of its sub-request. (The SDK's BlobName
+		// is derived from the URL path and is wrong for path-style URLs such as Azurite's.)
+		idx := i
+		if r.ContentID != nil {
+			idx = *r.ContentID
+		}
+		if idx < 0 || idx >= len(keys) || answered[idx] {
+			return nil, fmt.Errorf("azure: container %q: batch response has an unexpected sub-response (Content-ID %d of %d)", s.name, idx, len(keys))
+		}
+		answered[idx] = true
+		switch {
+		case r.Error == nil, bloberror.HasCode(r.Error, bloberror.BlobNotFound):
+			// deleted, or never there
+		case bloberror.HasCode(r.Error, bloberror.ContainerNotFound):
+			containerMissing++
+			failed[keys[idx]] = s.errorf(fmt.Sprintf("delete %q", keys[idx]), r.Error)
+		default:
+			failed[keys[idx]] = s.errorf(fmt.Sprintf("delete %q", keys[idx]), r.Error)
+		}
+	}
+	for i, ok := range answered {
+		if !ok {
+			failed[keys[i]] = fmt.Errorf("azure: container %q: delete %q: no sub-response in the batch response", s.name, keys[i])
+		}
+	}
+	if containerMissing > 0 {
+		return nil, fmt.Errorf("azure: container %q: batch delete: %w", s.name, objectstore.ErrBucketNotFound)
+	}
+	return failed, nil
+}
+
+// submit is SubmitBatch, guarded: the SDK indexes its sub-requests by the Content-ID the
+// service sends back and would panic on a malformed response.
+func (s *store) submit(ctx context.Context, bb *container.BatchBuilder) (resp container.SubmitBatchResponse, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed batch response: %v", p)
+		}
+	}()
+	return s.client.SubmitBatch(ctx, bb, nil)
+}

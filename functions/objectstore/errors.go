@@ -1,0 +1,30 @@
+package objectstore
+
+import "errors"
+
+// Errors a caller acts on. Providers wrap them with a message naming the bucket, the key or
+// the credential key at fault — never a credential's value.
+var (
+	// ErrUnknownType: no provider is registered for a BackupBucket's spec.type.
+	ErrUnknownType = errors.New("unknown object store type")
+	// ErrMissingCredentials: the credentials lack a required key (the message names it).
+	ErrMissingCredentials = errors.New("missing credentials")
+	// ErrInvalidCredentials: a credential key is present but unusable, e.g. a storage key
+	// that is not base64 or an endpoint that is not a URL (the message names the key).
+	ErrInvalidCredentials = errors.New("invalid credentials")
+	// ErrInvalidBucketName: the bucket name breaks the naming rules (the message says how).
+	ErrInvalidBucketName = errors.New("invalid bucket name")
+	// ErrUnauthenticated: the store rejected the credentials themselves (Azure: HTTP 403
+	// AuthenticationFailed — a wrong storage key).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrUnauthorized: the credentials are valid but not allowed to do this (HTTP 403 for any
+	// other reason).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrBucketNotFound: the bucket does not exist.
+	ErrBucketNotFound = errors.New("bucket not found")
+	// ErrThrottled: the store asks to slow down (HTTP 429, 503 ServerBusy); retry later.
+	ErrThrottled = errors.New("throttled")
+	// ErrInvalidKey: an object key is unusable: empty, too long, or (local) absolute,
+	// escaping the bucket directory or holding "." or ".." segments.
+	ErrInvalidKey = errors.New("invalid object key")
+)

@@ -1,0 +1,404 @@
+// Package local is the object store provider for a directory on this machine (spec.type
+// "local"), for the local stack and for platforms without a cloud: a bucket is a directory
+// <root>/<bucket>, an object key is a file path below it.
+//
+// Every file operation goes through an os.Root opened at the bucket directory, so neither a
+// key nor a symbolic link inside the bucket can reach a file outside it. Keys that could
+// mean another place ("", "/abs", "a/../b", "a//b", "a/./b", "a/") are rejected with
+// objectstore.ErrInvalidKey before touching the disk.
+//
+// Unlike a blob store, a directory tree cannot hold both "a" and "a/b": the second Put
+// fails. etcd-backup-restore's key layout never does this.
+//
+// The secret for etcd-backup-restore: gardener's provider-local generates an empty bucket
+// secret and gives etcd the key hostPath, the directory that holds the bucket directories;
+// etcd-druid mounts <hostPath>/<bucket> into the etcd pod as a hostPath volume and runs
+// etcd-backup-restore with --storage-provider=Local. BackupSecretData returns that key.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// Type is the BackupBucket spec.type this provider serves.
+const Type = "local"
+
+// KeyHostPath is the key in the generated secret naming the directory that holds the bucket
+// directories (etcd-druid's EtcdBackupSecretHostPath).
+const KeyHostPath = "hostPath"
+
+const (
+	dirPerm  = 0o755
+	filePerm = 0o644
+)
+
+// Option configures the provider.
+type Option func(*Provider)
+
+// WithHostPath sets the hostPath written to the generated secret, for when the nodes that
+// run etcd see the bucket directories at another path than this process (default: the
+// root, made absolute).
+func WithHostPath(p string) Option { return func(pr *Provider) { pr.hostPath = p } }
+
+// withPageSize shrinks list pages so tests can exercise paging with few files.
+func withPageSize(n int) Option {
+	return func(pr *Provider) { pr.pageSize = min(max(n, 1), objectstore.MaxPageSize) }
+}
+
+// Provider opens bucket directories under one root directory.
+type Provider struct {
+	root     string
+	hostPath string
+	pageSize int
+}
+
+var _ objectstore.Provider = (*Provider)(nil)
+
+// New returns the local provider for buckets under root. The root is created by the first
+// Create.
+func New(root string, opts ...Option) *Provider {
+	if abs, err := filepath.Abs(root); err == nil {
+		root = abs
+	}
+	p := &Provider{root: filepath.Clean(root), pageSize: objectstore.MaxPageSize}
+	for _, opt := range opts {
+		opt(p)
+	}
+	if p.hostPath == "" {
+		p.hostPath = p.root
+	}
+	return p
+}
+
+// Type returns "local".
+func (p *Provider) Type() string { return Type }
+
+// Root is the directory that holds the bucket directories.
+func (p *Provider) Root() string { return p.root }
+
+// Open returns the store for the directory <root>/<bucket>. No credentials are needed; any
+// are accepted and ignored.
+func (p *Provider) Open(bucket string, _ map[string][]byte) (objectstore.Store, error) {
+	if err := objectstore.ValidateBucketName(bucket); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &store{root: p.root, name: bucket, pageSize: p.pageSize}, nil
+}
+
+// BackupSecretData returns hostPath, the directory holding the bucket directories.
+func (p *Provider) BackupSecretData(_ map[string][]byte) (map[string][]byte, error) {
+	return map[string][]byte{KeyHostPath: []byte(p.hostPath)}, nil
+}
+
+// ValidateKey applies objectstore.ValidateKey and the rules that keep a key a plain relative
+// path inside the bucket directory.
+func ValidateKey(key string) error {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return err
+	}
+	if strings.HasPrefix(key, "/") {
+		return fmt.Errorf("%w %q: absolute path", objectstore.ErrInvalidKey, key)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%w %q: empty path segment", objectstore.ErrInvalidKey, key)
+		case ".", "..":
+			return fmt.Errorf("%w %q: %q path segment", objectstore.ErrInvalidKey, key, seg)
+		}
+	}
+	return nil
+}
+
+type store struct {
+	root     string
+	name     string
+	pageSize int
+}
+
+var _ objectstore.Store = (*store)(nil)
+
+func (s *store) dir() string { return filepath.Join(s.root, s.name) }
+
+// open returns an os.Root at the bucket directory, or ErrBucketNotFound.
+func (s *store) open() (*os.Root, error) {
+	parent, err := os.OpenRoot(s.root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, s.notFound()
+		}
+		return nil, fmt.Errorf("local: opening %s: %w", s.root, err)
+	}
+	defer parent.Close()
+	r, err := parent.OpenRoot(s.name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, s.notFound()
+		}
+		return nil, fmt.Errorf("local: bucket %q: opening %s: %w", s.name, s.dir(), err)
+	}
+	return r, nil
+}
+
+func (s *store) notFound() error {
+	return fmt.Errorf("local: bucket %q: %w (no directory %s)", s.name, objectstore.ErrBucketNotFound, s.dir())
+}
+
+// Create makes the bucket directory (and the root); one that exists already is fine.
+func (s *store) Create(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(s.root, dirPerm); err != nil {
+		return fmt.Errorf("local: creating root %s: %w", s.root, err)
+	}
+	parent, err := os.OpenRoot(s.root)
+	if err != nil {
+		return fmt.Errorf("local: opening %s: %w", s.root, err)
+	}
+	defer parent.Close()
+	if err := parent.Mkdir(s.name, dirPerm); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("local: bucket %q: %w", s.name, err)
+		}
+		if fi, err := parent.Stat(s.name); err != nil || !fi.IsDir() {
+			return fmt.Errorf("local: bucket %q: %s exists and is not a directory", s.name, s.dir())
+		}
+	}
+	return nil
+}
+
+// Delete removes the bucket directory with everything in it; a missing one is fine.
+func (s *store) Delete(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	parent, err := os.OpenRoot(s.root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("local: opening %s: %w", s.root, err)
+	}
+	defer parent.Close()
+	if err := parent.RemoveAll(s.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("local: bucket %q: deleting %s: %w", s.name, s.dir(), err)
+	}
+	return nil
+}
+
+// List walks the bucket directory in lexical key order: siblings are visited by their key
+// prefix — a file by its name, a directory by its name and "/" — so "a-c" comes before
+// "a/b" as it would in a blob store. Directories that cannot hold keys under prefix are
+// skipped.
+func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) error) error {
+	r, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	page := make([]string, 0, s.pageSize)
+	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		out := slices.Clone(page)
+		page = page[:0]
+		return fn(out)
+	}
+	emit := func(key string) error {
+		page = append(page, key)
+		if len(page) == s.pageSize {
+			return flush()
+		}
+		return nil
+	}
+	if err := s.walk(ctx, r, "", prefix, emit); err != nil {
+		return err
+	}
+	return flush()
+}
+
+type entry struct {
+	key   string // the key, or for a directory its key prefix ending in "/"
+	isDir bool
+}
+
+func (s *store) walk(ctx context.Context, r *os.Root, dir, prefix string, emit func(string) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	name := dir
+	if name == "" {
+		name = "."
+	}
+	f, err := r.Open(name)
+	if err != nil {
+		if dir != "" && errors.Is(err, fs.ErrNotExist) {
+			return nil // removed while we walked
+		}
+		return fmt.Errorf("local: bucket %q: listing %q: %w", s.name, dir, err)
+	}
+	dirents, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("local: bucket %q: listing %q: %w", s.name, dir, err)
+	}
+	entries := make([]entry, 0, len(dirents))
+	for _, d := range dirents {
+		key := d.Name()
+		if dir != "" {
+			key = dir + "/" + key
+		}
+		if d.IsDir() { // not a symbolic link to one: links are listed, never followed
+			key += "/"
+			if !strings.HasPrefix(key, prefix) && !strings.HasPrefix(prefix, key) {
+				continue
+			}
+			entries = append(entries, entry{key: key, isDir: true})
+			continue
+		}
+		if strings.HasPrefix(key, prefix) {
+			entries = append(entries, entry{key: key})
+		}
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	for _, e := range entries {
+		if e.isDir {
+			if err := s.walk(ctx, r, strings.TrimSuffix(e.key, "/"), prefix, emit); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := emit(e.key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteKeys removes the files named by keys and then every directory below the bucket
+// directory that this left empty. A missing key, or one naming a directory (which holds
+// no object of that name), counts as deleted.
+func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
+	if len(keys) == 0 {
+		return nil, ctx.Err()
+	}
+	r, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	failed := map[string]error{}
+	seen := make(map[string]struct{}, len(keys))
+	for _, key := range keys {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, dup := seen[key]; dup {
+			continue
+		}
+		seen[key] = struct{}{}
+		if err := ValidateKey(key); err != nil {
+			failed[key] = err
+			continue
+		}
+		if err := s.remove(r, key); err != nil {
+			failed[key] = err
+			continue
+		}
+		s.prune(r, path.Dir(key))
+	}
+	if len(failed) == 0 {
+		return nil, nil
+	}
+	return failed, nil
+}
+
+func (s *store) remove(r *os.Root, key string) error {
+	fi, err := r.Lstat(key)
+	switch {
+	case missing(err):
+		return nil
+	case err != nil:
+		return s.keyError("delete", key, err)
+	case fi.IsDir():
+		return nil // a "directory" is not an object
+	}
+	if err := r.Remove(key); err != nil && !missing(err) {
+		return s.keyError("delete", key, err)
+	}
+	return nil
+}
+
+// prune removes dir and its parents while they are empty directories, stopping below the
+// bucket directory. A directory that is not empty (or a concurrent Put's) stays.
+func (s *store) prune(r *os.Root, dir string) {
+	for ; dir != "." && dir != "/" && dir != ""; dir = path.Dir(dir) {
+		fi, err := r.Lstat(dir)
+		if err != nil || !fi.IsDir() {
+			return
+		}
+		if err := r.Remove(dir); err != nil {
+			return
+		}
+	}
+}
+
+// Put writes data to the file named by key, creating its directories.
+func (s *store) Put(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateKey(key); err != nil {
+		return fmt.Errorf("local: bucket %q: %w", s.name, err)
+	}
+	r, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	// A concurrent DeleteKeys may prune a directory while this creates or fills it: retry.
+	write := func() error {
+		if dir := path.Dir(key); dir != "." {
+			if err := r.MkdirAll(dir, dirPerm); err != nil {
+				return err
+			}
+		}
+		return r.WriteFile(key, data, filePerm)
+	}
+	for attempt := 0; ; attempt++ {
+		err := write()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 4 {
+			return s.keyError("put", key, err)
+		}
+	}
+}
+
+func (s *store) keyError(op, key string, err error) error {
+	if strings.Contains(err.Error(), "escapes from parent") {
+		// os.Root refused a path that leaves the bucket (through a symbolic link).
+		return fmt.Errorf("local: bucket %q: %s %q: %w: %v", s.name, op, key, objectstore.ErrInvalidKey, err)
+	}
+	return fmt.Errorf("local: bucket %q: %s %q: %w", s.name, op, key, err)
+}
+
+// missing reports an error saying the path does not exist, including a path through a file
+// ("a/b" when "a" is a file).
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}

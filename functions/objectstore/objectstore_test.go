@@ -1,0 +1,79 @@
+package objectstore_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+)
+
+func TestValidateBucketName(t *testing.T) {
+	valid := []string{"abc", "a-b-c", "0ab", "backupprovider-7f3a9c", "bucket-1", strings.Repeat("a", 63), "a1-b2-c3"}
+	for _, name := range valid {
+		if err := objectstore.ValidateBucketName(name); err != nil {
+			t.Errorf("ValidateBucketName(%q) = %v, want nil", name, err)
+		}
+	}
+	invalid := map[string]string{
+		"":                      "3 to 63",
+		"ab":                    "3 to 63",
+		strings.Repeat("a", 64): "3 to 63",
+		"Abc":                   "'A'",
+		"ab_c":                  "'_'",
+		"a.bc":                  "'.'",
+		"a/bc":                  "'/'",
+		"-abc":                  "start with",
+		"abc-":                  "end with a hyphen",
+		"a--bc":                 "consecutive hyphens",
+		"ab c":                  "' '",
+		"äbc":                   "position 0",
+	}
+	for name, why := range invalid {
+		err := objectstore.ValidateBucketName(name)
+		if !errors.Is(err, objectstore.ErrInvalidBucketName) {
+			t.Errorf("ValidateBucketName(%q) = %v, want ErrInvalidBucketName", name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), why) {
+			t.Errorf("ValidateBucketName(%q) = %q, want the reason to mention %q", name, err, why)
+		}
+	}
+}
+
+func TestValidateKey(t *testing.T) {
+	for _, key := range []string{"a", "a/b/c", strings.Repeat("k", objectstore.MaxKeyLength), "a//b", "/abs"} {
+		if err := objectstore.ValidateKey(key); err != nil {
+			t.Errorf("ValidateKey(%q) = %v, want nil (the shared rules are Azure's)", key, err)
+		}
+	}
+	for _, key := range []string{"", strings.Repeat("k", objectstore.MaxKeyLength+1), "a\x00b", "\xff"} {
+		if err := objectstore.ValidateKey(key); !errors.Is(err, objectstore.ErrInvalidKey) {
+			t.Errorf("ValidateKey(%q) = %v, want ErrInvalidKey", key, err)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := objectstore.NewRegistry(azure.New(), local.New(t.TempDir()))
+	for _, typ := range []string{"azure", "local"} {
+		p, err := r.Get(typ)
+		if err != nil || p.Type() != typ {
+			t.Errorf("Get(%q) = %v, %v", typ, p, err)
+		}
+	}
+	_, err := r.Get("aws")
+	if !errors.Is(err, objectstore.ErrUnknownType) {
+		t.Fatalf("Get(aws) = %v, want ErrUnknownType", err)
+	}
+	for _, want := range []string{`"aws"`, `"azure", "local"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+	if _, err := (objectstore.Registry{}).Get("azure"); !errors.Is(err, objectstore.ErrUnknownType) {
+		t.Errorf("empty registry: %v, want ErrUnknownType", err)
+	}
+}

@@ -1,0 +1,82 @@
+package objectstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// MaxPageSize is the most keys List hands to its callback at once (Azure's list page limit).
+const MaxPageSize = 5000
+
+// Store is one bucket (an Azure container, a local directory).
+//
+// Keys are object names relative to the bucket, with "/" as the separator; etcd-backup-restore
+// writes them as "<entry>/etcd-main/v2/Full-...". Methods are safe for concurrent use.
+type Store interface {
+	// Create creates the bucket; one that already exists is fine.
+	Create(ctx context.Context) error
+	// Delete deletes the bucket and all it holds; a missing bucket is fine.
+	Delete(ctx context.Context) error
+	// List calls fn with the keys under prefix (a plain string prefix, not a directory: pass
+	// a trailing "/" to stay inside one), in pages of at most MaxPageSize keys, in lexical
+	// (byte) order across pages. fn is never called with an empty page; an error from fn
+	// stops the listing and is returned as it is. A missing bucket is ErrBucketNotFound.
+	List(ctx context.Context, prefix string, fn func(keys []string) error) error
+	// DeleteKeys deletes the keys, with their snapshots. A key that does not exist counts as
+	// deleted. failed names each key that was not deleted and why (a classified error); a
+	// caller retries just those. err reports that the call as a whole failed (a missing
+	// bucket, bad credentials, a cancelled context): then failed is nil and any key may or
+	// may not have been deleted. With err nil, every key not in failed is gone.
+	DeleteKeys(ctx context.Context, keys []string) (failed map[string]error, err error)
+	// Put writes an object, replacing one of the same key (for tests and the local stack).
+	Put(ctx context.Context, key string, data []byte) error
+}
+
+// Provider opens stores of one provider type with credentials from a Kubernetes secret's data.
+type Provider interface {
+	// Type is the BackupBucket spec.type the provider serves: "azure", "local".
+	Type() string
+	// Open returns the store for bucket. It validates the bucket name and the credential
+	// keys (ErrInvalidBucketName, ErrMissingCredentials, ErrInvalidCredentials) and sends
+	// no request: a wrong key shows on first use.
+	Open(bucket string, credentials map[string][]byte) (Store, error)
+	// BackupSecretData returns the keys etcd-backup-restore reads, for the secret housekeeper
+	// generates for a bucket (generated-bucket-<name>), taken from the bucket's credentials.
+	BackupSecretData(credentials map[string][]byte) (map[string][]byte, error)
+}
+
+// Registry chooses a provider by spec.type.
+type Registry map[string]Provider
+
+// NewRegistry registers providers under their Type.
+func NewRegistry(providers ...Provider) Registry {
+	r := make(Registry, len(providers))
+	for _, p := range providers {
+		r[p.Type()] = p
+	}
+	return r
+}
+
+// Get returns the provider for providerType, or ErrUnknownType naming the type and the
+// known ones.
+func (r Registry) Get(providerType string) (Provider, error) {
+	if p, ok := r[providerType]; ok && p != nil {
+		return p, nil
+	}
+	known := slices.Sorted(maps.Keys(r))
+	if len(known) == 0 {
+		return nil, fmt.Errorf("%w %q: no provider is registered", ErrUnknownType, providerType)
+	}
+	return nil, fmt.Errorf("%w %q: known types are %s", ErrUnknownType, providerType, strings.Join(quote(known), ", "))
+}
+
+func quote(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
