@@ -12,8 +12,9 @@ help: ## list the targets
 run: tools ## run the whole local stack (no Docker)
 	$(GO) run ./scripts/cmd/localstack
 
-test: tools ## unit and integration tests against the real components
+test: tools ## unit and integration tests against the real components, then a short fuzz run
 	$(GO) test -race -count=1 -timeout 45m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 5s ./events/
 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -24,11 +24,12 @@ const (
 
 // Encode turns e into a NATS message in binary mode on its subject, with Nats-Msg-Id = id.
 func Encode(e cloudevents.Event) (*nats.Msg, error) {
-	if err := e.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
-	}
 	if len(e.Data()) > MaxDataSize {
 		return nil, fmt.Errorf("%w: data is %d bytes, limit %d", ErrDataTooLarge, len(e.Data()), MaxDataSize)
+	}
+	// What consumers would reject is never published.
+	if err := Validate(e); err != nil {
+		return nil, err
 	}
 	subject, err := Subject(e.Type(), e.Subject())
 	if err != nil {

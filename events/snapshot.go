@@ -14,8 +14,8 @@ const MaxDataSize = 32 << 10
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 // Snapshot is the trimmed JSON of obj used as event data: no managedFields, no
-// last-applied-configuration; if that is still above MaxDataSize, without status and
-// providerConfig too; if still above, ErrDataTooLarge.
+// last-applied-configuration; if that is still above MaxDataSize, without status,
+// providerConfig and backupBucketProviderStatus too; if still above, ErrDataTooLarge.
 func Snapshot(kind Kind, obj client.Object) ([]byte, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
@@ -40,6 +40,7 @@ func Snapshot(kind Kind, obj client.Object) ([]byte, error) {
 	delete(m, "status")
 	if spec, ok := m["spec"].(map[string]any); ok {
 		delete(spec, "providerConfig")
+		delete(spec, "backupBucketProviderStatus")
 	}
 	if data, err = json.Marshal(m); err != nil || len(data) <= MaxDataSize {
 		return data, err
