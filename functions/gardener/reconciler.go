@@ -1,0 +1,282 @@
+package gardener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// Actuator does the provider work for one kind; the Reconciler owns the protocol around it.
+// Both methods must be idempotent.
+type Actuator interface {
+	// Reconcile converges the object (Create, Reconcile and Restore).
+	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error
+	// Delete cleans up after the object.
+	Delete(ctx context.Context, obj extensionsv1alpha1.Object) (Deletion, error)
+}
+
+// Deletion says how far a Delete got.
+type Deletion struct {
+	// Pending means cleanup is scheduled for later: the finalizers stay, lastOperation becomes
+	// Delete/Pending with Description, and whoever finishes the cleanup calls RemoveFinalizers.
+	Pending     bool
+	Description string
+}
+
+// Migrator is implemented by actuators with work to do when the object migrates away.
+type Migrator interface {
+	Migrate(ctx context.Context, obj extensionsv1alpha1.Object) error
+}
+
+// Reconciler is Gardener's extension protocol, written once: finalizers on the object and on
+// its spec.secretRef secret, the operation annotation, and lastOperation, lastError and
+// observedGeneration exactly as upstream writes them. It is a runtime.Handler.
+type Reconciler struct {
+	Client    client.Client
+	Kind      events.Kind
+	NewObject func() extensionsv1alpha1.Object
+	// SecretRef returns the object's spec.secretRef.
+	SecretRef func(extensionsv1alpha1.Object) corev1.SecretReference
+	Finalizer string
+	Actuator  Actuator
+	Log       *zap.Logger
+	// Now is the clock (tests set it).
+	Now func() time.Time
+}
+
+// Handle re-reads the object the event names and converges it.
+func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
+	ref, err := events.RefOf(e)
+	if err != nil {
+		return runtime.Permanent(err)
+	}
+	if ref.Kind != r.Kind {
+		return runtime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
+	}
+	obj := r.NewObject()
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Log.Debug("object is gone, nothing to do", zap.String("name", ref.Name))
+			return nil
+		}
+		return fmt.Errorf("reading %s %s: %w", r.Kind, ref.Name, err)
+	}
+	return r.Reconcile(ctx, obj)
+}
+
+// Reconcile converges obj, which was just read.
+func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	log := r.Log.With(zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()))
+	if obj.GetAnnotations()[AnnotationOperation] == OperationWaitForState {
+		log.Info("operation annotation says wait-for-state: doing nothing")
+		return nil
+	}
+	switch t := OperationType(obj); t {
+	case gardencorev1beta1.LastOperationTypeMigrate:
+		return r.migrate(ctx, log, obj)
+	case gardencorev1beta1.LastOperationTypeDelete:
+		return r.delete(ctx, log, obj)
+	default:
+		return r.reconcile(ctx, log, obj, t)
+	}
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType) error {
+	operation := obj.GetAnnotations()[AnnotationOperation]
+	last := obj.GetExtensionStatus().GetLastOperation()
+	// Already done for this generation: do the (idempotent) work to repair drift, but write
+	// nothing, so a duplicated or replayed event changes nothing.
+	converged := operation == "" && t == gardencorev1beta1.LastOperationTypeReconcile &&
+		last != nil && last.State == gardencorev1beta1.LastOperationStateSucceeded &&
+		obj.GetExtensionStatus().GetObservedGeneration() == obj.GetGeneration()
+
+	if err := r.ensureFinalizers(ctx, obj); err != nil {
+		return r.fail(ctx, log, obj, t, err)
+	}
+	if operation == OperationReconcile { // removed before the work, as upstream does
+		if err := r.removeAnnotation(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if !converged {
+		if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, fmt.Sprintf("%s %s", verb(t), r.Kind), r.Now()) }); err != nil {
+			return err
+		}
+	}
+	if err := r.Actuator.Reconcile(ctx, obj); err != nil {
+		return r.fail(ctx, log, obj, t, err)
+	}
+	if operation == OperationRestore { // removed after success, as upstream does
+		if err := r.removeAnnotation(ctx, obj); err != nil {
+			return err
+		}
+	}
+	if converged {
+		return nil
+	}
+	log.Info("succeeded", zap.String("operation", string(t)))
+	return r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, fmt.Sprintf("%s %s", r.Kind, pastVerb(t)), r.Now()) })
+}
+
+func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
+	if !controllerutil.ContainsFinalizer(obj, r.Finalizer) {
+		return nil // never ours, or already released
+	}
+	t := gardencorev1beta1.LastOperationTypeDelete
+	if last := obj.GetExtensionStatus().GetLastOperation(); last == nil || last.Type != t {
+		if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, "Deleting "+string(r.Kind), r.Now()) }); err != nil {
+			return err
+		}
+	}
+	d, err := r.Actuator.Delete(ctx, obj)
+	if err != nil {
+		return r.fail(ctx, log, obj, t, err)
+	}
+	if d.Pending {
+		last := obj.GetExtensionStatus().GetLastOperation()
+		if last != nil && last.State == gardencorev1beta1.LastOperationStatePending && last.Description == d.Description {
+			return nil // nothing new to say
+		}
+		log.Info("deletion pending", zap.String("description", d.Description))
+		return r.patchStatus(ctx, obj, func() { setPending(obj, t, 1, d.Description, r.Now()) })
+	}
+	log.Info("deleted, releasing finalizers")
+	return r.RemoveFinalizers(ctx, obj)
+}
+
+func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
+	t := gardencorev1beta1.LastOperationTypeMigrate
+	if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, "Migrating "+string(r.Kind), r.Now()) }); err != nil {
+		return err
+	}
+	if m, ok := r.Actuator.(Migrator); ok {
+		if err := m.Migrate(ctx, obj); err != nil {
+			return r.fail(ctx, log, obj, t, err)
+		}
+	}
+	if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, string(r.Kind)+" migrated", r.Now()) }); err != nil {
+		return err
+	}
+	// Migrated away: this seed's controller lets go of the object (the destination takes over).
+	if err := r.RemoveFinalizers(ctx, obj); err != nil {
+		return err
+	}
+	log.Info("migrated")
+	return r.removeAnnotation(ctx, obj)
+}
+
+// fail records err in the status — lastOperation Error, lastError with its codes — and
+// returns it for the runtime to retry or dead-letter.
+func (r *Reconciler) fail(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
+	description := err.Error()
+	codes := runtime.CodesOf(err)
+	log.Warn("failed", zap.String("operation", string(t)), zap.Error(err), zap.Any("codes", codes))
+	if patchErr := r.patchStatus(ctx, obj, func() {
+		setError(obj, t, gardencorev1beta1.LastOperationStateError, description, codes, r.Now())
+	}); patchErr != nil {
+		return errors.Join(err, patchErr)
+	}
+	return err
+}
+
+// RemoveFinalizers releases the object: first its spec.secretRef secret (re-read, since
+// gardenlet patches it during deletion), then the object itself.
+func (r *Reconciler) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	ref := r.SecretRef(obj)
+	secret := &corev1.Secret{}
+	err := r.updateFinalizer(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret, controllerutil.RemoveFinalizer)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if err := r.updateFinalizer(ctx, client.ObjectKeyFromObject(obj), obj, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("releasing %s %s: %w", r.Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	if err := r.updateFinalizer(ctx, client.ObjectKeyFromObject(obj), obj, controllerutil.AddFinalizer); err != nil {
+		return err
+	}
+	ref := r.SecretRef(obj)
+	err := r.updateFinalizer(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &corev1.Secret{}, controllerutil.AddFinalizer)
+	if apierrors.IsNotFound(err) {
+		return missingSecret(ref)
+	}
+	return err
+}
+
+// updateFinalizer adds or removes our finalizer on the object at key (read into obj), with
+// optimistic locking: other controllers edit finalizers too.
+func (r *Reconciler) updateFinalizer(ctx context.Context, key client.ObjectKey, obj client.Object, change func(client.Object, string) bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if obj.GetResourceVersion() == "" || obj.GetName() == "" {
+			if err := r.Client.Get(ctx, key, obj); err != nil {
+				return err
+			}
+		}
+		base := obj.DeepCopyObject().(client.Object)
+		if !change(obj, r.Finalizer) {
+			return nil
+		}
+		err := r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			obj.SetResourceVersion("") // re-read on the next attempt
+		}
+		return err
+	})
+}
+
+func (r *Reconciler) removeAnnotation(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	if _, ok := obj.GetAnnotations()[AnnotationOperation]; !ok {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	annotations := obj.GetAnnotations()
+	delete(annotations, AnnotationOperation)
+	obj.SetAnnotations(annotations)
+	return r.Client.Patch(ctx, obj, client.MergeFrom(base))
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {
+	base := obj.DeepCopyObject().(client.Object)
+	mutate()
+	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("writing status of %s %s: %w", r.Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+func verb(t gardencorev1beta1.LastOperationType) string {
+	switch t {
+	case gardencorev1beta1.LastOperationTypeCreate:
+		return "Creating"
+	case gardencorev1beta1.LastOperationTypeRestore:
+		return "Restoring"
+	}
+	return "Reconciling"
+}
+
+func pastVerb(t gardencorev1beta1.LastOperationType) string {
+	switch t {
+	case gardencorev1beta1.LastOperationTypeCreate:
+		return "created"
+	case gardencorev1beta1.LastOperationTypeRestore:
+		return "restored"
+	}
+	return "reconciled"
+}

@@ -1,0 +1,33 @@
+package gardener
+
+import (
+	"context"
+	"fmt"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// ReadSecretData reads the data of the secret ref points to. A missing secret is a
+// configuration problem that waits for someone to create it.
+func ReadSecretData(ctx context.Context, c client.Client, ref corev1.SecretReference) (map[string][]byte, error) {
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, missingSecret(ref)
+		}
+		return nil, fmt.Errorf("reading secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return secret.Data, nil
+}
+
+// missingSecret is the error for a spec.secretRef that points nowhere: permanent until someone
+// creates the secret, which announces the object again.
+func missingSecret(ref corev1.SecretReference) error {
+	return runtime.Permanent(fmt.Errorf("secret %s/%s referenced by spec.secretRef does not exist", ref.Namespace, ref.Name),
+		gardencorev1beta1.ErrorConfigurationProblem)
+}

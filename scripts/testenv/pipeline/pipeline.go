@@ -1,0 +1,112 @@
+// Package pipeline runs housekeeper's whole event path for a test — a real kube-apiserver,
+// nats-server and Azurite, the bridge publishing to the streams, and the functions the test
+// asks for consuming them — so a test drives it through the Kubernetes API only.
+package pipeline
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/bridge"
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// Cluster is the cluster name events carry.
+const Cluster = "pipeline-test"
+
+// Pipeline is a running event path.
+type Pipeline struct {
+	T      testing.TB
+	Env    *testenv.Env
+	Client client.Client
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Log    *zap.Logger
+}
+
+// Start starts the components and the bridge.
+func Start(t testing.TB) *Pipeline {
+	t.Helper()
+	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS(), testenv.WithAzurite())
+	nc, err := nats.Connect(env.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	p := &Pipeline{T: t, Env: env, Client: env.Client(t), NC: nc, JS: js, Log: zaptest.NewLogger(t)}
+
+	b, err := bridge.New(env.Kube.Config, js, nil, bridge.Options{Cluster: Cluster, Logger: p.Log.Named("bridge")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.background("bridge", b.Run)
+	return p
+}
+
+// Run runs fn in pull mode until the test ends.
+func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
+	p.T.Helper()
+	opts = append([]runtime.WorkerOption{runtime.WithLogger(p.Log.Named(fn.Name)), runtime.WithBackoff(100*time.Millisecond, time.Second)}, opts...)
+	w, err := runtime.NewWorker(p.JS, fn, prometheus.NewRegistry(), opts...)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	p.background(fn.Name, w.Run)
+}
+
+func (p *Pipeline) background(name string, run func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := run(ctx); err != nil {
+			p.T.Errorf("%s: %v", name, err)
+		}
+	}()
+	p.T.Cleanup(func() { cancel(); <-done })
+}
+
+// Eventually polls cond until it holds, failing the test after timeout with cond's last word.
+func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	p.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.T.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// DeadLetters lists the dead letters of function.
+func (p *Pipeline) DeadLetters(function string) []runtime.DeadLetter {
+	p.T.Helper()
+	dls, err := runtime.ListDeadLetters(context.Background(), p.JS, function)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	return dls
+}
