@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -113,7 +112,7 @@ func (c *Command) Run(ctx context.Context) error {
 	g.Go(func() error {
 		run := func(ctx context.Context) error {
 			leading.Store(true)
-			if err := ensureStreams(ctx, js, c, log); err != nil {
+			if err := natsconn.EnsureStreams(ctx, js, log, events.WithMaxAge(c.StreamMaxAge), events.WithReplicas(c.StreamReplicas)); err != nil {
 				return err
 			}
 			g, ctx := errgroup.WithContext(ctx)
@@ -127,22 +126,4 @@ func (c *Command) Run(ctx context.Context) error {
 		return RunAsLeader(ctx, cfg, c.LeaderElection, log, run)
 	})
 	return g.Wait()
-}
-
-// ensureStreams retries until NATS answers: the bridge may start before NATS does.
-func ensureStreams(ctx context.Context, js jetstream.JetStream, c *Command, log *zap.Logger) error {
-	for {
-		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := events.EnsureStreams(attempt, js, events.WithMaxAge(c.StreamMaxAge), events.WithReplicas(c.StreamReplicas))
-		cancel()
-		if err == nil {
-			return nil
-		}
-		log.Warn("cannot ensure streams yet, retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
 }

@@ -28,6 +28,8 @@ import (
 const usage = `usage: housekeeper [--nats-url URL ...] COMMAND
 
 commands:
+  function NAME [--mode pull|http] [--kubeconfig FILE] [--local-root DIR] ...
+                         run a function (bucket) until interrupted
   replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object
@@ -75,6 +77,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nc, js, err
 	}
 	switch rest[0] {
+	case "function":
+		return runFunction(ctx, rest[1:], nopts)
 	case "replay":
 		return replay(ctx, rest[1:], out, connect)
 	case "resync":

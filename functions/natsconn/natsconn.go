@@ -3,11 +3,16 @@
 package natsconn
 
 import (
+	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/events"
 )
 
 // Options say how to reach NATS.
@@ -63,4 +68,23 @@ func (o Options) Auth() []nats.Option {
 		opts = append(opts, nats.ClientCert(o.TLSCert, o.TLSKey))
 	}
 	return opts
+}
+
+// EnsureStreams creates or updates housekeeper's streams, retrying until NATS answers: a
+// process may start before NATS does.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, log *zap.Logger, opts ...events.StreamOption) error {
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := events.EnsureStreams(attempt, js, opts...)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		log.Warn("cannot ensure streams yet, retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
