@@ -29,7 +29,7 @@ const usage = `usage: housekeeper [--nats-url URL ...] COMMAND
 
 commands:
   function NAME [--mode pull|http] [--kubeconfig FILE] [--local-root DIR] ...
-                         run a function (bucket) until interrupted
+                         run a function (bucket, entry, purge) until interrupted
   replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object

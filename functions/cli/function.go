@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,25 +19,36 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
 // deps is what a function is built from.
 type deps struct {
 	client    client.Client
+	js        jetstream.JetStream
 	providers objectstore.Registry
+	retention entry.Retention
+	cluster   string
 	log       *zap.Logger
 }
 
 // functions are the functions this binary runs, by name.
 var functions = map[string]func(deps) runtime.Function{
 	bucket.Name: func(d deps) runtime.Function { return bucket.New(d.client, d.providers, d.log) },
+	entry.Name: func(d deps) runtime.Function {
+		return entry.New(d.client, d.js, d.retention, d.cluster, d.log)
+	},
+	purge.Name: func(d deps) runtime.Function {
+		return purge.New(d.client, d.js, d.providers, d.retention, d.cluster, d.log)
+	},
 }
 
 func functionNames() string {
@@ -64,6 +76,10 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
 	maxDeliver := fs.Int("max-deliver", 20, "deliveries before a failing event is dead-lettered (pull mode)")
 	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
+	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes (entry, purge)")
+	retention := fs.Duration("retention", 0, "how long a deleted BackupEntry's backups are kept before the purge")
+	var byPurpose config.List
+	fs.Var(&byPurpose, "retention-by-purpose", "retention per shoot purpose, e.g. production=168h,evaluation=24h")
 	streamMaxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events")
 	streamReplicas := fs.Int("stream-replicas", 1, "stream replicas")
 	if err := config.Parse(fs, args[1:]); err != nil {
@@ -72,6 +88,21 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	m, err := runtime.ParseMode(*mode)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *cluster == "" && name != bucket.Name {
+		return fmt.Errorf("%w: function %s needs --cluster (or %s)", errUsage, name, config.EnvName("cluster"))
+	}
+	if m == runtime.ModeHTTP && name != bucket.Name {
+		return fmt.Errorf("%w: function %s publishes to JetStream and runs in pull mode only", errUsage, name)
+	}
+	ret := entry.Retention{Default: *retention, ByPurpose: map[string]time.Duration{}}
+	for _, kv := range byPurpose {
+		purpose, d, ok := strings.Cut(kv, "=")
+		dur, err := time.ParseDuration(d)
+		if !ok || err != nil {
+			return fmt.Errorf("%w: --retention-by-purpose %q: want purpose=duration", errUsage, kv)
+		}
+		ret.ByPurpose[purpose] = dur
 	}
 
 	log, err := logging.New(logOpts)
@@ -92,8 +123,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if *localRoot != "" {
 		providers = objectstore.NewRegistry(azure.New(), local.New(*localRoot))
 	}
-	fn := functions[name](deps{client: c, providers: providers, log: log.Named(name)})
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var js jetstream.JetStream
@@ -110,5 +139,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 			return err
 		}
 	}
+	fn := functions[name](deps{client: c, js: js, providers: providers, retention: ret, cluster: *cluster, log: log.Named(name)})
 	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency), runtime.WithMaxDeliver(*maxDeliver))
 }

@@ -12,12 +12,14 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	hkruntime "github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
 // Actuator does the provider work for one kind; the Reconciler owns the protocol around it.
@@ -51,6 +53,8 @@ type Reconciler struct {
 	NewObject func() extensionsv1alpha1.Object
 	// SecretRef returns the object's spec.secretRef.
 	SecretRef func(extensionsv1alpha1.Object) corev1.SecretReference
+	// NewList returns an empty list of the kind, to find the other objects sharing a secret.
+	NewList   func() client.ObjectList
 	Finalizer string
 	Actuator  Actuator
 	Log       *zap.Logger
@@ -62,10 +66,10 @@ type Reconciler struct {
 func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	ref, err := events.RefOf(e)
 	if err != nil {
-		return runtime.Permanent(err)
+		return hkruntime.Permanent(err)
 	}
 	if ref.Kind != r.Kind {
-		return runtime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
+		return hkruntime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
 	obj := r.NewObject()
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, obj); err != nil {
@@ -105,7 +109,7 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 		obj.GetExtensionStatus().GetObservedGeneration() == obj.GetGeneration()
 
 	if err := r.ensureFinalizers(ctx, obj); err != nil {
-		return r.fail(ctx, log, obj, t, err)
+		return r.Fail(ctx, obj, t, err)
 	}
 	if operation == OperationReconcile { // removed before the work, as upstream does
 		if err := r.removeAnnotation(ctx, obj); err != nil {
@@ -118,7 +122,7 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 		}
 	}
 	if err := r.Actuator.Reconcile(ctx, obj); err != nil {
-		return r.fail(ctx, log, obj, t, err)
+		return r.Fail(ctx, obj, t, err)
 	}
 	if operation == OperationRestore { // removed after success, as upstream does
 		if err := r.removeAnnotation(ctx, obj); err != nil {
@@ -144,7 +148,7 @@ func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensions
 	}
 	d, err := r.Actuator.Delete(ctx, obj)
 	if err != nil {
-		return r.fail(ctx, log, obj, t, err)
+		return r.Fail(ctx, obj, t, err)
 	}
 	if d.Pending {
 		last := obj.GetExtensionStatus().GetLastOperation()
@@ -165,7 +169,7 @@ func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extension
 	}
 	if m, ok := r.Actuator.(Migrator); ok {
 		if err := m.Migrate(ctx, obj); err != nil {
-			return r.fail(ctx, log, obj, t, err)
+			return r.Fail(ctx, obj, t, err)
 		}
 	}
 	if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, string(r.Kind)+" migrated", r.Now()) }); err != nil {
@@ -179,12 +183,13 @@ func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extension
 	return r.removeAnnotation(ctx, obj)
 }
 
-// fail records err in the status — lastOperation Error, lastError with its codes — and
+// Fail records err in the status — lastOperation Error, lastError with its codes — and
 // returns it for the runtime to retry or dead-letter.
-func (r *Reconciler) fail(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
+func (r *Reconciler) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
 	description := err.Error()
-	codes := runtime.CodesOf(err)
-	log.Warn("failed", zap.String("operation", string(t)), zap.Error(err), zap.Any("codes", codes))
+	codes := hkruntime.CodesOf(err)
+	r.Log.Warn("failed", zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()),
+		zap.String("operation", string(t)), zap.Error(err), zap.Any("codes", codes))
 	if patchErr := r.patchStatus(ctx, obj, func() {
 		setError(obj, t, gardencorev1beta1.LastOperationStateError, description, codes, r.Now())
 	}); patchErr != nil {
@@ -193,19 +198,48 @@ func (r *Reconciler) fail(ctx context.Context, log *zap.Logger, obj extensionsv1
 	return err
 }
 
+// Progress records how far a long operation got: lastOperation Processing at progress.
+func (r *Reconciler) Progress(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, progress int32, description string) error {
+	return r.patchStatus(ctx, obj, func() {
+		setLastOperation(obj, t, gardencorev1beta1.LastOperationStateProcessing, progress, description, r.Now())
+	})
+}
+
 // RemoveFinalizers releases the object: first its spec.secretRef secret (re-read, since
-// gardenlet patches it during deletion), then the object itself.
+// gardenlet patches it during deletion) unless another object of the kind still uses it,
+// then the object itself.
 func (r *Reconciler) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
 	ref := r.SecretRef(obj)
-	secret := &corev1.Secret{}
-	err := r.updateFinalizer(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret, controllerutil.RemoveFinalizer)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	shared, err := r.secretSharedWithOthers(ctx, obj, ref)
+	if err != nil {
+		return err
+	}
+	if !shared {
+		err := r.updateFinalizer(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &corev1.Secret{}, controllerutil.RemoveFinalizer)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
 	}
 	if err := r.updateFinalizer(ctx, client.ObjectKeyFromObject(obj), obj, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("releasing %s %s: %w", r.Kind, obj.GetName(), err)
 	}
 	return nil
+}
+
+func (r *Reconciler) secretSharedWithOthers(ctx context.Context, obj extensionsv1alpha1.Object, ref corev1.SecretReference) (bool, error) {
+	list := r.NewList()
+	if err := r.Client.List(ctx, list); err != nil {
+		return false, fmt.Errorf("listing %s objects: %w", r.Kind, err)
+	}
+	shared := false
+	err := meta.EachListItem(list, func(o runtime.Object) error {
+		other := o.(extensionsv1alpha1.Object)
+		if other.GetUID() != obj.GetUID() && r.SecretRef(other) == ref {
+			shared = true
+		}
+		return nil
+	})
+	return shared, err
 }
 
 func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {

@@ -1,0 +1,181 @@
+// Package entry is the BackupEntry function: it writes the etcd-backup secret that
+// etcd-backup-restore reads into the shoot's control-plane namespace, and when the entry is
+// deleted, schedules the purge of its backups on the NATS server for when their retention
+// ends. The entry keeps its finalizers until the purge function has done that work.
+package entry
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+const (
+	// Finalizer is Gardener's BackupEntry finalizer, on the entry and its secret.
+	Finalizer = "extensions.gardener.cloud/backupentry"
+	// SecretName is the secret etcd-backup-restore reads; SourceSecretName the one of a
+	// control-plane migration's source entry.
+	SecretName       = "etcd-backup"
+	SourceSecretName = "source-etcd-backup"
+	// AnnotationCreatedBy names the entry that wrote the secret (gardener#8675: an old entry
+	// must not delete a new shoot's secret).
+	AnnotationCreatedBy = "backup.gardener.cloud/created-by"
+	// DataKeyBucketName is added to the secret's data.
+	DataKeyBucketName = "bucketName"
+	// DueMessageTTL bounds how long a fired purge message stays in the stream; a purge not done
+	// by then is scheduled again by the next event about the entry.
+	DueMessageTTL = 24 * time.Hour
+)
+
+// Actuator writes etcd-backup secrets and schedules purges.
+type Actuator struct {
+	Client    client.Client
+	JetStream jetstream.JetStream
+	Retention Retention
+	Cluster   string
+	Now       func() time.Time
+}
+
+// SecretRef is where the etcd-backup secret of entry e lives.
+func SecretRef(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference {
+	name := SecretName
+	if strings.HasPrefix(e.Name, gardener.SourcePrefix) {
+		name = SourceSecretName
+	}
+	return corev1.SecretReference{Namespace: gardener.EntryNamespace(e.Name), Name: name}
+}
+
+// Reconcile writes the etcd-backup secret: the data of spec.secretRef plus bucketName.
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	e := obj.(*extensionsv1alpha1.BackupEntry)
+	ref := SecretRef(e)
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
+		// The bridge announces the entry again when the namespace appears.
+		return runtime.Waiting(fmt.Errorf("namespace %s does not exist yet: secret %s is written when it appears", ref.Namespace, ref.Name),
+			gardencorev1beta1.ErrorRetryableConfigurationProblem)
+	} else if err != nil {
+		return fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+	}
+	data, err := gardener.ReadSecretData(ctx, a.Client, e.Spec.SecretRef)
+	if err != nil {
+		return err
+	}
+	want := maps.Clone(data)
+	if want == nil {
+		want = map[string][]byte{}
+	}
+	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
+	_, err = controllerutil.CreateOrPatch(ctx, a.Client, secret, func() error {
+		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, AnnotationCreatedBy, e.Name)
+		metav1.SetMetaDataLabel(&secret.ObjectMeta, "app.kubernetes.io/managed-by", "housekeeper")
+		secret.Type = corev1.SecretTypeOpaque
+		if !maps.EqualFunc(secret.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
+			secret.Data = want
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("writing secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return nil
+}
+
+// Migrate removes the etcd-backup secret from this seed; the destination writes its own.
+func (a *Actuator) Migrate(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	return a.deleteSecret(ctx, obj.(*extensionsv1alpha1.BackupEntry))
+}
+
+// Delete removes the etcd-backup secret if this entry wrote it and schedules the purge of the
+// entry's backups for when their retention ends; the entry waits, Pending, until then.
+func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Deletion, error) {
+	e := obj.(*extensionsv1alpha1.BackupEntry)
+	if err := a.deleteSecret(ctx, e); err != nil {
+		return gardener.Deletion{}, err
+	}
+	retention, err := a.Retention.Of(e)
+	if err != nil {
+		return gardener.Deletion{}, runtime.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
+	}
+	due, _ := a.Retention.Due(e)
+	if err := a.schedule(ctx, e, due); err != nil {
+		return gardener.Deletion{}, err
+	}
+	return gardener.Deletion{
+		Pending:     true,
+		Description: fmt.Sprintf("Backups under %s are purged at %s (retention %s)", gardener.EntryPrefix(e.Name), due.Format(time.RFC3339), retention),
+	}, nil
+}
+
+// schedule publishes the purge-due event as a message the NATS server delivers at due. There
+// is one schedule per entry: publishing again replaces it, and the same schedule twice is a
+// duplicate JetStream drops.
+func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEntry, due time.Time) error {
+	data := events.PurgeData{
+		Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName,
+		Prefix: gardener.EntryPrefix(e.Name), DueAt: due,
+	}
+	dueEvent, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeDue, e, data, a.Now())
+	if err != nil {
+		return err
+	}
+	msg, err := events.Encode(dueEvent)
+	if err != nil {
+		return err
+	}
+	target := msg.Subject
+	msg.Subject = events.PurgeScheduleSubject(e.Name)
+	at := due
+	if now := a.Now(); !at.After(now) {
+		at = now.Add(time.Second) // already due: fire at once
+	}
+	if _, err := a.JetStream.PublishMsg(ctx, msg, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target),
+		jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
+		return fmt.Errorf("scheduling the purge of %s: %w", e.Name, err)
+	}
+	scheduled, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeScheduled, e, data, a.Now())
+	if err != nil {
+		return err
+	}
+	if msg, err = events.Encode(scheduled); err != nil {
+		return err
+	}
+	if _, err := a.JetStream.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("announcing the purge of %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// deleteSecret removes the etcd-backup secret unless another entry wrote it.
+func (a *Actuator) deleteSecret(ctx context.Context, e *extensionsv1alpha1.BackupEntry) error {
+	ref := SecretRef(e)
+	secret := &corev1.Secret{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if owner, ok := secret.Annotations[AnnotationCreatedBy]; ok && owner != e.Name {
+		return nil // a newer entry's secret (gardener#8675)
+	}
+	if err := a.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,46 @@
+package entry
+
+import (
+	"time"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// Name is the function's name.
+const Name = "entry"
+
+// Reconciler returns the Gardener protocol for BackupEntries around a; the purge function
+// uses it to release an entry once its backups are gone.
+func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconciler {
+	return &gardener.Reconciler{
+		Client:    c,
+		Kind:      events.KindBackupEntry,
+		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupEntry{} },
+		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
+			return o.(*extensionsv1alpha1.BackupEntry).Spec.SecretRef
+		},
+		NewList:   func() client.ObjectList { return &extensionsv1alpha1.BackupEntryList{} },
+		Finalizer: Finalizer,
+		Actuator:  a,
+		Log:       log,
+		Now:       time.Now,
+	}
+}
+
+// New returns the entry function.
+func New(c client.Client, js jetstream.JetStream, retention Retention, cluster string, log *zap.Logger) runtime.Function {
+	a := &Actuator{Client: c, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
+	return runtime.Function{
+		Name:    Name,
+		Types:   []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced},
+		Handler: Reconciler(c, a, log),
+	}
+}

@@ -1,0 +1,58 @@
+package entry
+
+import (
+	"fmt"
+	"time"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+)
+
+// Annotations that set an entry's retention.
+const (
+	// AnnotationRetention overrides the retention of one entry (a Go duration, e.g. 72h).
+	AnnotationRetention = "housekeeper.dev/retention"
+	// AnnotationForceDeletion=true purges at once, as gardenlet's force-deletion does.
+	AnnotationForceDeletion = "backupentry.core.gardener.cloud/force-deletion"
+	// AnnotationShootPurpose is the purpose of the entry's shoot.
+	AnnotationShootPurpose = "shoot.gardener.cloud/purpose"
+)
+
+// Retention says how long a deleted entry's backups are kept before they are purged.
+type Retention struct {
+	// Default applies to every entry (default 0: gardenlet keeps its own grace period before it
+	// deletes the extension object).
+	Default time.Duration
+	// ByPurpose overrides Default per shoot purpose.
+	ByPurpose map[string]time.Duration
+}
+
+// Of returns the retention of e: force-deletion, then the entry's annotation, then its shoot
+// purpose, then the default. A malformed annotation is an error that names it.
+func (r Retention) Of(e *extensionsv1alpha1.BackupEntry) (time.Duration, error) {
+	if e.Annotations[AnnotationForceDeletion] == "true" {
+		return 0, nil
+	}
+	if v, ok := e.Annotations[AnnotationRetention]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return 0, fmt.Errorf("annotation %s=%q is not a non-negative duration such as 72h", AnnotationRetention, v)
+		}
+		return d, nil
+	}
+	if d, ok := r.ByPurpose[e.Annotations[AnnotationShootPurpose]]; ok {
+		return d, nil
+	}
+	return r.Default, nil
+}
+
+// Due returns when the backups of the deleting entry e may be purged.
+func (r Retention) Due(e *extensionsv1alpha1.BackupEntry) (time.Time, error) {
+	if e.DeletionTimestamp == nil {
+		return time.Time{}, fmt.Errorf("BackupEntry %s is not being deleted", e.Name)
+	}
+	d, err := r.Of(e)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return e.DeletionTimestamp.Add(d).UTC(), nil
+}

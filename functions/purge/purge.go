@@ -1,0 +1,285 @@
+// Package purge is the purge function: when the NATS server fires a deleted BackupEntry's
+// scheduled purge, it re-checks the entry, deletes every object under the entry's prefix —
+// and never one outside it — with the bucket's credentials, then releases the entry.
+package purge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// Name is the function's name.
+const Name = "purge"
+
+// errPageFull stops a listing after one page.
+var errPageFull = errors.New("page full")
+
+// Purger deletes the backups of entries whose retention ended.
+type Purger struct {
+	Client    client.Client
+	Providers objectstore.Registry
+	Retention entry.Retention
+	// Entries is the BackupEntry protocol: status progress and releasing the finalizers.
+	Entries   *gardener.Reconciler
+	JetStream jetstream.JetStream
+	Cluster   string
+	Log       *zap.Logger
+	Now       func() time.Time
+	// ProgressInterval spaces the status writes of a long purge.
+	ProgressInterval time.Duration
+	// KeyRetries is how often keys that failed to delete are tried again within one run.
+	KeyRetries int
+}
+
+// New returns the purge function.
+func New(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention entry.Retention, cluster string, log *zap.Logger) runtime.Function {
+	p := &Purger{
+		Client: c, Providers: providers, Retention: retention, JetStream: js, Cluster: cluster, Log: log,
+		// Only the protocol's status and finalizer writes are used: no actuator.
+		Entries:          entry.Reconciler(c, nil, log),
+		Now:              time.Now,
+		ProgressInterval: 2 * time.Second,
+		KeyRetries:       3,
+	}
+	return runtime.Function{Name: Name, Types: []string{events.TypePurgeDue}, Handler: p}
+}
+
+// Handle runs a due purge after checking the live entry: it must exist, be the same object
+// (uid), be deleting, still hold our finalizer, and be due.
+func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
+	var data events.PurgeData
+	if err := json.Unmarshal(e.Data(), &data); err != nil || data.Entry == "" || data.UID == "" {
+		return runtime.Permanentf("%s event without the entry's name and uid in its data", e.Type())
+	}
+	log := p.Log.With(zap.String("entry", data.Entry), zap.String("uid", data.UID))
+	be := &extensionsv1alpha1.BackupEntry{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.Entry}, be); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.Info("not purging: the entry is gone")
+			return nil
+		}
+		return fmt.Errorf("reading BackupEntry %s: %w", data.Entry, err)
+	}
+	switch {
+	case string(be.UID) != data.UID:
+		log.Info("not purging: the entry was re-created since this purge was scheduled", zap.String("liveUID", string(be.UID)))
+		return nil
+	case be.DeletionTimestamp == nil:
+		log.Info("not purging: the entry is not being deleted")
+		return nil
+	case !controllerutil.ContainsFinalizer(be, entry.Finalizer):
+		log.Info("not purging: the entry was already released")
+		return nil
+	}
+	due, err := p.Retention.Due(be)
+	if err != nil {
+		return p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, runtime.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem))
+	}
+	if now := p.Now(); now.Before(due) {
+		log.Info("not purging yet: the retention was extended; the entry function schedules the new time", zap.Time("due", due))
+		return nil
+	}
+
+	prefix := gardener.EntryPrefix(be.Name)
+	deleted, err := p.purge(ctx, log, be, prefix)
+	if err != nil {
+		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
+		if runtime.ClassOf(err) == runtime.ClassPermanent {
+			data.Reason = err.Error()
+			p.publish(ctx, log, events.OpPurgeFailed, be, data)
+		}
+		return err
+	}
+	if err := p.Entries.RemoveFinalizers(ctx, be); err != nil {
+		return err
+	}
+	data.Deleted = deleted
+	p.publish(ctx, log, events.OpPurgeCompleted, be, data)
+	log.Info("purge completed", zap.String("prefix", prefix), zap.Int("deleted", deleted))
+	return nil
+}
+
+// purge deletes everything under the entry's prefix with the bucket's credentials,
+// recording progress in the entry's status.
+func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) (int, error) {
+	store, err := p.open(ctx, be)
+	if errors.Is(err, objectstore.ErrBucketNotFound) {
+		log.Info("the bucket is gone, so are the backups")
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	lastReport := time.Now()
+	return DeletePrefix(ctx, store, prefix, p.KeyRetries, func(deleted, total int) {
+		if deleted == 0 {
+			log.Info("purging", zap.String("prefix", prefix), zap.Int("objects", total))
+			return
+		}
+		if time.Since(lastReport) < p.ProgressInterval {
+			return
+		}
+		lastReport = time.Now()
+		log.Info("purge progress", zap.Int("deleted", deleted), zap.Int("of", total))
+		progress := int32(1 + 98*deleted/max(total, 1))
+		description := fmt.Sprintf("Purging %s: %d of %d objects deleted", prefix, deleted, total)
+		if err := p.Entries.Progress(ctx, be, gardencorev1beta1.LastOperationTypeDelete, progress, description); err != nil {
+			log.Warn("cannot record progress", zap.Error(err))
+		}
+	})
+}
+
+// DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
+// a time; keys that fail are tried again up to retries times, then reported. Each page is
+// listed afresh, so after an interruption it resumes with what is left. It returns how many
+// objects it deleted; progress, if set, hears (0, total) first and then after every page.
+func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (int, error) {
+	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
+		return 0, runtime.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
+	}
+	if progress == nil {
+		progress = func(int, int) {}
+	}
+	total, err := count(ctx, store, prefix)
+	if errors.Is(err, objectstore.ErrBucketNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, gardener.StoreError(err)
+	}
+	progress(0, total)
+	deleted := 0
+	for {
+		page, err := firstPage(ctx, store, prefix)
+		if err != nil {
+			return deleted, gardener.StoreError(err)
+		}
+		if len(page) == 0 {
+			return deleted, nil
+		}
+		for _, k := range page {
+			if !strings.HasPrefix(k, prefix) {
+				return deleted, runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
+			}
+		}
+		failed, err := deleteWithRetries(ctx, store, page, retries)
+		if err != nil {
+			return deleted, gardener.StoreError(err)
+		}
+		deleted += len(page) - len(failed)
+		if len(failed) > 0 {
+			return deleted, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
+		}
+		progress(deleted, max(total, deleted))
+	}
+}
+
+// deleteWithRetries deletes keys, trying the ones that failed again a few times; it returns
+// those that still failed.
+func deleteWithRetries(ctx context.Context, store objectstore.Store, keys []string, retries int) (map[string]error, error) {
+	delay := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		failed, err := store.DeleteKeys(ctx, keys)
+		if err != nil || len(failed) == 0 || attempt >= retries {
+			return failed, err
+		}
+		keys = keys[:0]
+		for k := range failed {
+			keys = append(keys, k)
+		}
+		select {
+		case <-ctx.Done():
+			return failed, ctx.Err()
+		case <-time.After(delay):
+			delay *= 2
+		}
+	}
+}
+
+// open opens the entry's bucket with the bucket's credentials, so a purge works even when the
+// entry's own secret is gone (gardener#2557).
+func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
+	bucket := &extensionsv1alpha1.BackupBucket{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, objectstore.ErrBucketNotFound
+		}
+		return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
+	}
+	provider, err := p.Providers.Get(bucket.Spec.Type)
+	if err != nil {
+		return nil, gardener.StoreError(err)
+	}
+	credentials, err := gardener.ReadSecretData(ctx, p.Client, bucket.Spec.SecretRef)
+	if err != nil {
+		return nil, err
+	}
+	store, err := provider.Open(bucket.Name, credentials)
+	if err != nil {
+		return nil, gardener.StoreError(err)
+	}
+	return store, nil
+}
+
+func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
+	err := func() error {
+		e, err := events.NewPurgeEvent(p.Cluster, op, be, data, p.Now())
+		if err != nil {
+			return err
+		}
+		msg, err := events.Encode(e)
+		if err != nil {
+			return err
+		}
+		_, err = p.JetStream.PublishMsg(ctx, msg)
+		return err
+	}()
+	if err != nil {
+		// The audit event is lost, not the work: the entry's status and the log say what happened.
+		log.Warn("cannot publish purge event", zap.String("operation", string(op)), zap.Error(err))
+	}
+}
+
+func count(ctx context.Context, store objectstore.Store, prefix string) (int, error) {
+	n := 0
+	err := store.List(ctx, prefix, func(keys []string) error { n += len(keys); return nil })
+	return n, err
+}
+
+func firstPage(ctx context.Context, store objectstore.Store, prefix string) ([]string, error) {
+	var page []string
+	err := store.List(ctx, prefix, func(keys []string) error {
+		page = append(page, keys...)
+		return errPageFull
+	})
+	if errors.Is(err, errPageFull) || errors.Is(err, objectstore.ErrBucketNotFound) {
+		err = nil
+	}
+	return page, err
+}
+
+func firstError(failed map[string]error) error {
+	for k, err := range failed {
+		return fmt.Errorf("%s: %w", k, err)
+	}
+	return nil
+}
