@@ -289,7 +289,8 @@ func (r *Reconciler) removeAnnotation(ctx context.Context, obj extensionsv1alpha
 func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {
 	base := obj.DeepCopyObject().(client.Object)
 	mutate()
-	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+	// Optimistic lock: a status written from a stale read must fail, not undo a newer one.
+	if err := r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("writing status of %s %s: %w", r.Kind, obj.GetName(), err)
 	}
 	return nil

@@ -21,13 +21,14 @@ func HTTPHandler(fn Function, reg prometheus.Registerer, log *zap.Logger) (http.
 	if err := fn.Validate(); err != nil {
 		return nil, err
 	}
-	return &httpHandler{fn: fn, metrics: newMetrics(reg), log: log.With(zap.String("function", fn.Name))}, nil
+	return &httpHandler{fn: fn, metrics: newMetrics(reg), log: log.With(zap.String("function", fn.Name)), objects: newKeyLock()}, nil
 }
 
 type httpHandler struct {
 	fn      Function
 	metrics *metrics
 	log     *zap.Logger
+	objects *keyLock
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,9 +52,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	log := h.log.With(zap.String("type", e.Type()), zap.String("id", e.ID()), zap.String("name", e.Subject()))
 
+	unlock := h.objects.lock(objectKey(*e))
 	h.metrics.inFlight.WithLabelValues(h.fn.Name).Inc()
 	start := time.Now()
 	err = h.fn.Handler.Handle(r.Context(), *e)
+	unlock()
 	h.metrics.duration.WithLabelValues(h.fn.Name).Observe(time.Since(start).Seconds())
 	h.metrics.inFlight.WithLabelValues(h.fn.Name).Dec()
 

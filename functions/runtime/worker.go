@@ -22,6 +22,7 @@ type Worker struct {
 	opts    workerOptions
 	metrics *metrics
 	log     *zap.Logger
+	objects *keyLock
 }
 
 // NewWorker returns a worker for fn; metrics go to reg (nil: not registered).
@@ -33,7 +34,7 @@ func NewWorker(js jetstream.JetStream, fn Function, reg prometheus.Registerer, o
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name))}, nil
+	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name)), objects: newKeyLock()}, nil
 }
 
 // ConsumerConfig is the durable consumer of the function.
@@ -129,10 +130,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	log = log.With(zap.String("type", e.Type()), zap.String("id", e.ID()), zap.String("name", e.Subject()))
 
+	stopHeartbeat := w.heartbeat(msg) // also while waiting for another event about the object
+	unlock := w.objects.lock(objectKey(e))
 	w.metrics.inFlight.WithLabelValues(w.fn.Name).Inc()
-	stopHeartbeat := w.heartbeat(msg)
 	start := time.Now()
 	err = w.fn.Handler.Handle(ctx, e)
+	unlock()
 	stopHeartbeat()
 	w.metrics.duration.WithLabelValues(w.fn.Name).Observe(time.Since(start).Seconds())
 	w.metrics.inFlight.WithLabelValues(w.fn.Name).Dec()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"testing"
 
 	"go.uber.org/zap"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -44,9 +46,18 @@ func WithAzurite() Option { return func(o *options) { o.azurite = true } }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
+var routeLibraries sync.Once
+
 // Start starts the chosen components, failing the test if one cannot start.
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	// client-go and controller-runtime (envtest among them) log through globals: send their
+	// warnings to stderr once, in zap, rather than have controller-runtime complain that no
+	// logger was set.
+	routeLibraries.Do(func() {
+		enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+		logging.RouteLibraries(zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.WarnLevel)))
+	})
 	var o options
 	for _, opt := range opts {
 		opt(&o)
