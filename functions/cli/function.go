@@ -92,9 +92,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if *cluster == "" && name != bucket.Name {
 		return fmt.Errorf("%w: function %s needs --cluster (or %s)", errUsage, name, config.EnvName("cluster"))
 	}
-	if m == runtime.ModeHTTP && name != bucket.Name {
-		return fmt.Errorf("%w: function %s publishes to JetStream and runs in pull mode only", errUsage, name)
-	}
 	ret := entry.Retention{Default: *retention, ByPurpose: map[string]time.Duration{}}
 	for _, kv := range byPurpose {
 		purpose, d, ok := strings.Cut(kv, "=")
@@ -125,8 +122,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode.
 	var js jetstream.JetStream
-	if m == runtime.ModePull {
+	if m == runtime.ModePull || name != bucket.Name {
 		nc, err := natsconn.Connect(nopts, "housekeeper-"+name, log)
 		if err != nil {
 			return err
