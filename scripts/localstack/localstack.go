@@ -1,0 +1,175 @@
+// Package localstack runs housekeeper's whole stack on one machine without Docker — a real
+// kube-apiserver and etcd, nats-server with JetStream, Azurite, the bridge and every function —
+// applies the examples, plays etcd-backup-restore by writing snapshots under each entry, and
+// shows a live status table until the purge of the deleted example has completed.
+package localstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/bridge"
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// Cluster names the local cluster in events.
+const Cluster = "local"
+
+// Done is printed once every example is Succeeded and the deleted one is purged.
+const Done = "all examples Succeeded, purge completed"
+
+// Options configure Run.
+type Options struct {
+	// Dir holds the kubeconfig, the logs, JetStream's store and the local buckets.
+	Dir string
+	// ExitWhenDone returns once Done is reached, instead of running until ctx ends.
+	ExitWhenDone bool
+	// Out receives the status table; Log the components' logs.
+	Out io.Writer
+	Log *zap.Logger
+}
+
+// Run runs the stack until ctx is done (or, with ExitWhenDone, until the examples are done).
+func Run(ctx context.Context, o Options) error {
+	if err := os.RemoveAll(filepath.Join(o.Dir, "jetstream")); err != nil { // every run starts afresh
+		return err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	logFile := func(name string) (*os.File, error) { return os.Create(filepath.Join(o.Dir, name)) }
+
+	fmt.Fprintln(o.Out, "starting kube-apiserver and etcd …")
+	kubeLog, err := logFile("kube-apiserver-etcd.log")
+	if err != nil {
+		return err
+	}
+	defer kubeLog.Close()
+	k, err := stack.StartKube(kubeLog)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = k.Stop() }()
+	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, k.Kubeconfig, 0o600); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(o.Out, "starting nats-server with JetStream …")
+	n, err := stack.StartNATS(filepath.Join(o.Dir, "jetstream"), stack.NATSLogger(o.Log.Named("nats-server").WithOptions(zap.IncreaseLevel(zap.WarnLevel))))
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+
+	fmt.Fprintln(o.Out, "starting Azurite …")
+	azuriteLog, err := logFile("azurite.log")
+	if err != nil {
+		return err
+	}
+	defer azuriteLog.Close()
+	az, err := stack.StartAzurite(azuriteLog)
+	if err != nil {
+		return err
+	}
+	defer az.Stop()
+
+	nc, err := nats.Connect(n.URL, nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		return err
+	}
+	c, err := kube.NewClient(k.Config)
+	if err != nil {
+		return err
+	}
+
+	s := &session{opts: o, client: c, js: js, azurite: az, kubeconfig: kubeconfig, natsURL: n.URL,
+		localRoot: filepath.Join(o.Dir, "buckets")}
+	if err := os.RemoveAll(s.localRoot); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	if err := s.startComponents(gctx, g, k); err != nil {
+		return err
+	}
+	g.Go(func() error {
+		err := s.play(gctx)
+		if err == nil && o.ExitWhenDone {
+			cancel()
+		}
+		return err
+	})
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	fmt.Fprintln(o.Out, "stopping …")
+	return err
+}
+
+// session is one run of the stack.
+type session struct {
+	opts       Options
+	client     client.Client
+	js         jetstream.JetStream
+	azurite    *stack.Azurite
+	kubeconfig string
+	natsURL    string
+	localRoot  string
+}
+
+// startComponents runs the bridge and the functions in this process, as their binaries would.
+func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *stack.Kube) error {
+	log := s.opts.Log
+	b, err := bridge.New(k.Config, s.js, nil, bridge.Options{Cluster: Cluster, Logger: log.Named("bridge")})
+	if err != nil {
+		return err
+	}
+	g.Go(func() error { return b.Run(ctx) })
+	providers := objectstore.NewRegistry(azure.New(), local.New(s.localRoot))
+	retention := entry.Retention{}
+	for _, fn := range []runtime.Function{
+		bucket.New(s.client, providers, log.Named(bucket.Name)),
+		entry.New(s.client, s.js, retention, Cluster, log.Named(entry.Name)),
+		purge.New(s.client, s.js, providers, retention, Cluster, log.Named(purge.Name)),
+	} {
+		w, err := runtime.NewWorker(s.js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
+			runtime.WithBackoff(200*time.Millisecond, 5*time.Second))
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return w.Run(ctx) })
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// make run reaches its goal with no manual step: every example Succeeded, the deleted entry
+// purged after its retention, no dead letters.
+func TestLocalStackRunsTheExamplesToCompletion(t *testing.T) {
+	dir := t.TempDir()
+	out := &syncBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	err := Run(ctx, Options{Dir: dir, ExitWhenDone: true, Out: out, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out)
+	}
+	text := out.String()
+	if !strings.Contains(text, Done) {
+		t.Fatalf("output does not reach %q:\n%s", Done, text)
+	}
+	last := text[strings.LastIndex(text, "housekeeper local stack"):]
+	for _, want := range []string{"example-azure", "example-local", "shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "DEAD LETTERS: 0"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("final status lacks %q:\n%s", want, last)
+		}
+	}
+	if strings.Contains(last, "shoot--dev--gamma--2a9e61d0") {
+		t.Errorf("the deleted entry is still listed:\n%s", last)
+	}
+	if !strings.Contains(text, "SCHEDULED PURGES") || !strings.Contains(text, "shoot--dev--gamma--2a9e61d0  due") {
+		t.Errorf("the scheduled purge was never shown:\n%s", text)
+	}
+	// The local bucket still holds the live entry's snapshots.
+	beta, _ := filepath.Glob(filepath.Join(dir, "buckets", "example-local", "shoot--dev--beta--7f3b0c44", "etcd-main", "v2", "*"))
+	if len(beta) != snapshotsPerEntry {
+		t.Errorf("%d snapshots under the live local entry, want %d", len(beta), snapshotsPerEntry)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); err != nil {
+		t.Errorf("kubeconfig not written: %v", err)
+	}
+}

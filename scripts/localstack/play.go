@@ -1,0 +1,308 @@
+package localstack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	examples "github.com/housekeeper-dev/housekeeper/infra/examples"
+)
+
+// LabelDeleteAfterReady marks the example entries deleted once they are ready.
+const LabelDeleteAfterReady = "examples.housekeeper.dev/delete-after-ready"
+
+// snapshotsPerEntry is how many fake etcd snapshots are written under each entry.
+const snapshotsPerEntry = 12
+
+// play applies the examples, plays etcd-backup-restore, deletes the marked entry, and shows
+// the status until ctx is done (or, with ExitWhenDone, until everything is done).
+func (s *session) play(ctx context.Context) error {
+	files, err := fs.Glob(examples.Files, "*.yaml")
+	if err != nil {
+		return err
+	}
+	slices.Sort(files)
+	for _, name := range files {
+		fmt.Fprintf(s.opts.Out, "applying infra/examples/%s …\n", name)
+		if err := s.apply(ctx, name); err != nil {
+			return fmt.Errorf("infra/examples/%s: %w", name, err)
+		}
+		if err := s.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	written, err := s.writeSnapshots(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.opts.Out, "wrote %d fake etcd snapshots under the entries' prefixes, as etcd-backup-restore would\n", written)
+	doomed, err := s.deleteMarked(ctx)
+	if err != nil {
+		return err
+	}
+	return s.watch(ctx, doomed)
+}
+
+func (s *session) apply(ctx context.Context, name string) error {
+	data, err := examples.Files.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	data = []byte(os.Expand(string(data), func(key string) string {
+		if key == "AZURITE_ENDPOINT" {
+			return s.azurite.Endpoint
+		}
+		return "$" + key
+	}))
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := s.client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// waitReady waits until every example bucket and entry is Succeeded.
+func (s *session) waitReady(ctx context.Context) error {
+	for {
+		rows, err := s.rows(ctx)
+		if err != nil {
+			return err
+		}
+		ready := true
+		for _, r := range rows {
+			ready = ready && r.state == "Succeeded"
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// writeSnapshots writes fake snapshots under every entry's prefix with the entry's own
+// etcd-backup secret, proving the secret works.
+func (s *session) writeSnapshots(ctx context.Context) (int, error) {
+	entries := &extensionsv1alpha1.BackupEntryList{}
+	if err := s.client.List(ctx, entries); err != nil {
+		return 0, err
+	}
+	providers := objectstore.NewRegistry(azure.New(), local.New(s.localRoot))
+	n := 0
+	for _, e := range entries.Items {
+		ref := entry.SecretRef(&e)
+		secret := &corev1.Secret{}
+		if err := s.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+			return n, fmt.Errorf("entry %s: reading its %s secret: %w", e.Name, ref.Name, err)
+		}
+		provider, err := providers.Get(e.Spec.Type)
+		if err != nil {
+			return n, err
+		}
+		store, err := provider.Open(string(secret.Data[entry.DataKeyBucketName]), secret.Data)
+		if err != nil {
+			return n, err
+		}
+		for i := range snapshotsPerEntry {
+			key := fmt.Sprintf("%setcd-main/v2/Full-%08d-%08d-%d.gz", gardener.EntryPrefix(e.Name), i*100, i*100+99, time.Now().Unix()+int64(i))
+			if err := store.Put(ctx, key, []byte("fake etcd snapshot")); err != nil {
+				return n, fmt.Errorf("entry %s: writing %s: %w", e.Name, key, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (s *session) deleteMarked(ctx context.Context) ([]string, error) {
+	entries := &extensionsv1alpha1.BackupEntryList{}
+	if err := s.client.List(ctx, entries, client.MatchingLabels{LabelDeleteAfterReady: "true"}); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries.Items {
+		fmt.Fprintf(s.opts.Out, "deleting BackupEntry %s (retention %s) …\n", e.Name, e.Annotations[entry.AnnotationRetention])
+		if err := s.client.Delete(ctx, &e); err != nil {
+			return nil, err
+		}
+		names = append(names, e.Name)
+	}
+	return names, nil
+}
+
+// watch redraws the status every two seconds; Done is printed once when the examples are
+// Succeeded and the deleted entries are gone.
+func (s *session) watch(ctx context.Context, doomed []string) error {
+	tty := isTerminal(s.opts.Out)
+	done := false
+	for {
+		rows, err := s.rows(ctx)
+		if err != nil {
+			return err
+		}
+		purges, err := s.purges(ctx)
+		if err != nil {
+			return err
+		}
+		dead, _ := runtime.ListDeadLetters(ctx, s.js, "")
+		if tty {
+			fmt.Fprint(s.opts.Out, "\033[H\033[2J")
+		}
+		s.render(rows, purges, len(dead))
+		if !done && s.finished(rows, doomed) {
+			done = true
+			fmt.Fprintf(s.opts.Out, "\n%s\n", Done)
+			if s.opts.ExitWhenDone {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func (s *session) finished(rows []row, doomed []string) bool {
+	for _, r := range rows {
+		if r.state != "Succeeded" || slices.Contains(doomed, r.name) {
+			return false
+		}
+	}
+	return true
+}
+
+type row struct {
+	kind, name, typ, operation, state, description string
+	progress                                       int32
+}
+
+func (s *session) rows(ctx context.Context) ([]row, error) {
+	var rows []row
+	add := func(kind string, obj extensionsv1alpha1.Object) {
+		r := row{kind: kind, name: obj.GetName(), typ: obj.GetExtensionSpec().GetExtensionType()}
+		if op := obj.GetExtensionStatus().GetLastOperation(); op != nil {
+			r.operation, r.state, r.progress, r.description = string(op.Type), string(op.State), op.Progress, op.Description
+		}
+		if le := obj.GetExtensionStatus().GetLastError(); le != nil && r.state != string(gardencorev1beta1.LastOperationStateSucceeded) {
+			r.description = le.Description
+		}
+		rows = append(rows, r)
+	}
+	buckets := &extensionsv1alpha1.BackupBucketList{}
+	if err := s.client.List(ctx, buckets); err != nil {
+		return nil, err
+	}
+	for i := range buckets.Items {
+		add("BackupBucket", &buckets.Items[i])
+	}
+	entries := &extensionsv1alpha1.BackupEntryList{}
+	if err := s.client.List(ctx, entries); err != nil {
+		return nil, err
+	}
+	for i := range entries.Items {
+		add("BackupEntry", &entries.Items[i])
+	}
+	return rows, nil
+}
+
+type scheduledPurge struct {
+	entry string
+	due   time.Time
+}
+
+func (s *session) purges(ctx context.Context) ([]scheduledPurge, error) {
+	entries := &extensionsv1alpha1.BackupEntryList{}
+	if err := s.client.List(ctx, entries); err != nil {
+		return nil, err
+	}
+	var out []scheduledPurge
+	for i := range entries.Items {
+		e := &entries.Items[i]
+		if e.DeletionTimestamp == nil {
+			continue
+		}
+		if due, err := (entry.Retention{}).Due(e); err == nil {
+			out = append(out, scheduledPurge{entry: e.Name, due: due})
+		}
+	}
+	return out, nil
+}
+
+func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
+	out := s.opts.Out
+	fmt.Fprintf(out, "housekeeper local stack — %s (Ctrl-C stops it)\n\n", time.Now().Format(time.TimeOnly))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAME\tTYPE\tOPERATION\tSTATE\tPROGRESS\tDESCRIPTION")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\t%s\n", r.kind, r.name, r.typ, r.operation, r.state, r.progress, truncate(r.description, 90))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, "\nSCHEDULED PURGES")
+	if len(purges) == 0 {
+		fmt.Fprintln(out, "  none")
+	}
+	for _, p := range purges {
+		left := time.Until(p.due).Round(time.Second)
+		if left < 0 {
+			left = 0
+		}
+		fmt.Fprintf(out, "  %s  due %s  in %s\n", p.entry, p.due.Local().Format(time.TimeOnly), left)
+	}
+	fmt.Fprintf(out, "\nDEAD LETTERS: %d\n", deadLetters)
+	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     %s\nAzurite:  %s\nbuckets:  %s\nlogs:     %s\n",
+		s.kubeconfig, s.natsURL, s.azurite.Endpoint, s.localRoot, s.opts.Dir)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
