@@ -14,7 +14,7 @@ run: tools ## run the whole local stack (no Docker)
 
 test: tools ## unit and integration tests against the real components, then a short fuzz run
 	$(GO) test -race -count=1 -timeout 45m ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 5s ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 15s ./events/
 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -75,6 +75,8 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	addr := fs.String("addr", ":8080", "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
 	maxDeliver := fs.Int("max-deliver", 20, "deliveries before a failing event is dead-lettered (pull mode)")
+	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
+	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
 	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
 	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes (entry, purge)")
 	retention := fs.Duration("retention", 0, "how long a deleted BackupEntry's backups are kept before the purge")
@@ -138,5 +140,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		}
 	}
 	fn := functions[name](deps{client: c, js: js, providers: providers, retention: ret, cluster: *cluster, log: log.Named(name)})
-	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency), runtime.WithMaxDeliver(*maxDeliver))
+	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency), runtime.WithMaxDeliver(*maxDeliver),
+		runtime.WithBackoff(*backoffBase, *backoffMax))
 }

@@ -3,6 +3,7 @@ package stack
 import (
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -18,7 +19,8 @@ type Kube struct {
 	// Kubeconfig is Config as a kubeconfig file's content, for kubectl.
 	Kubeconfig []byte
 
-	env *envtest.Environment
+	env     *envtest.Environment
+	certDir string
 }
 
 // StartKube starts etcd and kube-apiserver from the control-plane cache, writing their output
@@ -32,25 +34,45 @@ func StartKube(logs io.Writer) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Our own serving-cert directory: a restarted API server keeps its certificates, so
+	// clients configured before the restart still trust it.
+	certDir, err := os.MkdirTemp("", "housekeeper-apiserver-certs-")
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDInstallOptions:        envtest.CRDInstallOptions{CRDs: crds},
 		ControlPlaneStartTimeout: time.Minute,
 		ControlPlane: envtest.ControlPlane{
-			APIServer: &envtest.APIServer{Out: logs, Err: logs},
+			APIServer: &envtest.APIServer{CertDir: certDir, Out: logs, Err: logs},
 			Etcd:      &envtest.Etcd{Out: logs, Err: logs},
 		},
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		_ = os.RemoveAll(certDir)
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	// Tests and the local stack create objects in bursts; the client default (5 qps) throttles them.
 	cfg.QPS, cfg.Burst = 500, 1000
-	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env}, nil
+	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env, certDir: certDir}, nil
+}
+
+// RestartAPIServer stops kube-apiserver and starts it again on the same address with the
+// same certificates; etcd and its data stay.
+func (k *Kube) RestartAPIServer() error {
+	if err := k.env.ControlPlane.APIServer.Stop(); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	if err := k.env.ControlPlane.APIServer.Start(); err != nil {
+		return fmt.Errorf("starting kube-apiserver again: %w", err)
+	}
+	return nil
 }
 
 // Stop stops kube-apiserver and etcd and removes their data.
 func (k *Kube) Stop() error {
+	defer os.RemoveAll(k.certDir)
 	return k.env.Stop()
 }
