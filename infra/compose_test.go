@@ -1,0 +1,521 @@
+package infra_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// loadCompose loads docker-compose.yaml as `docker compose` would (no Docker engine needed),
+// with an empty environment so the result does not depend on the shell that runs the test.
+func loadCompose(t *testing.T) (*types.Project, string) {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yaml")},
+		cli.WithWorkingDirectory(root), cli.WithInterpolation(true), cli.WithResolvedPaths(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("docker-compose.yaml: %v", err)
+	}
+	return project, root
+}
+
+// The compose file runs the whole stack: the components housekeeper needs, pinned to the
+// versions the rest of the repository pins, published on loopback only, started in order,
+// and housekeeper's own services built from infra/Dockerfile and pointed at them.
+func TestComposeFile(t *testing.T) {
+	project, root := loadCompose(t)
+	want := []string{"azurite", "bridge", "bucket", "entry", "k3s", "kube-init", "nats", "purge"}
+	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
+		t.Fatalf("services %v, want %v", got, want)
+	}
+	svc := func(name string) types.ServiceConfig {
+		s, err := project.GetService(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	stages := dockerfileStages(t, filepath.Join(root, "infra/Dockerfile"))
+	housekeeperServices := map[string]binary{"bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"}, "purge": {function: "purge"}}
+
+	t.Run("images", func(t *testing.T) {
+		for _, s := range project.Services {
+			_, tag, ok := strings.Cut(s.Image, ":")
+			if !ok || tag == "" || tag == "latest" || strings.Contains(tag, "/") {
+				t.Errorf("%s: image %q is not pinned to a tag", s.Name, s.Image)
+			}
+			if _, built := housekeeperServices[s.Name]; built != (s.Build != nil) {
+				t.Errorf("%s: built from a Dockerfile: %v, want %v", s.Name, s.Build != nil, built)
+			}
+		}
+		// nats: JetStream message scheduling needs >= 2.14; same minor as the embedded server.
+		natsTag := strings.TrimPrefix(imageTag(svc("nats").Image), "v")
+		natsVersion := parseVersion(t, strings.SplitN(natsTag, "-", 2)[0])
+		if natsVersion[0] != 2 || natsVersion[1] < 14 {
+			t.Errorf("nats image %s: want nats-server 2.14 or newer (message scheduling)", svc("nats").Image)
+		}
+		embedded := parseVersion(t, strings.TrimPrefix(goModVersion(t, root, "github.com/nats-io/nats-server/v2"), "v"))
+		if natsVersion[0] != embedded[0] || natsVersion[1] != embedded[1] {
+			t.Errorf("nats image %s: not the minor version the tests embed (nats-server %v in go.mod)", svc("nats").Image, embedded)
+		}
+		if got, want := imageTag(svc("azurite").Image), azuriteVersion(t, root); got != want {
+			t.Errorf("azurite image tag %s, want %s as pinned in scripts/azurite/package-lock.json", got, want)
+		}
+		k8s := versionsEnv(t, root)["KUBERNETES_VERSION"]
+		for _, name := range []string{"k3s", "kube-init"} {
+			if tag := imageTag(svc(name).Image); !strings.HasPrefix(tag, k8s+"-k3s") {
+				t.Errorf("%s: image %s, want rancher/k3s:%s-k3sN (KUBERNETES_VERSION in scripts/versions.env)", name, svc(name).Image, k8s)
+			}
+		}
+	})
+
+	t.Run("ports", func(t *testing.T) {
+		want := map[string][][2]uint32{ // service → (published, target)
+			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "k3s": {{6443, 6443}},
+			"bridge": {{8080, 8080}}, "bucket": {{8081, 8080}}, "entry": {{8082, 8080}}, "purge": {{8083, 8080}},
+		}
+		hostPorts := map[string]string{}
+		for _, s := range project.Services {
+			var got [][2]uint32
+			for _, p := range s.Ports {
+				published, err := strconv.ParseUint(p.Published, 10, 32)
+				if err != nil {
+					t.Errorf("%s: port %+v is not published on a fixed host port", s.Name, p)
+					continue
+				}
+				if p.HostIP != "127.0.0.1" {
+					t.Errorf("%s: port %d published on %q, want 127.0.0.1 only", s.Name, published, p.HostIP)
+				}
+				if other := hostPorts[p.Published]; other != "" {
+					t.Errorf("host port %s published by %s and %s", p.Published, other, s.Name)
+				}
+				hostPorts[p.Published] = s.Name
+				got = append(got, [2]uint32{uint32(published), p.Target})
+			}
+			if !slices.Equal(got, want[s.Name]) {
+				t.Errorf("%s: ports %v, want %v", s.Name, got, want[s.Name])
+			}
+		}
+	})
+
+	t.Run("healthchecks", func(t *testing.T) {
+		// The program each image has to run its check with.
+		programs := map[string]string{"nats": "wget", "azurite": "node", "k3s": "kubectl"}
+		for name, program := range programs {
+			hc := svc(name).HealthCheck
+			if hc == nil || hc.Disable || len(hc.Test) < 2 {
+				t.Errorf("%s: no healthcheck", name)
+				continue
+			}
+			switch hc.Test[0] {
+			case "CMD":
+				if hc.Test[1] != program {
+					t.Errorf("%s: healthcheck runs %q, want %s (what the image has)", name, hc.Test[1], program)
+				}
+			case "CMD-SHELL":
+				if !strings.HasPrefix(hc.Test[1], program+" ") {
+					t.Errorf("%s: healthcheck %q does not start with %s", name, hc.Test[1], program)
+				}
+			default:
+				t.Errorf("%s: healthcheck %v", name, hc.Test)
+			}
+			if hc.Interval == nil || hc.Retries == nil {
+				t.Errorf("%s: healthcheck without interval or retries", name)
+			}
+		}
+		// The housekeeper image is distroless: no shell, no curl, and the binaries have no
+		// probe subcommand. A healthcheck there could only run one of the binaries.
+		for name := range housekeeperServices {
+			if hc := svc(name).HealthCheck; hc != nil && !hc.Disable {
+				if len(hc.Test) < 2 || hc.Test[0] != "CMD" || !strings.HasPrefix(hc.Test[1], "/usr/local/bin/housekeeper") {
+					t.Errorf("%s: healthcheck %v runs something the distroless image does not have", name, hc.Test)
+				}
+			}
+		}
+	})
+
+	t.Run("depends_on", func(t *testing.T) {
+		want := map[string]map[string]string{
+			"kube-init": {"k3s": types.ServiceConditionHealthy},
+			"bridge":    {"nats": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully},
+		}
+		for _, fn := range []string{"bucket", "entry", "purge"} {
+			want[fn] = map[string]string{"nats": types.ServiceConditionHealthy, "azurite": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
+		}
+		for _, s := range project.Services {
+			got := map[string]string{}
+			for dep, d := range s.DependsOn {
+				got[dep] = d.Condition
+				if d.Condition == types.ServiceConditionHealthy && svc(dep).HealthCheck == nil {
+					t.Errorf("%s waits for %s to be healthy, which has no healthcheck", s.Name, dep)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want[s.Name]) {
+				t.Errorf("%s: depends_on %v, want %v", s.Name, got, want[s.Name])
+			}
+		}
+		if r := svc("kube-init").Restart; r != "no" && r != "" {
+			t.Errorf("kube-init restarts (%q): a one-shot must not, or service_completed_successfully never comes", r)
+		}
+	})
+
+	t.Run("build", func(t *testing.T) {
+		for name, bin := range housekeeperServices {
+			b := svc(name).Build
+			if b == nil {
+				t.Errorf("%s: not built", name)
+				continue
+			}
+			if b.Context != root {
+				t.Errorf("%s: build context %s, want the repository root %s", name, b.Context, root)
+			}
+			dockerfile := b.Dockerfile
+			if !filepath.IsAbs(dockerfile) {
+				dockerfile = filepath.Join(b.Context, dockerfile)
+			}
+			if dockerfile != filepath.Join(root, "infra", "Dockerfile") {
+				t.Errorf("%s: dockerfile %s, want infra/Dockerfile", name, b.Dockerfile)
+			}
+			wantTarget, wantEntrypoint := "housekeeper", "/usr/local/bin/housekeeper"
+			if bin.bridge {
+				wantTarget, wantEntrypoint = "bridge", "/usr/local/bin/housekeeper-bridge"
+			}
+			if b.Target != wantTarget {
+				t.Errorf("%s: build target %q, want %q", name, b.Target, wantTarget)
+			}
+			if got := stages[b.Target]; got != wantEntrypoint {
+				t.Errorf("%s: target %q of infra/Dockerfile has entrypoint %q, want %q", name, b.Target, got, wantEntrypoint)
+			}
+		}
+	})
+
+	t.Run("environment", func(t *testing.T) {
+		natsPort := "4222"
+		for name, bin := range housekeeperServices {
+			s := svc(name)
+			env := map[string]string{}
+			for k, v := range s.Environment {
+				if v == nil {
+					t.Errorf("%s: %s has no value", name, k)
+					continue
+				}
+				env[k] = *v
+			}
+			if !bin.bridge && !slices.Equal(s.Command, []string{"function", bin.function}) {
+				t.Errorf("%s: command %q, want [function %s]", name, s.Command, bin.function)
+			}
+			u, err := url.Parse(env["HOUSEKEEPER_NATS_URL"])
+			if err != nil || u.Scheme != "nats" || u.Hostname() != "nats" || u.Port() != natsPort {
+				t.Errorf("%s: HOUSEKEEPER_NATS_URL=%q, want nats://nats:%s (the nats service)", name, env["HOUSEKEEPER_NATS_URL"], natsPort)
+			}
+			// The kubeconfig is the one kube-init writes, on the volume they share.
+			kubeconfig := env["HOUSEKEEPER_KUBECONFIG"]
+			if vol := volumeAt(s, filepath.Dir(kubeconfig)); vol == "" || volumeAt(svc("kube-init"), "/output") != vol {
+				t.Errorf("%s: HOUSEKEEPER_KUBECONFIG=%s is not on the volume kube-init writes to", name, kubeconfig)
+			}
+			if !strings.Contains(strings.Join(svc("kube-init").Command, " "), "/output/"+filepath.Base(kubeconfig)) {
+				t.Errorf("%s: kube-init does not write %s", name, filepath.Base(kubeconfig))
+			}
+			if env["HOUSEKEEPER_CLUSTER"] == "" {
+				t.Errorf("%s: no HOUSEKEEPER_CLUSTER", name)
+			}
+			if !bin.bridge && env["HOUSEKEEPER_MODE"] != "pull" {
+				t.Errorf("%s: HOUSEKEEPER_MODE=%q, want pull (nothing delivers over HTTP here)", name, env["HOUSEKEEPER_MODE"])
+			}
+			if root := env["HOUSEKEEPER_LOCAL_ROOT"]; root != "" && volumeAt(s, root) == "" {
+				t.Errorf("%s: HOUSEKEEPER_LOCAL_ROOT=%s is not a volume", name, root)
+			}
+			checkEnv(t, "docker-compose.yaml: "+name, bin, env, nil)
+		}
+		// bucket creates the local buckets, purge empties them: the same volume.
+		if a, b := volumeAt(svc("bucket"), "/var/lib/housekeeper/buckets"), volumeAt(svc("purge"), "/var/lib/housekeeper/buckets"); a == "" || a != b {
+			t.Errorf("bucket and purge do not share the local buckets' volume (%q, %q)", a, b)
+		}
+		// The bridge announces the types the examples use.
+		types, _ := svc("bridge").Environment["HOUSEKEEPER_TYPES"]
+		if types == nil || !strings.Contains(*types, "azure") || !strings.Contains(*types, "local") {
+			t.Errorf("bridge: HOUSEKEEPER_TYPES=%v, want azure and local (the examples' types)", types)
+		}
+	})
+
+	t.Run("kube-init", func(t *testing.T) {
+		s := svc("kube-init")
+		script := strings.Join(s.Command, "\n")
+		for _, want := range []string{"/infra/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1", "https://k3s:6443", "kubectl wait --for=condition=Established"} {
+			if !strings.Contains(script, want) {
+				t.Errorf("kube-init's script lacks %q (escaped $ lost to compose's interpolation?):\n%s", want, script)
+			}
+		}
+		mounted := false
+		for _, v := range s.Volumes {
+			if v.Type == types.VolumeTypeBind && v.Source == filepath.Join(root, "infra") && v.Target == "/infra" && v.ReadOnly {
+				mounted = true
+			}
+		}
+		if !mounted {
+			t.Errorf("kube-init does not mount ./infra read-only at /infra: %+v", s.Volumes)
+		}
+		// The placeholder it fills in is the one the examples use.
+		examples, _ := filepath.Glob(filepath.Join(root, "infra/examples/*.yaml"))
+		found := false
+		for _, f := range examples {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(data), "${AZURITE_ENDPOINT}")
+		}
+		if !found {
+			t.Error("no example uses ${AZURITE_ENDPOINT}: the substitution in kube-init is stale")
+		}
+		if !slices.Contains(svc("azurite").Command, "10000") {
+			t.Errorf("azurite does not listen on 10000: %v", svc("azurite").Command)
+		}
+	})
+}
+
+// The image: a Go builder matching go.mod, both binaries built static and trimmed, a
+// distroless non-root runtime, and a build context that keeps what the build needs.
+func TestDockerfile(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	stages := dockerfileStages(t, "Dockerfile")
+	if stages["bridge"] != "/usr/local/bin/housekeeper-bridge" || stages["housekeeper"] != "/usr/local/bin/housekeeper" {
+		t.Errorf("stages and entrypoints %v", stages)
+	}
+	// The default target (the last stage) is the housekeeper binary, as the manifests expect.
+	if last := regexp.MustCompile(`(?m)^FROM .* AS (\S+)\s*$`).FindAllStringSubmatch(text, -1); len(last) == 0 || last[len(last)-1][1] != "housekeeper" {
+		t.Errorf("the last stage is not housekeeper: %v", last)
+	}
+	goVersion := goModGoVersion(t, root)
+	if !strings.Contains(text, "ARG GO_VERSION="+goVersion+"\n") || !strings.Contains(text, "FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build") {
+		t.Errorf("the builder is not golang:%s (go.mod's go %s)", goVersion, goVersion)
+	}
+	for _, want := range []string{
+		"CGO_ENABLED=0", "-trimpath",
+		"--mount=type=cache,target=/go/pkg/mod", "--mount=type=cache,target=/root/.cache/go-build",
+		"FROM gcr.io/distroless/static-debian12:nonroot AS bridge", "USER 65532:65532",
+		"COPY --from=build --chown=65532:65532 /out/data/ /var/lib/housekeeper/",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("infra/Dockerfile lacks %q", want)
+		}
+	}
+	// The packages it builds are the binaries' main packages; go build -o dir/ names each
+	// binary after its directory, which the entrypoints use.
+	for _, pkg := range []string{"bridge/cmd/housekeeper-bridge", "functions/cmd/housekeeper"} {
+		if !strings.Contains(text, "./"+pkg) {
+			t.Errorf("infra/Dockerfile does not build ./%s", pkg)
+		}
+		main, err := os.ReadFile(filepath.Join(root, pkg, "main.go"))
+		if err != nil || !strings.Contains(string(main), "package main") {
+			t.Errorf("%s is not a main package: %v", pkg, err)
+		}
+		if !strings.Contains(text, `"/usr/local/bin/`+filepath.Base(pkg)+`"`) {
+			t.Errorf("no entrypoint runs %s", filepath.Base(pkg))
+		}
+	}
+	// The ignore file keeps the repository's history and local state out, and nothing the
+	// build reads.
+	ignore, err := os.ReadFile("Dockerfile.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patterns []string
+	for line := range strings.Lines(string(ignore)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	for _, want := range []string{".git", ".local"} {
+		if !slices.Contains(patterns, want) {
+			t.Errorf("infra/Dockerfile.dockerignore does not leave out %s", want)
+		}
+	}
+	for _, needed := range []string{"go.mod", "go.sum", "bridge/bridge.go", "events/event.go", "functions/cli/cli.go", "infra/crds/extensions.gardener.cloud_backupentries.yaml", "infra/crds.go"} {
+		for _, p := range patterns {
+			if ok, _ := filepath.Match(p, needed); ok || strings.HasPrefix(needed, strings.TrimSuffix(p, "/")+"/") {
+				t.Errorf("infra/Dockerfile.dockerignore pattern %q leaves out %s, which the build needs", p, needed)
+			}
+		}
+	}
+}
+
+// infra/README.md has the promised sections and its links lead somewhere.
+func TestReadme(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, h := range []string{"## Deploy with Knative", "## Deploy with KEDA", "## Monitoring"} {
+		if !strings.Contains(text, "\n"+h+"\n") {
+			t.Errorf("infra/README.md has no section %q", h)
+		}
+	}
+	for _, m := range regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`).FindAllStringSubmatch(text, -1) {
+		link := m[1]
+		if strings.Contains(link, "://") {
+			continue
+		}
+		if _, err := os.Stat(link); err != nil {
+			t.Errorf("infra/README.md links to %s: %v", link, err)
+		}
+	}
+}
+
+// dockerfileStages maps each named stage of a Dockerfile to its entrypoint (inherited from
+// the stage it is built FROM when it sets none).
+func dockerfileStages(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	from := regexp.MustCompile(`^FROM\s+(?:--platform=\S+\s+)?(\S+)\s+AS\s+(\S+)$`)
+	entrypoint := regexp.MustCompile(`^ENTRYPOINT\s+(\[.*\])$`)
+	stages := map[string]string{}
+	current := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if m := from.FindStringSubmatch(line); m != nil {
+			current = m[2]
+			stages[current] = stages[m[1]] // "" unless built on another stage
+			continue
+		}
+		if m := entrypoint.FindStringSubmatch(line); m != nil && current != "" {
+			var argv []string
+			if err := json.Unmarshal([]byte(m[1]), &argv); err != nil || len(argv) == 0 {
+				t.Fatalf("%s: ENTRYPOINT %s is not an exec-form list: %v", path, m[1], err)
+			}
+			stages[current] = argv[0]
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return stages
+}
+
+// volumeAt is the named volume or bind source mounted at dir (or a parent) in s.
+func volumeAt(s types.ServiceConfig, dir string) string {
+	for _, v := range s.Volumes {
+		if dir == v.Target || strings.HasPrefix(dir, v.Target+"/") {
+			return v.Type + ":" + v.Source
+		}
+	}
+	return ""
+}
+
+func imageTag(image string) string {
+	_, tag, _ := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
+	return tag
+}
+
+func parseVersion(t *testing.T, v string) [3]int {
+	t.Helper()
+	var out [3]int
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		t.Fatalf("version %q: want major.minor[.patch]", v)
+	}
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatalf("version %q: %v", v, err)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// goModVersion is the version go.mod requires of module.
+func goModVersion(t *testing.T, root, module string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + `\s+(v\S+)`).FindStringSubmatch(readFile(t, filepath.Join(root, "go.mod")))
+	if m == nil {
+		t.Fatalf("go.mod does not require %s", module)
+	}
+	return m[1]
+}
+
+// goModGoVersion is go.mod's go directive as major.minor (the golang image tag).
+func goModGoVersion(t *testing.T, root string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(readFile(t, filepath.Join(root, "go.mod")))
+	if m == nil {
+		t.Fatal("go.mod has no go directive")
+	}
+	return m[1]
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func azuriteVersion(t *testing.T, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "scripts/azurite/package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Packages map[string]struct{ Version string } `json:"packages"`
+	}
+	if err := json.Unmarshal(data, &lock); err != nil {
+		t.Fatal(err)
+	}
+	v := lock.Packages["node_modules/azurite"].Version
+	if v == "" {
+		t.Fatal("scripts/azurite/package-lock.json pins no azurite")
+	}
+	return v
+}
+
+func versionsEnv(t *testing.T, root string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "scripts/versions.env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}

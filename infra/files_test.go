@@ -1,0 +1,518 @@
+package infra_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite infra/nats/*.json from events.StreamConfigs")
+
+// nonKubernetes are the files under infra/ that are not Kubernetes manifests, each with the
+// check that it is what it claims to be. TestEveryFileIsChecked fails on any other.
+var nonKubernetes = map[string]func(t *testing.T, file string){
+	"knative/kustomizeconfig.yaml":             checkKustomizeConfig,
+	"monitoring/prometheus-scrape-config.yaml": checkPrometheusScrapeConfig,
+	"monitoring/prometheus-rules.yaml":         checkPrometheusRules,
+	"monitoring/grafana-dashboard.json":        checkGrafanaDashboard,
+	"nats/HOUSEKEEPER.json":                    checkStreamConfigFile,
+	"nats/HOUSEKEEPER_DEADLETTER.json":         checkStreamConfigFile,
+}
+
+// metricNames are the metrics the binaries export (bridge/metrics.go,
+// functions/runtime/metrics.go; TestMetricNamesMatchCode keeps the two in step).
+var metricNames = []string{
+	"housekeeper_bridge_events_published_total",
+	"housekeeper_bridge_events_duplicate_total",
+	"housekeeper_bridge_publish_errors_total",
+	"housekeeper_bridge_publish_latency_seconds",
+	"housekeeper_bridge_queue_depth",
+	"housekeeper_function_handled_total",
+	"housekeeper_function_failed_total",
+	"housekeeper_function_handler_duration_seconds",
+	"housekeeper_function_in_flight",
+}
+
+func TestNonKubernetesFiles(t *testing.T) {
+	for file, check := range nonKubernetes {
+		t.Run(file, func(t *testing.T) { check(t, file) })
+	}
+}
+
+// Every file under infra/ is checked by some test: a manifest (rendered and applied), a file
+// named in nonKubernetes, or one of the few listed here.
+func TestEveryFileIsChecked(t *testing.T) {
+	others := map[string]string{
+		"Dockerfile":              "compose_test.go",
+		"Dockerfile.dockerignore": "compose_test.go",
+		"README.md":               "compose_test.go (links)",
+		"base/config.env":         "TestManifestEnvironment (the generated ConfigMap)",
+	}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		switch ext := filepath.Ext(path); {
+		case strings.HasPrefix(path, "crds/"), ext == ".go":
+		case ext == ".yaml" || ext == ".yml":
+			// allManifests accounts for every YAML file.
+		case nonKubernetes[path] != nil, others[path] != "":
+		default:
+			t.Errorf("infra/%s: no test checks this file; add it to nonKubernetes in files_test.go with a check", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkKustomizeConfig(t *testing.T, file string) {
+	var cfg struct {
+		NameReference []struct {
+			Kind, Version string
+			FieldSpecs    []struct{ Kind, Group, Path string } `yaml:"fieldSpecs"`
+		} `yaml:"nameReference"`
+	}
+	decodeStrict(t, file, &cfg)
+	if len(cfg.NameReference) == 0 {
+		t.Fatal("no nameReference")
+	}
+	// That it works is checked by TestKustomizationsRender (references to the hashed ConfigMap).
+}
+
+func checkPrometheusScrapeConfig(t *testing.T, file string) {
+	var cfg struct {
+		ScrapeConfigs []struct {
+			JobName             string `yaml:"job_name"`
+			ScrapeInterval      string `yaml:"scrape_interval"`
+			KubernetesSDConfigs []struct {
+				Role       string
+				Namespaces struct{ Names []string }
+			} `yaml:"kubernetes_sd_configs"`
+			RelabelConfigs []relabelConfig `yaml:"relabel_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	decodeStrict(t, file, &cfg)
+	if len(cfg.ScrapeConfigs) != 1 || cfg.ScrapeConfigs[0].JobName != "housekeeper" {
+		t.Fatalf("want one scrape config, job housekeeper: %+v", cfg.ScrapeConfigs)
+	}
+	sc := cfg.ScrapeConfigs[0]
+	if _, err := time.ParseDuration(sc.ScrapeInterval); err != nil {
+		t.Errorf("scrape_interval: %v", err)
+	}
+	if len(sc.KubernetesSDConfigs) != 1 || sc.KubernetesSDConfigs[0].Role != "pod" || !slices.Equal(sc.KubernetesSDConfigs[0].Namespaces.Names, []string{namespace}) {
+		t.Errorf("want pod discovery in namespace %s: %+v", namespace, sc.KubernetesSDConfigs)
+	}
+	// The relabelling must keep the pods the manifests annotate, at their annotated port.
+	labels := map[string]string{
+		"__address__":                                                    "10.0.0.7:8012",
+		"__meta_kubernetes_namespace":                                    namespace,
+		"__meta_kubernetes_pod_name":                                     "housekeeper-bucket-7d9c",
+		"__meta_kubernetes_pod_phase":                                    "Running",
+		"__meta_kubernetes_pod_label_app_kubernetes_io_component":        "bucket",
+		"__meta_kubernetes_pod_annotation_prometheus_io_scrape":          "true",
+		"__meta_kubernetes_pod_annotation_prometheus_io_port":            "8080",
+		"__meta_kubernetes_pod_annotation_prometheus_io_path":            "/metrics",
+		"__meta_kubernetes_pod_annotationpresent_prometheus_io_scrape":   "true",
+		"__meta_kubernetes_pod_container_port_number":                    "8012",
+		"__meta_kubernetes_pod_label_app_kubernetes_io_name":             "housekeeper",
+		"__meta_kubernetes_pod_annotationpresent_prometheus_io_path":     "true",
+		"__meta_kubernetes_pod_annotationpresent_prometheus_io_port":     "true",
+		"__meta_kubernetes_pod_label_app_kubernetes_io_part_of":          "housekeeper",
+		"__meta_kubernetes_pod_labelpresent_app_kubernetes_io_component": "true",
+	}
+	got, keep := relabel(t, sc.RelabelConfigs, labels)
+	if !keep {
+		t.Fatal("the relabelling drops an annotated, running housekeeper pod")
+	}
+	for k, want := range map[string]string{"__address__": "10.0.0.7:8080", "__metrics_path__": "/metrics", "component": "bucket", "pod": "housekeeper-bucket-7d9c", "namespace": namespace} {
+		if got[k] != want {
+			t.Errorf("after relabelling %s = %q, want %q", k, got[k], want)
+		}
+	}
+	labels["__meta_kubernetes_pod_annotation_prometheus_io_scrape"] = ""
+	if _, keep := relabel(t, sc.RelabelConfigs, labels); keep {
+		t.Error("the relabelling keeps a pod without prometheus.io/scrape")
+	}
+	// The manifests carry the annotations the relabelling reads.
+	for _, overlay := range []string{"overlays/knative", "overlays/keda"} {
+		for _, m := range render(t, overlay) {
+			if podSpecPath(m.obj) == nil {
+				continue
+			}
+			ann, _, _ := unstructured.NestedStringMap(m.obj.Object, "spec", "template", "metadata", "annotations")
+			if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != "8080" || ann["prometheus.io/path"] != "/metrics" {
+				t.Errorf("%s: pod template lacks the prometheus.io annotations: %v", m, ann)
+			}
+		}
+	}
+}
+
+type relabelConfig struct {
+	SourceLabels []string `yaml:"source_labels"`
+	Separator    *string
+	Regex        *string
+	TargetLabel  string `yaml:"target_label"`
+	Replacement  *string
+	Action       string
+}
+
+// relabel applies Prometheus relabel rules (keep, drop, replace: the actions used here) the way
+// Prometheus does: regexes are RE2, fully anchored; $1-style references in the replacement.
+func relabel(t *testing.T, rules []relabelConfig, labels map[string]string) (map[string]string, bool) {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range labels {
+		out[k] = v
+	}
+	for i, r := range rules {
+		sep, regex, replacement, action := ";", "(.*)", "$1", r.Action
+		if r.Separator != nil {
+			sep = *r.Separator
+		}
+		if r.Regex != nil {
+			regex = *r.Regex
+		}
+		if r.Replacement != nil {
+			replacement = *r.Replacement
+		}
+		if action == "" {
+			action = "replace"
+		}
+		re, err := regexp.Compile("^(?s:" + regex + ")$")
+		if err != nil {
+			t.Fatalf("relabel_configs[%d]: regex %q is not RE2: %v", i, regex, err)
+		}
+		values := make([]string, len(r.SourceLabels))
+		for j, l := range r.SourceLabels {
+			values[j] = out[l]
+		}
+		value := strings.Join(values, sep)
+		switch action {
+		case "keep":
+			if !re.MatchString(value) {
+				return out, false
+			}
+		case "drop":
+			if re.MatchString(value) {
+				return out, false
+			}
+		case "replace":
+			if r.TargetLabel == "" {
+				t.Fatalf("relabel_configs[%d]: replace without target_label", i)
+			}
+			m := re.FindStringSubmatchIndex(value)
+			if m == nil {
+				continue
+			}
+			res := string(re.ExpandString(nil, replacement, value, m))
+			if res == "" {
+				delete(out, r.TargetLabel)
+			} else {
+				out[r.TargetLabel] = res
+			}
+		default:
+			t.Fatalf("relabel_configs[%d]: action %q: the test knows keep, drop and replace", i, action)
+		}
+	}
+	return out, true
+}
+
+func checkPrometheusRules(t *testing.T, file string) {
+	var rules struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert       string
+				Expr        string
+				For         string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	decodeStrict(t, file, &rules)
+	if len(rules.Groups) == 0 {
+		t.Fatal("no rule groups")
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+				t.Errorf("rule %+v: want alert, severity label and summary", r)
+			}
+			if r.For != "" {
+				if _, err := time.ParseDuration(r.For); err != nil {
+					t.Errorf("%s: for: %v", r.Alert, err)
+				}
+			}
+			checkPromQL(t, r.Alert, r.Expr)
+		}
+	}
+}
+
+func checkGrafanaDashboard(t *testing.T, file string) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		UID, Title    string
+		SchemaVersion int
+		Templating    struct {
+			List []struct{ Name, Type string }
+		}
+		Panels []struct {
+			ID      int
+			Type    string
+			Title   string
+			GridPos struct{ X, Y, W, H int } `json:"gridPos"`
+			Targets []struct {
+				RefID string `json:"refId"`
+				Expr  string
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&dash); err != nil {
+		t.Fatalf("not a dashboard: %v", err)
+	}
+	if dash.UID == "" || dash.Title == "" || dash.SchemaVersion < 30 {
+		t.Errorf("uid %q title %q schemaVersion %d", dash.UID, dash.Title, dash.SchemaVersion)
+	}
+	vars := map[string]bool{}
+	for _, v := range dash.Templating.List {
+		vars[v.Name] = true
+	}
+	if !vars["datasource"] || !vars["namespace"] {
+		t.Errorf("want the variables datasource and namespace: %+v", dash.Templating.List)
+	}
+	used := map[string]bool{}
+	ids := map[int]bool{}
+	var titles []string
+	for _, p := range dash.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d twice", p.ID)
+		}
+		ids[p.ID] = true
+		if p.GridPos.X+p.GridPos.W > 24 || p.GridPos.W == 0 || p.GridPos.H == 0 {
+			t.Errorf("panel %q: gridPos %+v", p.Title, p.GridPos)
+		}
+		if p.Type == "row" {
+			continue
+		}
+		titles = append(titles, p.Title)
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, name := range checkPromQL(t, p.Title, tg.Expr) {
+				used[name] = true
+			}
+		}
+	}
+	for _, m := range metricNames {
+		if !used[m] {
+			t.Errorf("no panel shows %s", m)
+		}
+	}
+	for _, want := range []string{"Events published", "Duplicates and publish errors", "Queue depth", "Publish latency p99", "Handled by outcome", "Failures by class", "Handler duration p99", "In flight"} {
+		if !slices.Contains(titles, want) {
+			t.Errorf("no panel %q", want)
+		}
+	}
+}
+
+var metricRef = regexp.MustCompile(`\bhousekeeper_[a-z_]+`)
+
+// checkPromQL checks what can be checked of a PromQL expression without Prometheus: brackets
+// balance, every housekeeper metric exists (histograms by their _bucket series, quantiles over
+// le), and returns the metrics it uses.
+func checkPromQL(t *testing.T, where, expr string) []string {
+	t.Helper()
+	if strings.TrimSpace(expr) == "" {
+		t.Errorf("%s: empty expression", where)
+		return nil
+	}
+	var stack []rune
+	pairs := map[rune]rune{')': '(', ']': '[', '}': '{'}
+	inString := false
+	for _, r := range expr {
+		switch {
+		case r == '"':
+			inString = !inString
+		case inString:
+		case r == '(' || r == '[' || r == '{':
+			stack = append(stack, r)
+		case pairs[r] != 0:
+			if len(stack) == 0 || stack[len(stack)-1] != pairs[r] {
+				t.Errorf("%s: unbalanced %q in %s", where, r, expr)
+				return nil
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	if len(stack) > 0 || inString {
+		t.Errorf("%s: unclosed brackets or quotes in %s", where, expr)
+	}
+	var used []string
+	for _, ref := range metricRef.FindAllString(expr, -1) {
+		name := ref
+		isBucket := strings.HasSuffix(ref, "_bucket")
+		if isBucket {
+			name = strings.TrimSuffix(ref, "_bucket")
+		}
+		if !slices.Contains(metricNames, name) {
+			t.Errorf("%s: %s is not a housekeeper metric", where, ref)
+			continue
+		}
+		isHistogram := strings.HasSuffix(name, "_seconds")
+		if isHistogram != isBucket {
+			t.Errorf("%s: %s: histograms are queried by their _bucket series, nothing else is", where, ref)
+		}
+		if isBucket && (!strings.Contains(expr, "histogram_quantile(") || !strings.Contains(expr, "le)")) {
+			t.Errorf("%s: %s without histogram_quantile over le", where, ref)
+		}
+		if strings.HasSuffix(name, "_total") && !strings.Contains(expr, "rate(") && !strings.Contains(expr, "increase(") {
+			t.Errorf("%s: counter %s not under rate or increase", where, ref)
+		}
+		used = append(used, name)
+	}
+	return used
+}
+
+// The metric names above are the ones the code registers.
+func TestMetricNamesMatchCode(t *testing.T) {
+	var inCode []string
+	re := regexp.MustCompile(`Namespace: "(\w+)", Subsystem: "(\w+)", Name: "(\w+)"`)
+	for _, file := range []string{"../bridge/metrics.go", "../functions/runtime/metrics.go"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(data), -1) {
+			inCode = append(inCode, m[1]+"_"+m[2]+"_"+m[3])
+		}
+	}
+	slices.Sort(inCode)
+	want := slices.Sorted(slices.Values(metricNames))
+	if !slices.Equal(inCode, want) {
+		t.Errorf("metrics registered in the code:\n  %v\nmetrics the dashboard and alerts know:\n  %v", inCode, want)
+	}
+}
+
+// checkStreamConfigFile checks one stream definition for `nats stream add --config`: it is
+// exactly the configuration the processes create at start-up (events.StreamConfigs, defaults).
+// TestStreamConfigFilesOnNATS has a real nats-server accept it.
+func checkStreamConfigFile(t *testing.T, file string) {
+	record, deadLetter := events.StreamConfigs()
+	want := map[string]jetstream.StreamConfig{record.Name: record, deadLetter.Name: deadLetter}[strings.TrimSuffix(filepath.Base(file), ".json")]
+	if want.Name == "" {
+		t.Fatalf("%s names no stream of events.StreamConfigs", file)
+	}
+	if *update {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(want); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readStreamConfig(t, file)
+	if !reflect.DeepEqual(got, want) {
+		gotJSON, _ := json.Marshal(got)
+		wantJSON, _ := json.Marshal(want)
+		t.Errorf("infra/%s differs from events.StreamConfigs (run go test ./infra -run TestNonKubernetesFiles -update):\n got %s\nwant %s", file, gotJSON, wantJSON)
+	}
+}
+
+func readStreamConfig(t *testing.T, file string) jetstream.StreamConfig {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg jetstream.StreamConfig
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("infra/%s: %v", file, err)
+	}
+	return cfg
+}
+
+// A real nats-server creates the streams from the files, and the processes' own start-up
+// (events.EnsureStreams) then finds nothing to change: the files are what they would create.
+func TestStreamConfigFilesOnNATS(t *testing.T) {
+	env := testenv.Start(t, testenv.WithNATS())
+	nc, err := nats.Connect(env.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	created := map[string]jetstream.StreamConfig{}
+	for _, file := range []string{"nats/HOUSEKEEPER.json", "nats/HOUSEKEEPER_DEADLETTER.json"} {
+		s, err := js.CreateStream(ctx, readStreamConfig(t, file))
+		if err != nil {
+			t.Fatalf("nats-server rejects infra/%s: %v", file, err)
+		}
+		created[s.CachedInfo().Config.Name] = s.CachedInfo().Config
+	}
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		t.Fatalf("the processes' start-up cannot reconcile the streams created from the files: %v", err)
+	}
+	for name, before := range created {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := s.CachedInfo().Config
+		if !reflect.DeepEqual(before, after) {
+			t.Errorf("stream %s changed when the processes started:\n before %+v\n after  %+v", name, before, after)
+		}
+		if name == events.RecordStream && (!after.AllowMsgSchedules || !after.AllowMsgTTL) {
+			t.Errorf("stream %s: message schedules %v, per-message TTL %v; both are needed for purges", name, after.AllowMsgSchedules, after.AllowMsgTTL)
+		}
+	}
+}
+
+// decodeStrict decodes a YAML file, failing on fields the target does not know.
+func decodeStrict(t *testing.T, file string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("infra/%s: %v", file, err)
+	}
+}
