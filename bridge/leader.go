@@ -30,10 +30,9 @@ func RunAsLeader(ctx context.Context, cfg *rest.Config, le LeaderElection, log *
 	if err != nil {
 		return err
 	}
-	var (
-		runErr error
-		led    bool
-	)
+	// The callback only hands over the leader's context; run runs here, so that this function
+	// returns only after run has returned (flushed its queue).
+	leading := make(chan context.Context, 1)
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   15 * time.Second,
@@ -43,9 +42,8 @@ func RunAsLeader(ctx context.Context, cfg *rest.Config, le LeaderElection, log *
 		Name:            le.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				led = true
 				log.Info("leading", zap.String("lease", le.Namespace+"/"+le.Name), zap.String("identity", le.Identity))
-				runErr = run(ctx)
+				leading <- ctx
 			},
 			OnStoppedLeading: func() { log.Info("stopped leading", zap.String("identity", le.Identity)) },
 			OnNewLeader: func(identity string) {
@@ -58,12 +56,24 @@ func RunAsLeader(ctx context.Context, cfg *rest.Config, le LeaderElection, log *
 	if err != nil {
 		return err
 	}
-	elector.Run(ctx) // returns when ctx is done or the lease is lost
-	if runErr != nil {
-		return runErr
+	electorCtx, stopElector := context.WithCancel(ctx)
+	defer stopElector()
+	electorDone := make(chan struct{})
+	go func() { defer close(electorDone); elector.Run(electorCtx) }()
+	select {
+	case <-electorDone: // ctx ended before this process led
+		return nil
+	case leaderCtx := <-leading:
+		err := run(leaderCtx) // returns when ctx is done or the lease is lost
+		lost := ctx.Err() == nil
+		stopElector() // releases the lease
+		<-electorDone
+		if err != nil {
+			return err
+		}
+		if lost {
+			return fmt.Errorf("lost lease %s/%s", le.Namespace, le.Name)
+		}
+		return nil
 	}
-	if led && ctx.Err() == nil {
-		return fmt.Errorf("lost lease %s/%s", le.Namespace, le.Name)
-	}
-	return nil
 }

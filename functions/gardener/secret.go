@@ -25,9 +25,10 @@ func ReadSecretData(ctx context.Context, c client.Client, ref corev1.SecretRefer
 	return secret.Data, nil
 }
 
-// missingSecret is the error for a spec.secretRef that points nowhere: permanent until someone
-// creates the secret, which announces the object again.
+// missingSecret is the error for a spec.secretRef that points nowhere. The object waits: the
+// bridge announces it again when the secret appears (an entry may well be created before its
+// bucket's generated secret).
 func missingSecret(ref corev1.SecretReference) error {
-	return runtime.Permanent(fmt.Errorf("secret %s/%s referenced by spec.secretRef does not exist", ref.Namespace, ref.Name),
+	return runtime.Waiting(fmt.Errorf("secret %s/%s referenced by spec.secretRef does not exist", ref.Namespace, ref.Name),
 		gardencorev1beta1.ErrorConfigurationProblem)
 }

@@ -34,9 +34,17 @@ func ParseMode(s string) (Mode, error) {
 
 // Serve runs fn in mode until ctx is done. addr serves /healthz, /readyz and /metrics, and in
 // HTTP mode the events as well (Knative gives a container one port). js is needed in pull
-// mode only.
+// mode, and by functions that publish; /readyz then requires a NATS connection.
 func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts ...WorkerOption) error {
 	srv := &health.Server{Addr: addr, Registry: reg}
+	if js != nil { // entry and purge publish to JetStream in either mode
+		srv.Ready = func() error {
+			if !js.Conn().IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		}
+	}
 	switch mode {
 	case ModeHTTP:
 		h, err := HTTPHandler(fn, reg, log)
@@ -53,12 +61,6 @@ func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstrea
 		w, err := NewWorker(js, fn, reg, append([]WorkerOption{WithLogger(log)}, opts...)...)
 		if err != nil {
 			return err
-		}
-		srv.Ready = func() error {
-			if !js.Conn().IsConnected() {
-				return errors.New("not connected to NATS")
-			}
-			return nil
 		}
 		g, ctx := errgroup.WithContext(ctx)
 		g.Go(func() error { return srv.Run(ctx) })

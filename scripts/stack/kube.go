@@ -1,9 +1,13 @@
 package stack
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -59,9 +63,13 @@ func StartKube(logs io.Writer) (*Kube, error) {
 	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env, certDir: certDir}, nil
 }
 
-// RestartAPIServer stops kube-apiserver and starts it again on the same address with the
-// same certificates; etcd and its data stay.
+// RestartAPIServer kills kube-apiserver (SIGKILL: a graceful stop waits for every open
+// watch) and starts it again on the same address with the same certificates; etcd and its
+// data stay.
 func (k *Kube) RestartAPIServer() error {
+	if err := killProcessesWithArg(k.certDir); err != nil {
+		return fmt.Errorf("killing kube-apiserver: %w", err)
+	}
 	if err := k.env.ControlPlane.APIServer.Stop(); err != nil {
 		return fmt.Errorf("stopping kube-apiserver: %w", err)
 	}
@@ -75,4 +83,34 @@ func (k *Kube) RestartAPIServer() error {
 func (k *Kube) Stop() error {
 	defer os.RemoveAll(k.certDir)
 	return k.env.Stop()
+}
+
+// killProcessesWithArg SIGKILLs the processes whose command line mentions arg and waits until
+// they are gone.
+func killProcessesWithArg(arg string) error {
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(cmdline, []byte(arg)) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 100; i++ {
+			if _, err := os.Stat(filepath.Dir(p)); err != nil {
+				break
+			}
+			if stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {
+				break // a zombie until envtest reaps it
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
 }
