@@ -4,7 +4,7 @@ GO    ?= go
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help run test bench lint crds tools controlplane azurite
+.PHONY: help run test bench faults lint crds tools controlplane azurite
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ run: tools ## run the whole local stack (no Docker)
 test: tools ## unit and integration tests against the real components, then a short fuzz run
 	$(GO) test -race -count=1 -timeout 45m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 15s ./events/
+
+faults: tools ## the fault suite, full form: faults injected, time to converge, invariants
+	$(GO) run ./scripts/cmd/faults
 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -33,13 +33,20 @@ func Config(kubeconfig string) (*rest.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("no kubeconfig given and not in a cluster: %w", err)
 		}
-		return cfg, nil
+		return withRateLimits(cfg), nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
 	}
-	return cfg, nil
+	return withRateLimits(cfg), nil
+}
+
+// withRateLimits raises client-go's default of 5 requests per second: after an outage a
+// function catches up on hundreds of objects. API Priority and Fairness protects the server.
+func withRateLimits(cfg *rest.Config) *rest.Config {
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg
 }
 
 // NewClient returns a controller-runtime client (no cache) for Scheme.

@@ -1,0 +1,47 @@
+// Package faults drives housekeeper's real stack — kube-apiserver, nats-server, Azurite, the
+// bridge and every function as separate processes — through a workload while breaking it,
+// then checks invariants once it has converged. `make faults` runs the full form; `make test`
+// runs a short one.
+package faults
+
+import (
+	"io"
+	"time"
+)
+
+// Config sizes a run.
+type Config struct {
+	Buckets, Entries, Deletions, Recreations, Updates int
+	// MaxRetention bounds the random retention of deleted entries.
+	MaxRetention time.Duration
+	// FaultPeriod is how long faults are injected; FaultEvery the mean gap between two.
+	FaultPeriod, FaultEvery time.Duration
+	// Converge bounds the wait for the invariants after the last fault.
+	Converge time.Duration
+	// Replicas of each function.
+	Replicas int
+	Seed     uint64
+	// Dir holds binaries, logs and stores; it is kept for inspection.
+	Dir string
+	Out io.Writer
+}
+
+// Full is the workload of `make faults`.
+func Full() Config {
+	return Config{
+		Buckets: 20, Entries: 500, Deletions: 200, Recreations: 20, Updates: 150,
+		MaxRetention: 60 * time.Second,
+		FaultPeriod:  3 * time.Minute, FaultEvery: 8 * time.Second,
+		Converge: 5 * time.Minute, Replicas: 2,
+	}
+}
+
+// Short is the form `make test` runs.
+func Short() Config {
+	return Config{
+		Buckets: 4, Entries: 60, Deletions: 24, Recreations: 4, Updates: 30,
+		MaxRetention: 15 * time.Second,
+		FaultPeriod:  45 * time.Second, FaultEvery: 4 * time.Second,
+		Converge: 3 * time.Minute, Replicas: 2,
+	}
+}
