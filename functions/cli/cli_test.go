@@ -35,12 +35,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	env := testenv.Start(t, testenv.WithNATS())
-	nc, err := nats.Connect(env.NATS.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := env.Connect(t)
 	if err := events.EnsureStreams(context.Background(), js); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,10 @@ import (
 	"regexp"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/kubernetes"
@@ -143,4 +146,20 @@ func (e *Env) Clientset(t testing.TB) kubernetes.Interface {
 func fileLogger(f *os.File) *zap.Logger {
 	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
+}
+
+// Connect returns a NATS connection to the test's nats-server, reconnecting through restarts
+// and closed when the test ends, with its JetStream context.
+func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(e.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

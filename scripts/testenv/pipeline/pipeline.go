@@ -38,15 +38,7 @@ type Pipeline struct {
 func Start(t testing.TB) *Pipeline {
 	t.Helper()
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS(), testenv.WithAzurite())
-	nc, err := nats.Connect(env.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := env.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := events.EnsureStreams(ctx, js); err != nil {
