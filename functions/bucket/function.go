@@ -22,9 +22,15 @@ import (
 // Name is the function's name: its consumer, dead-letter and redrive subjects.
 const Name = "bucket"
 
-// New returns the bucket function. Besides its own BackupBucket events it takes
+// Types are the events the function takes. Besides its own BackupBucket events it takes
 // BackupEntry deleted events: a bucket whose deletion waits for its entries is checked again
 // when one of them is gone.
+var Types = []string{
+	events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced,
+	events.TypeEntryDeleted,
+}
+
+// New returns the bucket function.
 func New(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
 	r := &gardener.Reconciler{
 		Client:    c,
@@ -40,11 +46,8 @@ func New(c client.Client, providers objectstore.Registry, log *zap.Logger) runti
 		Now:       time.Now,
 	}
 	return runtime.Function{
-		Name: Name,
-		Types: []string{
-			events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced,
-			events.TypeEntryDeleted,
-		},
+		Name:  Name,
+		Types: Types,
 		Handler: runtime.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 			if e.Type() == events.TypeEntryDeleted {
 				return entryGone(ctx, c, r, e)

@@ -30,6 +30,9 @@ const usage = `usage: housekeeper [--nats-url URL ...] COMMAND
 commands:
   function NAME [--mode pull|http] [--kubeconfig FILE] [--local-root DIR] ...
                          run a function (bucket, entry, purge) until interrupted
+  forward --function F --url URL
+                         deliver F's events from JetStream to F served in http mode (Knative),
+                         with retries and dead letters
   replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object
@@ -79,6 +82,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch rest[0] {
 	case "function":
 		return runFunction(ctx, rest[1:], nopts)
+	case "forward":
+		return runForward(ctx, rest[1:], nopts)
 	case "replay":
 		return replay(ctx, rest[1:], out, connect)
 	case "resync":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -192,5 +193,53 @@ func TestUsageErrors(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := Main(context.Background(), []string{"frobnicate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "frobnicate"`) {
 		t.Errorf("exit %d, err %q", code, errOut.String())
+	}
+}
+
+// forward delivers a function's events from JetStream to the function served over HTTP, and
+// dead-letters what it refuses, with its reason.
+func TestForwardDeliversToAnHTTPModeFunction(t *testing.T) {
+	f := newFixture(t)
+	handled := make(chan string, 10)
+	fn := runtime.Function{Name: "bucket", Types: []string{events.TypeBucketCreated}, Handler: runtime.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		if e.Subject() == "refused" {
+			return runtime.Permanentf("bucket name %s is refused", e.Subject())
+		}
+		handled <- e.Subject()
+		return nil
+	})}
+	h, err := runtime.HTTPHandler(fn, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		var out, errOut bytes.Buffer
+		done <- Main(ctx, []string{"--nats-url", f.url, "forward", "--function", "bucket", "--url", srv.URL, "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut)
+	}()
+	f.publish("delivered")
+	f.publish("refused")
+	select {
+	case name := <-handled:
+		if name != "delivered" {
+			t.Errorf("handled %s", name)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the event never reached the HTTP function")
+	}
+	var out string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "1 dead letters") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, out, _ = f.cli("deadletters", "list", "--function", "bucket")
+	}
+	if !strings.Contains(out, "bucket name refused is refused") {
+		t.Errorf("dead letters:\n%s", out)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("forward exited %d", code)
 	}
 }

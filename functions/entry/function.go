@@ -17,6 +17,9 @@ import (
 // Name is the function's name.
 const Name = "entry"
 
+// Types are the events the function takes.
+var Types = []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced}
+
 // Reconciler returns the Gardener protocol for BackupEntries around a; the purge function
 // uses it to release an entry once its backups are gone.
 func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconciler {
@@ -40,7 +43,7 @@ func New(c client.Client, js jetstream.JetStream, retention Retention, cluster s
 	a := &Actuator{Client: c, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
 	return runtime.Function{
 		Name:    Name,
-		Types:   []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced},
+		Types:   Types,
 		Handler: Reconciler(c, a, log),
 	}
 }

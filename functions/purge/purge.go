@@ -30,6 +30,9 @@ import (
 // Name is the function's name.
 const Name = "purge"
 
+// Types are the events the function takes: the purges the NATS server fires when due.
+var Types = []string{events.TypePurgeDue}
+
 // errPageFull stops a listing after one page.
 var errPageFull = errors.New("page full")
 
@@ -60,7 +63,7 @@ func New(c client.Client, js jetstream.JetStream, providers objectstore.Registry
 		ProgressInterval: 2 * time.Second,
 		KeyRetries:       3,
 	}
-	return runtime.Function{Name: Name, Types: []string{events.TypePurgeDue}, Handler: p}
+	return runtime.Function{Name: Name, Types: Types, Handler: p}
 }
 
 // Handle runs a due purge after checking the live entry: it must exist, be the same object
