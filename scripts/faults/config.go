@@ -41,7 +41,8 @@ func Short() Config {
 	return Config{
 		Buckets: 4, Entries: 60, Deletions: 24, Recreations: 4, Updates: 30,
 		MaxRetention: 15 * time.Second,
-		FaultPeriod:  45 * time.Second, FaultEvery: 4 * time.Second,
+		// Long enough for a whole round of the six kinds even with the longest gaps.
+		FaultPeriod: 60 * time.Second, FaultEvery: 3 * time.Second,
 		Converge: 3 * time.Minute, Replicas: 2,
 	}
 }

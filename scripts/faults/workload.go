@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,8 @@ const provokedID = "provoked-by-the-fault-suite"
 type workload struct {
 	r         *rig
 	providers objectstore.Registry
+	// rand is the workload's own: the fault injector draws from another in parallel.
+	rand *rand.Rand
 
 	mu sync.Mutex
 	// buckets by name: provider type and the credentials in their secret.
@@ -65,6 +68,7 @@ func newWorkload(r *rig) *workload {
 	return &workload{
 		r:         r,
 		providers: objectstore.NewRegistry(azure.New(), local.New(r.localRoot)),
+		rand:      rand.New(rand.NewPCG(r.cfg.Seed, 7)),
 		buckets:   map[string]bucketInfo{},
 		live:      map[string]entryInfo{},
 		gone:      map[string]entryInfo{},
@@ -109,7 +113,7 @@ func (w *workload) run(ctx context.Context) error {
 	}
 	names := make([]string, cfg.Entries)
 	for i := range cfg.Entries {
-		names[i] = fmt.Sprintf("shoot--p%d--s%03d--%08x", i%7, i, w.r.rand.Uint32())
+		names[i] = fmt.Sprintf("shoot--p%d--s%03d--%08x", i%7, i, w.rand.Uint32())
 		// One in ten shoots gets its namespace only after its entry.
 		if err := w.createEntry(ctx, names[i], fmt.Sprintf("bucket-%02d", i%cfg.Buckets), i%10 != 0); err != nil {
 			return err
@@ -129,11 +133,11 @@ func (w *workload) run(ctx context.Context) error {
 		return err
 	}
 	// Spread updates and deletions over the fault period.
-	order := w.r.rand.Perm(len(names))
+	order := w.rand.Perm(len(names))
 	toDelete := order[:cfg.Deletions]
 	pause := cfg.FaultPeriod / time.Duration(2*(cfg.Deletions+cfg.Updates)+1)
 	for range cfg.Updates {
-		if err := w.update(ctx, names[order[cfg.Deletions+w.r.rand.IntN(len(names)-cfg.Deletions)]]); err != nil {
+		if err := w.update(ctx, names[order[cfg.Deletions+w.rand.IntN(len(names)-cfg.Deletions)]]); err != nil {
 			return err
 		}
 		time.Sleep(pause)
@@ -141,7 +145,7 @@ func (w *workload) run(ctx context.Context) error {
 	var recreations sync.WaitGroup
 	errs := make(chan error, cfg.Recreations)
 	for i, idx := range toDelete {
-		retention := time.Duration(w.r.rand.Int64N(int64(cfg.MaxRetention) + 1)).Truncate(time.Second)
+		retention := time.Duration(w.rand.Int64N(int64(cfg.MaxRetention) + 1)).Truncate(time.Second)
 		if err := w.delete(ctx, names[idx], retention, i%8 == 0); err != nil {
 			return err
 		}
@@ -163,7 +167,7 @@ func (w *workload) run(ctx context.Context) error {
 
 func (w *workload) createBucket(ctx context.Context, i int) error {
 	name := fmt.Sprintf("bucket-%02d", i)
-	canary := fmt.Sprintf("canary-%016x", w.r.rand.Uint64())
+	canary := fmt.Sprintf("canary-%016x", w.rand.Uint64())
 	info := bucketInfo{typ: "local", credentials: map[string][]byte{"canary": []byte(canary)}}
 	if i%2 == 0 {
 		info = bucketInfo{typ: "azure", credentials: map[string][]byte{
@@ -298,8 +302,8 @@ func (w *workload) update(ctx context.Context, name string) error {
 			return err
 		}
 		base := e.DeepCopy()
-		if w.r.rand.IntN(2) == 0 {
-			e.Spec.Region = fmt.Sprintf("region-%d", w.r.rand.IntN(5))
+		if w.rand.IntN(2) == 0 {
+			e.Spec.Region = fmt.Sprintf("region-%d", w.rand.IntN(5))
 		} else {
 			metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/operation", "reconcile")
 		}
