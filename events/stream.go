@@ -2,7 +2,9 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -56,20 +58,39 @@ func StreamConfigs(opts ...StreamOption) (record, deadLetter jetstream.StreamCon
 		Subjects:    []string{SubjectDeadLetters},
 		Retention:   jetstream.LimitsPolicy,
 		MaxAge:      o.deadLetterMaxAge,
-		Storage:     o.storage,
-		Replicas:    o.replicas,
+		// Dead letters are published with the id function/sequence: one per original event.
+		Duplicates: min(DuplicateWindow, o.deadLetterMaxAge),
+		Storage:    o.storage,
+		Replicas:   o.replicas,
 	}
 	return record, deadLetter
 }
 
 // EnsureStreams creates the streams or updates them to the wanted configuration; it is safe to
-// call from every process at start-up.
+// call from every process at start-up. A stream that already has the configuration is left
+// alone: many processes start at once, and an update is a write to the stream (nats-server
+// 2.15.2 even races an update against a consumer being created, as -race shows).
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOption) error {
 	record, deadLetter := StreamConfigs(opts...)
-	for _, cfg := range []jetstream.StreamConfig{record, deadLetter} {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("ensuring stream %s: %w", cfg.Name, err)
+	for _, want := range []jetstream.StreamConfig{record, deadLetter} {
+		stream, err := js.Stream(ctx, want.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			_, err = js.CreateOrUpdateStream(ctx, want)
+		case err == nil && !sameStreamConfig(stream.CachedInfo().Config, want):
+			_, err = js.UpdateStream(ctx, want)
+		}
+		if err != nil {
+			return fmt.Errorf("ensuring stream %s: %w", want.Name, err)
 		}
 	}
 	return nil
+}
+
+// sameStreamConfig compares the settings StreamConfigs makes; the server fills in the rest.
+func sameStreamConfig(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Description == want.Description &&
+		have.Retention == want.Retention && have.MaxAge == want.MaxAge && have.Duplicates == want.Duplicates &&
+		have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.AllowMsgSchedules == want.AllowMsgSchedules && have.AllowMsgTTL == want.AllowMsgTTL
 }

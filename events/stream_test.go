@@ -42,15 +42,7 @@ func TestStreamConfigs(t *testing.T) {
 func streamEnv(t *testing.T) (context.Context, jetstream.JetStream) {
 	t.Helper()
 	env := testenv.Start(t, testenv.WithNATS())
-	nc, err := nats.Connect(env.NATS.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := env.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	if err := EnsureStreams(ctx, js); err != nil {
@@ -89,9 +81,17 @@ func TestEnsureStreams(t *testing.T) {
 		t.Fatalf("publishing a dead letter: %+v, %v", ack, err)
 	}
 
-	// Again, from another process: no error, same streams, messages kept.
+	// Again, from another process: no error, same streams, messages kept, and no update at
+	// all (the server announces every update).
+	updates, err := js.Conn().SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED.>")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := EnsureStreams(ctx, js); err != nil {
 		t.Fatalf("second EnsureStreams: %v", err)
+	}
+	if m, err := updates.NextMsg(300 * time.Millisecond); err == nil {
+		t.Errorf("second EnsureStreams updated an unchanged stream: %s", m.Subject)
 	}
 	again, err := record.Info(ctx)
 	if err != nil {
@@ -120,6 +120,9 @@ func TestEnsureStreams(t *testing.T) {
 	// A changed option updates the stream in place.
 	if err := EnsureStreams(ctx, js, WithMaxAge(48*time.Hour)); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := updates.NextMsg(2 * time.Second); err != nil {
+		t.Errorf("no update advisory for a changed max age: %v", err)
 	}
 	updated, err := record.Info(ctx)
 	if err != nil {
