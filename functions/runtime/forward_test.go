@@ -2,14 +2,8 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 )
@@ -17,23 +11,7 @@ import (
 // The forwarder and the HTTP mode speak to each other: every class of result survives the
 // round trip over real HTTP.
 func TestForwarderMapsHTTPModeAnswersBackToClasses(t *testing.T) {
-	fn := Function{Name: "served", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
-		switch e.Subject() {
-		case "permanent":
-			return Permanentf("bucket name is not a valid container name")
-		case "retryable":
-			return errors.New("azure is throttling")
-		case "waiting":
-			return Waiting(errors.New("entries still use the bucket"))
-		}
-		return nil
-	})}
-	h, err := HTTPHandler(fn, prometheus.NewRegistry(), zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv := serveOutcomes(t)
 	f := &Forwarder{URL: srv.URL, Client: srv.Client()}
 
 	for name, want := range map[string]Class{"ok": "", "waiting": "", "permanent": ClassPermanent, "retryable": ClassRetryable} {
@@ -45,7 +23,7 @@ func TestForwarderMapsHTTPModeAnswersBackToClasses(t *testing.T) {
 			t.Errorf("%s: %v (class %s), want %s", name, err, ClassOf(err), want)
 		}
 	}
-	err = f.Handle(context.Background(), bucketEvent(t, events.OpCreated, "permanent", 1))
+	err := f.Handle(context.Background(), bucketEvent(t, events.OpCreated, "permanent", 1))
 	if !strings.Contains(err.Error(), "not a valid container name") {
 		t.Errorf("the function's reason is lost: %v", err)
 	}

@@ -19,15 +19,18 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 )
 
-// The HTTP mode answers real HTTP requests as Knative expects: 2xx done, 4xx never retry,
-// 5xx retry.
-func TestHTTPModeStatusCodes(t *testing.T) {
+// serveOutcomes serves, in HTTP mode, a function whose result is named by the event's subject:
+// permanent, retryable, waiting, or anything else for success.
+func serveOutcomes(t *testing.T) *httptest.Server {
+	t.Helper()
 	fn := Function{Name: "http-fn", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		switch e.Subject() {
 		case "permanent":
 			return Permanentf("bucket name is not a valid container name")
 		case "retryable":
 			return errors.New("azure is throttling")
+		case "waiting":
+			return Waiting(errors.New("entries still use the bucket"))
 		}
 		return nil
 	})}
@@ -36,7 +39,14 @@ func TestHTTPModeStatusCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The HTTP mode answers real HTTP requests as Knative expects: 2xx done, 4xx never retry,
+// 5xx retry.
+func TestHTTPModeStatusCodes(t *testing.T) {
+	srv := serveOutcomes(t)
 
 	binary := func(e cloudevents.Event) *http.Request {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(string(e.Data())))
