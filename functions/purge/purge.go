@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,7 +163,8 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 	if progress == nil {
 		progress = func(int, int) {}
 	}
-	total, err := count(ctx, store, prefix)
+	// The count's listing keeps its first page, so the first round need not list again.
+	total, page, err := count(ctx, store, prefix)
 	if errors.Is(err, objectstore.ErrBucketNotFound) {
 		return 0, nil
 	}
@@ -172,10 +174,6 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 	progress(0, total)
 	deleted := 0
 	for {
-		page, err := firstPage(ctx, store, prefix)
-		if err != nil {
-			return deleted, gardener.StoreError(err)
-		}
 		if len(page) == 0 {
 			return deleted, nil
 		}
@@ -193,6 +191,9 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 			return deleted, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
 		}
 		progress(deleted, max(total, deleted))
+		if page, err = firstPage(ctx, store, prefix); err != nil {
+			return deleted, gardener.StoreError(err)
+		}
 	}
 }
 
@@ -262,10 +263,18 @@ func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operati
 	}
 }
 
-func count(ctx context.Context, store objectstore.Store, prefix string) (int, error) {
+// count counts the keys under prefix and returns the first page of them.
+func count(ctx context.Context, store objectstore.Store, prefix string) (int, []string, error) {
 	n := 0
-	err := store.List(ctx, prefix, func(keys []string) error { n += len(keys); return nil })
-	return n, err
+	var first []string
+	err := store.List(ctx, prefix, func(keys []string) error {
+		if n == 0 {
+			first = slices.Clone(keys)
+		}
+		n += len(keys)
+		return nil
+	})
+	return n, first, err
 }
 
 func firstPage(ctx context.Context, store objectstore.Store, prefix string) ([]string, error) {

@@ -149,14 +149,7 @@ func (w *workload) checkKeptBlobs(ctx context.Context, keep map[string][]string)
 }
 
 func (w *workload) list(ctx context.Context, bucketName, prefix string) ([]string, error) {
-	w.mu.Lock()
-	info := w.buckets[bucketName]
-	w.mu.Unlock()
-	provider, err := w.providers.Get(info.typ)
-	if err != nil {
-		return nil, err
-	}
-	store, err := provider.Open(bucketName, info.credentials)
+	store, err := w.open(bucketName)
 	if err != nil {
 		return nil, err
 	}

@@ -205,24 +205,29 @@ func (w *workload) createBucket(ctx context.Context, i int) error {
 	return nil
 }
 
+// open opens a bucket of the workload with the credentials of its secret.
+func (w *workload) open(bucketName string) (objectstore.Store, error) {
+	w.mu.Lock()
+	info, ok := w.buckets[bucketName]
+	w.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("bucket %s is not part of the workload yet", bucketName)
+	}
+	provider, err := w.providers.Get(info.typ)
+	if err != nil {
+		return nil, err
+	}
+	return provider.Open(bucketName, info.credentials)
+}
+
 // put writes an object as etcd-backup-restore would; the container is created if needed
 // (the bucket function may not have got there yet).
 func (w *workload) put(ctx context.Context, bucketName, key string) error {
+	store, err := w.open(bucketName)
+	if err != nil {
+		return err
+	}
 	return retry(ctx, "writing "+bucketName+"/"+key, func() error {
-		w.mu.Lock()
-		info := w.buckets[bucketName]
-		w.mu.Unlock()
-		if info.typ == "" {
-			info = bucketInfo{typ: "local"}
-		}
-		provider, err := w.providers.Get(info.typ)
-		if err != nil {
-			return err
-		}
-		store, err := provider.Open(bucketName, info.credentials)
-		if err != nil {
-			return err
-		}
 		if err := store.Create(ctx); err != nil {
 			return err
 		}
