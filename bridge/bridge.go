@@ -102,7 +102,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 			return nil, err
 		}
 	}
-	if _, err := b.namespaces.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded}); err != nil {
+	if _, err := b.namespaces.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated}); err != nil {
 		return nil, err
 	}
 	if _, err := b.secrets.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.secretAdded, UpdateFunc: b.secretUpdated}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 // objectHandler turns informer notifications for kind into queued events.
@@ -62,12 +63,28 @@ func (b *Bridge) namespaceAdded(obj any, isInInitialList bool) {
 	if !ok || isInInitialList {
 		return // at start every entry is announced anyway
 	}
-	entries, err := b.entries.GetIndexer().ByIndex(byEntryNamespace, ns.Name)
+	b.announceEntriesIn(ns.Name, "namespace/"+string(ns.UID))
+}
+
+// namespaceUpdated announces the namespace's entries again when the shoot it belongs to
+// changes (gardener.ShootUIDAnnotation): an entry writes its secret only into its own shoot's
+// namespace.
+func (b *Bridge) namespaceUpdated(oldObj, newObj any) {
+	old, ok := oldObj.(*corev1.Namespace)
+	ns, ok2 := newObj.(*corev1.Namespace)
+	if !ok || !ok2 || old.Annotations[gardener.ShootUIDAnnotation] == ns.Annotations[gardener.ShootUIDAnnotation] {
+		return
+	}
+	b.announceEntriesIn(ns.Name, "namespace/"+string(ns.UID)+"/"+ns.ResourceVersion)
+}
+
+func (b *Bridge) announceEntriesIn(namespace, trigger string) {
+	entries, err := b.entries.GetIndexer().ByIndex(byEntryNamespace, namespace)
 	if err != nil {
 		return
 	}
 	for _, entry := range entries {
-		b.enqueue(events.KindBackupEntry, events.OpSynced, entry, events.WithTrigger("namespace/"+string(ns.UID)))
+		b.enqueue(events.KindBackupEntry, events.OpSynced, entry, events.WithTrigger(trigger))
 	}
 }
 

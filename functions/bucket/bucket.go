@@ -32,9 +32,6 @@ const (
 	DefaultGeneratedSecretNamespace = "garden"
 	// GeneratedSecretPrefix starts the generated secret's name; the bucket name follows.
 	GeneratedSecretPrefix = "generated-bucket-"
-	// LabelManagedBy marks the secrets housekeeper writes.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	managedBy      = "housekeeper"
 )
 
 // Actuator creates and deletes buckets.
@@ -53,8 +50,11 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 }
 
 // Reconcile creates the bucket (an existing one is fine) and writes the generated secret.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
-	b := obj.(*extensionsv1alpha1.BackupBucket)
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Reconciliation, error) {
+	return gardener.Reconciliation{}, a.reconcile(ctx, obj.(*extensionsv1alpha1.BackupBucket))
+}
+
+func (a *Actuator) reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket) error {
 	provider, store, credentials, err := a.open(ctx, b)
 	if err != nil {
 		return err
@@ -69,7 +69,7 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object)
 	ref := GeneratedSecretRef(b)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
 	_, err = controllerutil.CreateOrPatch(ctx, a.Client, secret, func() error {
-		metav1.SetMetaDataLabel(&secret.ObjectMeta, LabelManagedBy, managedBy)
+		metav1.SetMetaDataLabel(&secret.ObjectMeta, gardener.LabelManagedBy, gardener.ManagedBy)
 		secret.Type = corev1.SecretTypeOpaque
 		if !maps.EqualFunc(secret.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
 			secret.Data = data
@@ -114,7 +114,11 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 	if err := store.Delete(ctx); err != nil {
 		return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
 	}
+	// The secret the status names: the annotation may have changed since it was written.
 	ref := GeneratedSecretRef(b)
+	if b.Status.GeneratedSecretRef != nil {
+		ref = *b.Status.GeneratedSecretRef
+	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
 	if err := a.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 		return gardener.Deletion{}, fmt.Errorf("deleting generated secret %s/%s: %w", ref.Namespace, ref.Name, err)

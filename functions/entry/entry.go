@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
@@ -54,26 +53,38 @@ type Actuator struct {
 // SecretRef is where the etcd-backup secret of entry e lives.
 func SecretRef(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference {
 	name := SecretName
-	if strings.HasPrefix(e.Name, gardener.SourcePrefix) {
+	if gardener.IsSourceEntry(e.Name) {
 		name = SourceSecretName
 	}
 	return corev1.SecretReference{Namespace: gardener.EntryNamespace(e.Name), Name: name}
 }
 
-// Reconcile writes the etcd-backup secret: the data of spec.secretRef plus bucketName.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
+// Reconcile writes the etcd-backup secret: the data of spec.secretRef plus bucketName. It
+// writes only into a namespace that exists, is not terminating and belongs to the entry's
+// shoot; otherwise it succeeds with a description that says why the secret waits (a lastError
+// would fail gardenlet's shoot operations for a namespace that is simply not there yet), and
+// the bridge announces the entry again when the namespace appears or changes hands.
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Reconciliation, error) {
 	e := obj.(*extensionsv1alpha1.BackupEntry)
 	ref := SecretRef(e)
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, &corev1.Namespace{}); apierrors.IsNotFound(err) {
-		// The bridge announces the entry again when the namespace appears.
-		return runtime.Waiting(fmt.Errorf("namespace %s does not exist yet: secret %s is written when it appears", ref.Namespace, ref.Name),
-			gardencorev1beta1.ErrorRetryableConfigurationProblem)
-	} else if err != nil {
-		return fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+	ns := &corev1.Namespace{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return waitsForNamespace(ref, "does not exist"), nil
+		}
+		return gardener.Reconciliation{}, fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+	}
+	if reason := unusable(ns, e); reason != "" {
+		return waitsForNamespace(ref, reason), nil
+	}
+	if len(a.Retention.ByPurpose) > 0 {
+		if err := a.recordPurpose(ctx, e, ref.Namespace); err != nil {
+			return gardener.Reconciliation{}, err
+		}
 	}
 	data, err := gardener.ReadSecretData(ctx, a.Client, e.Spec.SecretRef)
 	if err != nil {
-		return err
+		return gardener.Reconciliation{}, err
 	}
 	want := maps.Clone(data)
 	if want == nil {
@@ -82,23 +93,40 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object)
 	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
 	_, err = controllerutil.CreateOrPatch(ctx, a.Client, secret, func() error {
-		metav1.SetMetaDataAnnotation(&secret.ObjectMeta, AnnotationCreatedBy, e.Name)
-		metav1.SetMetaDataLabel(&secret.ObjectMeta, "app.kubernetes.io/managed-by", "housekeeper")
+		// Exactly its own metadata, as upstream writes it: stale labels and annotations go.
+		secret.Annotations = map[string]string{AnnotationCreatedBy: e.Name}
+		secret.Labels = map[string]string{gardener.LabelManagedBy: gardener.ManagedBy}
 		secret.Type = corev1.SecretTypeOpaque
 		if !maps.EqualFunc(secret.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
 			secret.Data = want
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("writing secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	switch {
+	case err == nil:
+		return gardener.Reconciliation{}, nil
+	case apierrors.IsNotFound(err): // the namespace went away since it was read
+		return waitsForNamespace(ref, "does not exist"), nil
+	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return waitsForNamespace(ref, "is terminating"), nil
+	default:
+		return gardener.Reconciliation{}, fmt.Errorf("writing secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	return nil
 }
 
-// Migrate removes the etcd-backup secret from this seed; the destination writes its own.
-func (a *Actuator) Migrate(ctx context.Context, obj extensionsv1alpha1.Object) error {
-	return a.deleteSecret(ctx, obj.(*extensionsv1alpha1.BackupEntry))
+// unusable says why the entry must not write its secret into ns, or "" if it may.
+func unusable(ns *corev1.Namespace, e *extensionsv1alpha1.BackupEntry) string {
+	if ns.DeletionTimestamp != nil {
+		return "is terminating"
+	}
+	if owner, foreign := gardener.NamespaceOwner(ns.Annotations, e.Name); foreign {
+		return fmt.Sprintf("belongs to shoot %s, not to this entry's shoot %s", owner, gardener.EntryShootUID(e.Name))
+	}
+	return ""
+}
+
+func waitsForNamespace(ref corev1.SecretReference, reason string) gardener.Reconciliation {
+	return gardener.Reconciliation{Description: fmt.Sprintf("BackupEntry reconciled; namespace %s %s: secret %s is written when the shoot's namespace is there", ref.Namespace, reason, ref.Name)}
 }
 
 // Delete removes the etcd-backup secret if this entry wrote it and schedules the purge of the
@@ -161,9 +189,20 @@ func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 	return nil
 }
 
-// deleteSecret removes the etcd-backup secret unless another entry wrote it.
+// deleteSecret removes the etcd-backup secret unless another entry wrote it or the namespace
+// belongs to another shoot.
 func (a *Actuator) deleteSecret(ctx context.Context, e *extensionsv1alpha1.BackupEntry) error {
 	ref := SecretRef(e)
+	ns := &corev1.Namespace{}
+	if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // and so is the secret
+		}
+		return fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+	}
+	if _, foreign := gardener.NamespaceOwner(ns.Annotations, e.Name); foreign {
+		return nil // a re-created shoot's namespace: its secret is not ours
+	}
 	secret := &corev1.Secret{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -32,6 +32,7 @@ func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconci
 		},
 		NewList:   func() client.ObjectList { return &extensionsv1alpha1.BackupEntryList{} },
 		Finalizer: Finalizer,
+		Migrates:  true,
 		Actuator:  a,
 		Log:       log,
 		Now:       time.Now,

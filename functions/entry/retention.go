@@ -2,9 +2,12 @@ package entry
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 // Annotations that set an entry's retention.
@@ -13,7 +16,8 @@ const (
 	AnnotationRetention = "housekeeper.dev/retention"
 	// AnnotationForceDeletion=true purges at once, as gardenlet's force-deletion does.
 	AnnotationForceDeletion = "backupentry.core.gardener.cloud/force-deletion"
-	// AnnotationShootPurpose is the purpose of the entry's shoot.
+	// AnnotationShootPurpose is the purpose of the entry's shoot, for platforms without
+	// Gardener; under gardenlet the purpose recorded from the shoot's Cluster applies.
 	AnnotationShootPurpose = "shoot.gardener.cloud/purpose"
 )
 
@@ -26,10 +30,15 @@ type Retention struct {
 	ByPurpose map[string]time.Duration
 }
 
-// Of returns the retention of e: force-deletion, then the entry's annotation, then its shoot
-// purpose, then the default. A malformed annotation is an error that names it.
+// Of returns the retention of e. A control-plane migration's source- entry has none: its
+// backups were copied to the destination's bucket, and gardenlet waits for the cleanup. Then
+// force-deletion (parsed as gardenlet parses it), the entry's annotation, its shoot purpose,
+// and the default. A malformed annotation is an error that names it.
 func (r Retention) Of(e *extensionsv1alpha1.BackupEntry) (time.Duration, error) {
-	if e.Annotations[AnnotationForceDeletion] == "true" {
+	if gardener.IsSourceEntry(e.Name) {
+		return 0, nil
+	}
+	if force, _ := strconv.ParseBool(e.Annotations[AnnotationForceDeletion]); force {
 		return 0, nil
 	}
 	if v, ok := e.Annotations[AnnotationRetention]; ok {
@@ -39,7 +48,11 @@ func (r Retention) Of(e *extensionsv1alpha1.BackupEntry) (time.Duration, error) 
 		}
 		return d, nil
 	}
-	if d, ok := r.ByPurpose[e.Annotations[AnnotationShootPurpose]]; ok {
+	purpose, ok := e.Annotations[AnnotationShootPurpose]
+	if !ok {
+		purpose = RecordedPurpose(e)
+	}
+	if d, ok := r.ByPurpose[purpose]; ok {
 		return d, nil
 	}
 	return r.Default, nil

@@ -2,10 +2,45 @@
 // housekeeper component follows: names, annotations, finalizers and the status protocol.
 package gardener
 
-import "strings"
+import (
+	"strings"
+
+	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
+)
 
 // SourcePrefix marks the BackupEntry of the source seed during control-plane migration.
 const SourcePrefix = "source-"
+
+// LabelManagedBy with the value ManagedBy marks the secrets housekeeper writes.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "housekeeper"
+)
+
+// ShootUIDAnnotation is set by gardener on a shoot's control-plane namespace: the uid of the
+// shoot it belongs to.
+const ShootUIDAnnotation = v1beta1constants.ShootUID
+
+// IsSourceEntry says the BackupEntry is a control-plane migration's source entry.
+func IsSourceEntry(entryName string) bool { return strings.HasPrefix(entryName, SourcePrefix) }
+
+// EntryShootUID is the shoot uid a BackupEntry name ends with (its last --<uid> token), or ""
+// for a name without one.
+func EntryShootUID(entryName string) string {
+	name := strings.TrimPrefix(entryName, SourcePrefix)
+	if i := strings.LastIndex(name, "--"); i > 0 {
+		return name[i+2:]
+	}
+	return ""
+}
+
+// NamespaceOwner returns the uid of the shoot a control-plane namespace belongs to, and
+// whether that is another shoot than the one of the entry: then the entry must neither write
+// nor delete its secret there (a re-created shoot's namespace has the old name).
+func NamespaceOwner(namespaceAnnotations map[string]string, entryName string) (owner string, foreign bool) {
+	owner = namespaceAnnotations[ShootUIDAnnotation]
+	return owner, owner != "" && owner != EntryShootUID(entryName)
+}
 
 // EntryNamespace is the shoot's control-plane namespace for a BackupEntry: the entry name
 // (shoot--<project>--<shoot>--<uid>) without the source- prefix and without its last --<uid>

@@ -26,9 +26,17 @@ import (
 // Both methods must be idempotent.
 type Actuator interface {
 	// Reconcile converges the object (Create, Reconcile and Restore).
-	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error
+	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) (Reconciliation, error)
 	// Delete cleans up after the object.
 	Delete(ctx context.Context, obj extensionsv1alpha1.Object) (Deletion, error)
+}
+
+// Reconciliation says how a Reconcile ended when it succeeded.
+type Reconciliation struct {
+	// Description replaces the default success description, for work that succeeded but waits
+	// on something outside the extension's control (a shoot namespace not there yet). It is
+	// not an error: gardenlet turns a lastError into a failed shoot operation.
+	Description string
 }
 
 // Deletion says how far a Delete got.
@@ -37,11 +45,6 @@ type Deletion struct {
 	// Delete/Pending with Description, and whoever finishes the cleanup calls RemoveFinalizers.
 	Pending     bool
 	Description string
-}
-
-// Migrator is implemented by actuators with work to do when the object migrates away.
-type Migrator interface {
-	Migrate(ctx context.Context, obj extensionsv1alpha1.Object) error
 }
 
 // Reconciler is Gardener's extension protocol, written once: finalizers on the object and on
@@ -56,8 +59,11 @@ type Reconciler struct {
 	// NewList returns an empty list of the kind, to find the other objects sharing a secret.
 	NewList   func() client.ObjectList
 	Finalizer string
-	Actuator  Actuator
-	Log       *zap.Logger
+	// Migrates says the kind takes part in control-plane migration (BackupEntry). For a kind
+	// that does not (BackupBucket), a migrate annotation is reconciled like any other change.
+	Migrates bool
+	Actuator Actuator
+	Log      *zap.Logger
 	// Now is the clock (tests set it).
 	Now func() time.Time
 }
@@ -89,7 +95,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Objec
 		log.Info("operation annotation says wait-for-state: doing nothing")
 		return nil
 	}
-	switch t := OperationType(obj); t {
+	t := OperationType(obj)
+	if !r.Migrates && t == gardencorev1beta1.LastOperationTypeMigrate {
+		t = gardencorev1beta1.LastOperationTypeReconcile
+		if obj.GetDeletionTimestamp() != nil {
+			t = gardencorev1beta1.LastOperationTypeDelete
+		}
+	}
+	if r.Migrates && ShouldSkipOperation(obj, t) {
+		return r.migratedAway(ctx, log, obj)
+	}
+	switch t {
 	case gardencorev1beta1.LastOperationTypeMigrate:
 		return r.migrate(ctx, log, obj)
 	case gardencorev1beta1.LastOperationTypeDelete:
@@ -99,11 +115,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Objec
 	}
 }
 
+// migratedAway handles an object whose migration succeeded: the destination seed owns its
+// backups now, so nothing here may add a finalizer, write a secret or purge. A deletion only
+// releases a finalizer left behind (by an older housekeeper), without any cleanup.
+func (r *Reconciler) migratedAway(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
+	if obj.GetDeletionTimestamp() == nil || !controllerutil.ContainsFinalizer(obj, r.Finalizer) {
+		log.Debug("migrated away: nothing to do")
+		return nil
+	}
+	log.Info("migrated object deleted: releasing it without cleanup; the destination seed owns its backups")
+	return r.RemoveFinalizers(ctx, obj)
+}
+
 func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType) error {
 	operation := obj.GetAnnotations()[AnnotationOperation]
 	last := obj.GetExtensionStatus().GetLastOperation()
 	// Already done for this generation: do the (idempotent) work to repair drift, but write
-	// nothing, so a duplicated or replayed event changes nothing.
+	// nothing unless the outcome changed, so a duplicated or replayed event changes nothing.
 	converged := operation == "" && t == gardencorev1beta1.LastOperationTypeReconcile &&
 		last != nil && last.State == gardencorev1beta1.LastOperationStateSucceeded &&
 		obj.GetExtensionStatus().GetObservedGeneration() == obj.GetGeneration()
@@ -121,19 +149,24 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 			return err
 		}
 	}
-	if err := r.Actuator.Reconcile(ctx, obj); err != nil {
+	result, err := r.Actuator.Reconcile(ctx, obj)
+	if err != nil {
 		return r.Fail(ctx, obj, t, err)
 	}
-	if operation == OperationRestore { // removed after success, as upstream does
-		if err := r.removeAnnotation(ctx, obj); err != nil {
+	description := result.Description
+	if description == "" {
+		description = fmt.Sprintf("%s %s", r.Kind, pastVerb(t))
+	}
+	if !converged || last.Description != description {
+		log.Info("succeeded", zap.String("operation", string(t)), zap.String("description", description))
+		if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, description, r.Now()) }); err != nil {
 			return err
 		}
 	}
-	if converged {
-		return nil
+	if operation == OperationRestore { // removed after Succeeded is written, as upstream does
+		return r.removeAnnotation(ctx, obj)
 	}
-	log.Info("succeeded", zap.String("operation", string(t)))
-	return r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, fmt.Sprintf("%s %s", r.Kind, pastVerb(t)), r.Now()) })
+	return nil
 }
 
 func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
@@ -162,20 +195,17 @@ func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensions
 	return r.RemoveFinalizers(ctx, obj)
 }
 
+// migrate lets go of the object: the destination seed takes over. Nothing is cleaned up (etcd
+// keeps backing up into the bucket until the control plane has moved); the finalizers go, so
+// that gardenlet can delete the object without the extension purging anything.
 func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
 	t := gardencorev1beta1.LastOperationTypeMigrate
 	if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, "Migrating "+string(r.Kind), r.Now()) }); err != nil {
 		return err
 	}
-	if m, ok := r.Actuator.(Migrator); ok {
-		if err := m.Migrate(ctx, obj); err != nil {
-			return r.Fail(ctx, obj, t, err)
-		}
-	}
 	if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, string(r.Kind)+" migrated", r.Now()) }); err != nil {
 		return err
 	}
-	// Migrated away: this seed's controller lets go of the object (the destination takes over).
 	if err := r.RemoveFinalizers(ctx, obj); err != nil {
 		return err
 	}

@@ -44,6 +44,19 @@ func OperationType(obj extensionsv1alpha1.Object) gardencorev1beta1.LastOperatio
 	return gardencorev1beta1.LastOperationTypeReconcile
 }
 
+// IsMigrated says the object's migration to another seed succeeded.
+func IsMigrated(obj extensionsv1alpha1.Object) bool {
+	last := obj.GetExtensionStatus().GetLastOperation()
+	return last != nil && last.Type == gardencorev1beta1.LastOperationTypeMigrate &&
+		last.State == gardencorev1beta1.LastOperationStateSucceeded
+}
+
+// ShouldSkipOperation says, as upstream's extension library does, that a migrated object is
+// left alone by every operation t except a new Migrate or a Restore: deletion included.
+func ShouldSkipOperation(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType) bool {
+	return t != gardencorev1beta1.LastOperationTypeMigrate && t != gardencorev1beta1.LastOperationTypeRestore && IsMigrated(obj)
+}
+
 // setProcessing writes lastOperation as upstream does when work starts: progress 1.
 func setProcessing(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, description string, now time.Time) {
 	setLastOperation(obj, t, gardencorev1beta1.LastOperationStateProcessing, 1, description, now)

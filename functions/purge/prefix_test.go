@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -113,4 +114,43 @@ func listAll(t *testing.T, store objectstore.Store) []string {
 		t.Fatal(err)
 	}
 	return keys
+}
+
+// forgetfulStore reports every delete a success and keeps listing the keys: a store whose
+// listing lags, or a bug.
+type forgetfulStore struct {
+	objectstore.Store
+	keys    []string
+	deletes int
+}
+
+func (s *forgetfulStore) List(_ context.Context, prefix string, fn func([]string) error) error {
+	return fn(slices.Clone(s.keys))
+}
+
+func (s *forgetfulStore) DeleteKeys(_ context.Context, keys []string) (map[string]error, error) {
+	s.deletes++
+	return nil, nil
+}
+
+// A listing that keeps returning keys whose deletion reported success ends in an error that
+// names the problem, not in an endless loop.
+func TestDeletePrefixStopsWhenTheStoreKeepsListingDeletedKeys(t *testing.T) {
+	store := &forgetfulStore{keys: []string{"shoot--a--b--1/etcd-main/v2/Full-1", "shoot--a--b--1/etcd-main/v2/Full-2"}}
+	done := make(chan error, 1)
+	go func() {
+		_, err := DeletePrefix(context.Background(), store, "shoot--a--b--1/", 3, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "still lists shoot--a--b--1/etcd-main/v2/Full-1") {
+			t.Fatalf("error %v, want one that names the key still listed", err)
+		}
+		if store.deletes > 5 {
+			t.Errorf("%d delete rounds before giving up", store.deletes)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("DeletePrefix loops on a store that keeps listing deleted keys")
+	}
 }

@@ -93,6 +93,9 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	case !controllerutil.ContainsFinalizer(be, entry.Finalizer):
 		log.Info("not purging: the entry was already released")
 		return nil
+	case gardener.IsMigrated(be):
+		log.Info("not purging: the entry migrated to another seed, which owns its backups")
+		return nil
 	}
 	due, err := p.Retention.Due(be)
 	if err != nil {
@@ -104,6 +107,12 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 
 	prefix := gardener.EntryPrefix(be.Name)
+	if live, err := p.liveOwner(ctx, be); err != nil {
+		return err
+	} else if live != "" {
+		log.Info("not purging: the prefix belongs to a live entry in the same bucket; releasing", zap.String("liveEntry", live))
+		return p.Entries.RemoveFinalizers(ctx, be)
+	}
 	deleted, err := p.purge(ctx, log, be, prefix)
 	if err != nil {
 		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
@@ -126,10 +135,6 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 // recording progress in the entry's status.
 func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) (int, error) {
 	store, err := p.open(ctx, be)
-	if errors.Is(err, objectstore.ErrBucketNotFound) {
-		log.Info("the bucket is gone, so are the backups")
-		return 0, nil
-	}
 	if err != nil {
 		return 0, err
 	}
@@ -172,11 +177,24 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		return 0, gardener.StoreError(err)
 	}
 	progress(0, total)
-	deleted := 0
+	deleted, stalls := 0, 0
+	var previous []string
 	for {
 		if len(page) == 0 {
 			return deleted, nil
 		}
+		// A store that reports keys deleted (or "not found") and keeps listing them would make
+		// this loop endless: a page that starts with a key already deleted is a stall, and a
+		// few in a row end the run with an error (the runtime retries it later).
+		if slices.Contains(previous, page[0]) {
+			if stalls++; stalls > retries {
+				return deleted, runtime.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
+					gardencorev1beta1.ErrorRetryableInfraDependencies)
+			}
+		} else {
+			stalls = 0
+		}
+		previous = slices.Clone(page) // deleteWithRetries reuses the page for its retries
 		for _, k := range page {
 			if !strings.HasPrefix(k, prefix) {
 				return deleted, runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
@@ -219,25 +237,53 @@ func deleteWithRetries(ctx context.Context, store objectstore.Store, keys []stri
 	}
 }
 
-// open opens the entry's bucket with the bucket's credentials, so a purge works even when the
-// entry's own secret is gone (gardener#2557).
-func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
-	bucket := &extensionsv1alpha1.BackupBucket{}
-	if err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, objectstore.ErrBucketNotFound
-		}
-		return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
+// liveOwner returns the name of a live entry whose backups share the prefix and bucket of
+// the source- entry be ("" for none, and for entries that are not source- entries). A
+// migration's source entry normally names the source seed's bucket; were it this seed's, a
+// purge would delete the migrated shoot's live backups.
+func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (string, error) {
+	if !gardener.IsSourceEntry(be.Name) {
+		return "", nil
 	}
-	provider, err := p.Providers.Get(bucket.Spec.Type)
+	name := strings.TrimPrefix(be.Name, gardener.SourcePrefix)
+	live := &extensionsv1alpha1.BackupEntry{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading BackupEntry %s: %w", name, err)
+	}
+	if live.DeletionTimestamp != nil || live.Spec.BucketName != be.Spec.BucketName {
+		return "", nil
+	}
+	return name, nil
+}
+
+// open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
+// opened, as upstream does, with the entry's own spec.type and spec.secretRef. Any other entry
+// uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
+// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. An
+// absent BackupBucket object never means the backups are gone: only the store can say that.
+func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
+	providerType, secretRef := be.Spec.Type, be.Spec.SecretRef
+	if !gardener.IsSourceEntry(be.Name) {
+		bucket := &extensionsv1alpha1.BackupBucket{}
+		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
+		case err == nil:
+			providerType, secretRef = bucket.Spec.Type, bucket.Spec.SecretRef
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
+		}
+	}
+	provider, err := p.Providers.Get(providerType)
 	if err != nil {
 		return nil, gardener.StoreError(err)
 	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, bucket.Spec.SecretRef)
+	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
 	if err != nil {
 		return nil, err
 	}
-	store, err := provider.Open(bucket.Name, credentials)
+	store, err := provider.Open(be.Spec.BucketName, credentials)
 	if err != nil {
 		return nil, gardener.StoreError(err)
 	}

@@ -41,6 +41,9 @@ const KeyHostPath = "hostPath"
 const (
 	dirPerm  = 0o755
 	filePerm = 0o644
+	// BucketPerm is the mode of a bucket directory, as gardener's provider-local sets it
+	// (whatever the umask): etcd-backup-restore runs as another user of the group.
+	BucketPerm = 0o775
 )
 
 // Option configures the provider.
@@ -168,13 +171,17 @@ func (s *store) Create(ctx context.Context) error {
 		return fmt.Errorf("local: opening %s: %w", s.root, err)
 	}
 	defer parent.Close()
-	if err := parent.Mkdir(s.name, dirPerm); err != nil {
+	if err := parent.Mkdir(s.name, BucketPerm); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("local: bucket %q: %w", s.name, err)
 		}
 		if fi, err := parent.Stat(s.name); err != nil || !fi.IsDir() {
 			return fmt.Errorf("local: bucket %q: %s exists and is not a directory", s.name, s.dir())
 		}
+	}
+	// Again when it existed: a mode changed by hand is repaired, as upstream does.
+	if err := parent.Chmod(s.name, BucketPerm); err != nil {
+		return fmt.Errorf("local: bucket %q: %w", s.name, err)
 	}
 	return nil
 }

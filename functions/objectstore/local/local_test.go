@@ -290,3 +290,31 @@ func TestBackupSecretData(t *testing.T) {
 		t.Errorf("hostPath = %q, want the configured one", data[local.KeyHostPath])
 	}
 }
+
+// A bucket directory gets provider-local's mode 0775 whatever the umask, and gets it back
+// when it was changed by hand.
+func TestBucketDirectoryMode(t *testing.T) {
+	root := t.TempDir()
+	store, err := local.New(root).Open("modes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, before := range []os.FileMode{0, 0o700} {
+		if before != 0 {
+			if err := os.Chmod(filepath.Join(root, "modes"), before); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := store.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(filepath.Join(root, "modes"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != local.BucketPerm {
+			t.Errorf("bucket directory mode %o (was %o), want %o", got, before, local.BucketPerm)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -101,4 +102,41 @@ func (p *Pipeline) DeadLetters(function string) []runtime.DeadLetter {
 		p.T.Fatal(err)
 	}
 	return dls
+}
+
+// Handled waits for a positive sign that function has handled the change of obj to its
+// current resourceVersion: the bridge published an event of eventType carrying that
+// resourceVersion, and the function's consumer has nothing pending or unacknowledged. A test
+// that expects a function to do nothing checks, after this, that nothing changed.
+func (p *Pipeline) Handled(function, eventType string, obj client.Object) {
+	p.T.Helper()
+	subject, err := events.Subject(eventType, obj.GetName())
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	header := "ce-" + events.ExtResourceVersion
+	p.Eventually(30*time.Second, fmt.Sprintf("%s handling %s at resourceVersion %s", function, subject, obj.GetResourceVersion()), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := p.JS.Stream(ctx, events.RecordStream)
+		if err != nil {
+			return false, err.Error()
+		}
+		msg, err := stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return false, "no event yet: " + err.Error()
+		}
+		if rv := msg.Header.Get(header); rv != obj.GetResourceVersion() {
+			return false, "last event carries resourceVersion " + rv
+		}
+		consumer, err := p.JS.Consumer(ctx, events.RecordStream, function)
+		if err != nil {
+			return false, err.Error()
+		}
+		info, err := consumer.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+	})
 }
