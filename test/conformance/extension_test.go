@@ -1,0 +1,120 @@
+package conformance
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+	controllerconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/gardener/gardener/pkg/client/kubernetes"
+	localbackupbucket "github.com/gardener/gardener/pkg/provider-local/controller/backupbucket"
+	localbackupentry "github.com/gardener/gardener/pkg/provider-local/controller/backupentry"
+	"github.com/gardener/gardener/pkg/provider-local/controller/backupoptions"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// extension is the backup extension under test: it serves BackupBucket type "local" with its
+// buckets as directories under root.
+type extension interface {
+	// name names the implementation in test names.
+	name() string
+	// start runs an instance of the extension for one seed until the test ends.
+	start(t *testing.T, s *seedEnv, l *logs, root string)
+	// watchesNamespaces reports whether the instance reacts to a shoot namespace that appears
+	// after its BackupEntry was reconciled.
+	watchesNamespaces() bool
+}
+
+// providerLocal is the control: upstream provider-local's BackupBucket and BackupEntry
+// controllers, deployed as gardenlet expects an extension (reacting to the operation
+// annotation gardenlet sets).
+type providerLocal struct{}
+
+func (providerLocal) name() string { return "provider-local" }
+
+// provider-local reconciles only on gardenlet's operation annotation and watches namespaces only
+// when it ignores that annotation (extensions/pkg/controller/backupentry.add): an entry whose
+// namespace appears later keeps no etcd-backup (gardener#9749).
+func (providerLocal) watchesNamespaces() bool { return false }
+
+func (providerLocal) start(t *testing.T, s *seedEnv, l *logs, root string) {
+	t.Helper()
+	mgr, err := manager.New(s.kube.Config, manager.Options{
+		Scheme:                 kubernetes.SeedScheme,
+		Logger:                 l.logger(t, s.name+"-provider-local.log"),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             controllerconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := backupoptions.AddOptions{BackupBucketPath: root, ContainerMountPath: root}
+	ctx := context.Background()
+	if err := localbackupbucket.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := localbackupentry.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, mgr, "provider-local on "+s.name)
+}
+
+// housekeeper runs nats-server, the bridge and the three functions as processes per seed.
+type housekeeper struct {
+	bin func(t *testing.T) string
+}
+
+func (housekeeper) name() string { return "housekeeper" }
+
+func (housekeeper) watchesNamespaces() bool { return true }
+
+func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
+	t.Helper()
+	bin := h.bin(t)
+	nats, err := stack.StartNATS(filepath.Join(l.dir, s.name+"-jetstream"), stack.NATSLogger(l.zap(t, s.name+"-nats-server.log")))
+	if err != nil {
+		t.Fatalf("nats-server for %s: %v", s.name, err)
+	}
+	t.Cleanup(nats.Stop)
+	env := []string{
+		"HOUSEKEEPER_NATS_URL=" + nats.URL,
+		"HOUSEKEEPER_CLUSTER=" + s.name,
+		"HOUSEKEEPER_KUBECONFIG=" + s.kubeconfig,
+	}
+	run := func(name string, args ...string) {
+		f := l.file(t, s.name+"-"+name+".log")
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("starting %s: %v", name, err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-done
+			}
+		})
+	}
+	run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--health-addr", "127.0.0.1:0", "--resync-period", "1m")
+	for _, fn := range []string{"bucket", "entry", "purge"} {
+		run(fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--addr", "127.0.0.1:0",
+			"--backoff-base", "200ms", "--backoff-max", "2s", "--max-deliver", "200")
+	}
+}

@@ -1,0 +1,213 @@
+// Package conformance runs a backup extension under Gardener's own gardenlet controllers on real
+// components: a garden (kube-apiserver, etcd and gardener-apiserver from gardener's
+// test/envtest), seeds with their own kube-apiservers, gardenlet's BackupBucket and BackupEntry
+// reconcilers on each seed, and the extension under test — housekeeper as processes, or, as
+// the control, upstream provider-local's extension controllers in-process. Core objects are
+// driven with gardener's own deployers, so gardenlet, not a test double, judges the extension.
+package conformance
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	testclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/gardener/gardener/pkg/client/kubernetes"
+	gardenerenvtest "github.com/gardener/gardener/test/envtest"
+
+	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// gardenerModuleDir is where the gardener module's source is, for its seed CRDs.
+func gardenerModuleDir(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gardener/gardener").Output()
+	if err != nil {
+		t.Fatalf("locating the gardener module: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// garden is the garden cluster shared by every implementation's run.
+type garden struct {
+	cfg    *rest.Config
+	client client.Client
+}
+
+// shiftClock is gardenlet's clock: a fake clock kept at real time plus an offset the test moves,
+// so gardenlet's timestamps stay comparable to the extension's (which uses real time) while a
+// deletion grace period can still be passed without waiting.
+type shiftClock struct {
+	*testclock.FakeClock
+	offset atomic.Int64
+}
+
+func startShiftClock(t testing.TB) *shiftClock {
+	c := &shiftClock{FakeClock: testclock.NewFakeClock(time.Now())}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				c.SetTime(time.Now().Add(time.Duration(c.offset.Load())))
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return c
+}
+
+// Shift moves gardenlet's clock to real time plus d.
+func (c *shiftClock) Shift(d time.Duration) {
+	c.offset.Store(int64(d))
+	c.SetTime(time.Now().Add(d))
+}
+
+// logs collects the components' logs of one test in a directory kept when the test fails.
+type logs struct {
+	dir string
+	mu  sync.Mutex
+}
+
+func newLogs(t *testing.T) *logs {
+	dir, err := os.MkdirTemp("", "housekeeper-conformance-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("component logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return &logs{dir: dir}
+}
+
+func (l *logs) file(t testing.TB, name string) *os.File {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, err := os.OpenFile(filepath.Join(l.dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// logger is a zap logger (as logr) writing to the named file in the log directory.
+func (l *logs) logger(t testing.TB, name string) logr.Logger {
+	return zapr.NewLogger(l.zap(t, name))
+}
+
+// zap is a human-readable zap logger writing to the named file in the log directory.
+func (l *logs) zap(t testing.TB, name string) *zap.Logger {
+	f := l.file(t, name)
+	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
+}
+
+var routeOnce sync.Once
+
+// routeLibraryLogs sends the global loggers of client-go and controller-runtime to stderr at
+// warning level, once.
+func routeLibraryLogs() {
+	routeOnce.Do(func() {
+		enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+		logging.RouteLibraries(zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.WarnLevel)))
+	})
+}
+
+// startGarden starts kube-apiserver and etcd from housekeeper's control-plane cache and
+// gardener-apiserver in-process.
+func startGarden(t *testing.T, l *logs) *garden {
+	t.Helper()
+	assets, err := stack.ControlPlaneDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := l.file(t, "garden-apiservers.log")
+	env := &gardenerenvtest.GardenerTestEnvironment{
+		Environment: &envtest.Environment{
+			BinaryAssetsDirectory:    assets,
+			ControlPlaneStartTimeout: 2 * time.Minute,
+			ControlPlane: envtest.ControlPlane{
+				APIServer: &envtest.APIServer{Out: out, Err: out},
+				Etcd:      &envtest.Etcd{Out: out, Err: out},
+			},
+		},
+		GardenerAPIServer: &gardenerenvtest.GardenerAPIServer{
+			// as upstream's gardenlet integration tests: no admission plugins that need a whole
+			// landscape (cloud profiles, DNS, quotas).
+			Args: []string{"--disable-admission-plugins=DeletionConfirmation,Bastion,ResourceReferenceManager,ExtensionValidator,ShootDNS,ShootQuotaValidator,ShootTolerationRestriction,ShootValidator,ShootMutator"},
+			Out:  out,
+			Err:  out,
+		},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting the garden: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the garden: %v", err)
+		}
+	})
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: kubernetes.GardenScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gardenlet keeps its garden copies of generated bucket secrets in the garden's `garden`
+	// namespace.
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}}); err != nil {
+		t.Fatal(err)
+	}
+	return &garden{cfg: cfg, client: c}
+}
+
+// buildHousekeeper compiles the housekeeper and housekeeper-bridge binaries of this module.
+func buildHousekeeper(dir string) (string, error) {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "bin")
+	cmd := exec.Command("go", "build", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", &buildError{err: err, out: string(out)}
+	}
+	return bin, nil
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }

@@ -1,0 +1,193 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	controllerconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gardener/gardener/pkg/api/indexer"
+	gardenletconfigv1alpha1 "github.com/gardener/gardener/pkg/apis/config/gardenlet/v1alpha1"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/gardener/gardener/pkg/client/kubernetes"
+	"github.com/gardener/gardener/pkg/gardenlet/controller/backupbucket"
+	"github.com/gardener/gardener/pkg/gardenlet/controller/backupentry"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// gardenlet's configuration in the suite: a 24 h grace period for production shoots only, so an
+// evaluation shoot's entry is deleted at once and a production shoot's waits.
+const deletionGracePeriodHours = 24
+
+// seedEnv is one seed: its own kube-apiserver, gardenlet's BackupBucket and BackupEntry
+// reconcilers, and an instance of the extension under test.
+type seedEnv struct {
+	name       string
+	seed       *gardencorev1beta1.Seed
+	client     client.Client // the seed's API server, seed scheme
+	kubeconfig string        // file for processes
+	kube       *stack.Kube
+
+	// holdExtensionDeletes, while set, makes gardenlet's deletes of extension BackupEntries on
+	// this seed fail (gardenlet retries), so a test can choose when gardenlet's delete lands.
+	holdExtensionDeletes atomic.Bool
+}
+
+func init() {
+	// gardenlet's waits on extension objects, shortened as upstream's integration tests do.
+	backupentry.RequeueDurationWhenResourceDeletionStillPresent = time.Second
+	backupbucket.RequeueDurationWhenResourceDeletionStillPresent = time.Second
+}
+
+// startSeed starts a seed's API server, registers the Seed in the garden and runs gardenlet's
+// backup reconcilers for it until the test ends.
+func startSeed(t *testing.T, g *garden, l *logs, clk *shiftClock, name string) *seedEnv {
+	t.Helper()
+	ctx := context.Background()
+	kube, err := stack.StartKube(l.file(t, name+"-kube-apiserver.log"))
+	if err != nil {
+		t.Fatalf("seed %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = kube.Stop() })
+	// gardenlet reads the shoot from the seed's Cluster resource to map extension BackupEntry
+	// events to core BackupEntries.
+	if _, err := envtest.InstallCRDs(kube.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(gardenerModuleDir(t), "pkg", "component", "extensions", "crds", "assets", "crd-extensions.gardener.cloud_clusters.yaml")},
+	}); err != nil {
+		t.Fatalf("seed %s: installing the Cluster CRD: %v", name, err)
+	}
+	kubeconfig := filepath.Join(l.dir, name+".kubeconfig")
+	if err := os.WriteFile(kubeconfig, kube.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seedClient, err := client.New(kube.Config, client.Options{Scheme: kubernetes.SeedScheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seedClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := &seedEnv{name: name, client: seedClient, kubeconfig: kubeconfig, kube: kube}
+
+	s.seed = &gardencorev1beta1.Seed{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: gardencorev1beta1.SeedSpec{
+			Provider: gardencorev1beta1.SeedProvider{Region: "local", Type: "local"},
+			Ingress: &gardencorev1beta1.Ingress{
+				Domain:     name + ".seed.example.com",
+				Controller: gardencorev1beta1.IngressController{Kind: "nginx"},
+			},
+			DNS: gardencorev1beta1.SeedDNS{
+				Provider: &gardencorev1beta1.SeedDNSProvider{Type: "local", CredentialsRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}},
+				Internal: &gardencorev1beta1.SeedDNSProviderConfig{Type: "local", Domain: "internal.example.com", CredentialsRef: corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}},
+			},
+			Networks: gardencorev1beta1.SeedNetworks{Pods: "10.0.0.0/16", Services: "10.1.0.0/16", Nodes: ptr.To("10.2.0.0/16")},
+		},
+	}
+	if err := g.client.Create(ctx, s.seed); err != nil {
+		t.Fatalf("creating Seed %s: %v", name, err)
+	}
+
+	log := l.logger(t, name+"-gardenlet.log")
+	mgr, err := manager.New(kube.Config, manager.Options{
+		Scheme:                 kubernetes.SeedScheme,
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             controllerconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gardenCluster, err := cluster.New(g.cfg, func(o *cluster.Options) {
+		o.Scheme = kubernetes.GardenScheme
+		o.Logger = log
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(gardenCluster); err != nil {
+		t.Fatal(err)
+	}
+	if err := indexer.AddBackupEntryBucketName(ctx, gardenCluster.GetFieldIndexer()); err != nil {
+		t.Fatal(err)
+	}
+	// Limit gardenlet's exponential backoff as upstream's integration tests do.
+	rateLimiter := func() workqueue.TypedRateLimiter[reconcile.Request] {
+		return workqueue.NewTypedWithMaxWaitRateLimiter(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](), time.Second)
+	}
+	if err := (&backupbucket.Reconciler{
+		Clock:       clk,
+		Config:      gardenletconfigv1alpha1.BackupBucketControllerConfiguration{ConcurrentSyncs: ptr.To(5)},
+		SeedName:    name,
+		RateLimiter: rateLimiter(),
+	}).AddToManager(mgr, gardenCluster, mgr); err != nil {
+		t.Fatal(err)
+	}
+	entrySeedClient := &holdingClient{Client: mgr.GetClient(), seed: s}
+	if err := (&backupentry.Reconciler{
+		SeedClient: entrySeedClient,
+		Clock:      clk,
+		Config: gardenletconfigv1alpha1.BackupEntryControllerConfiguration{
+			ConcurrentSyncs:                  ptr.To(5),
+			DeletionGracePeriodHours:         ptr.To(deletionGracePeriodHours),
+			DeletionGracePeriodShootPurposes: []gardencorev1beta1.ShootPurpose{gardencorev1beta1.ShootPurposeProduction},
+		},
+		SeedName:    name,
+		RateLimiter: rateLimiter(),
+	}).AddToManager(mgr, gardenCluster, mgr); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, mgr, "gardenlet "+name)
+	return s
+}
+
+// runManager starts mgr until the test ends.
+func runManager(t *testing.T, mgr manager.Manager, what string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+	})
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		t.Fatalf("%s: caches did not sync", what)
+	}
+}
+
+// holdingClient is gardenlet's seed client for the BackupEntry reconciler: it fails deletes of
+// extension BackupEntries while the seed holds them.
+type holdingClient struct {
+	client.Client
+	seed *seedEnv
+}
+
+func (c *holdingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if _, ok := obj.(*extensionsv1alpha1.BackupEntry); ok && c.seed.holdExtensionDeletes.Load() {
+		return errors.New("conformance test holds the deletion of extension BackupEntries on this seed")
+	}
+	return c.Client.Delete(ctx, obj, opts...)
+}
