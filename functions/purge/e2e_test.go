@@ -209,18 +209,26 @@ func TestEntrySecretLetsEtcdBackupRestoreWrite(t *testing.T) {
 		t.Errorf("writing with the etcd-backup secret: %v", err)
 	}
 
-	// The namespace of this one appears later.
+	// The namespace of this one appears later: meanwhile the entry is Succeeded, says why the
+	// secret waits, and has no lastError (gardenlet would fail the shoot's operation on it).
 	f.create(newEntry("source-shoot--dev--late--9a8b", nil))
-	f.Eventually(30*time.Second, "lastError about the namespace", func() (bool, string) {
+	f.Eventually(30*time.Second, "a description about the namespace and no lastError", func() (bool, string) {
 		e := &extensionsv1alpha1.BackupEntry{}
 		_, s := f.describe(e, "source-shoot--dev--late--9a8b")
-		return e.Status.LastError != nil && strings.Contains(e.Status.LastError.Description, "namespace shoot--dev--late does not exist yet"), s
+		op := e.Status.LastOperation
+		return op != nil && op.State == gardencorev1beta1.LastOperationStateSucceeded && e.Status.LastError == nil &&
+			strings.Contains(op.Description, "namespace shoot--dev--late does not exist"), s
 	})
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--late"}})
-	f.waitState(&extensionsv1alpha1.BackupEntry{}, "source-shoot--dev--late--9a8b", gardencorev1beta1.LastOperationStateSucceeded)
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: "shoot--dev--late", Name: "source-etcd-backup"}, &corev1.Secret{}); err != nil {
-		t.Errorf("source entry's secret: %v", err)
-	}
+	f.Eventually(30*time.Second, "source-etcd-backup written once the namespace is there", func() (bool, string) {
+		err := f.Client.Get(ctx, client.ObjectKey{Namespace: "shoot--dev--late", Name: "source-etcd-backup"}, &corev1.Secret{})
+		return err == nil, fmt.Sprint(err)
+	})
+	f.Eventually(30*time.Second, "the waiting description replaced", func() (bool, string) {
+		e := &extensionsv1alpha1.BackupEntry{}
+		_, s := f.describe(e, "source-shoot--dev--late--9a8b")
+		return e.Status.LastOperation != nil && !strings.Contains(e.Status.LastOperation.Description, "namespace"), s
+	})
 }
 
 // With a 30 s retention, deleting an entry leaves its blobs until the due time, then removes
