@@ -379,3 +379,47 @@ func TestOperationAnnotation(t *testing.T) {
 		t.Errorf("wait-for-state was not honoured: generation %d observed %d, %s", after.Generation, after.Status.ObservedGeneration, s)
 	}
 }
+
+// BackupBuckets do not migrate (upstream has no migrate path for them): a migrate annotation
+// is reconciled like any change and the finalizer stays. On deletion the generated secret the
+// status names is deleted, even when the annotation has since pointed elsewhere.
+func TestNoMigrationAndTheGeneratedSecretOfTheStatusIsDeleted(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	f.create(f.azureSecret("creds", stack.AzuriteKey))
+	f.create(newBucket("stays", "azure", "creds"))
+	b := f.waitSucceeded("stays")
+
+	patch(t, f.Client, b, func() { metav1.SetMetaDataAnnotation(&b.ObjectMeta, "gardener.cloud/operation", "migrate") })
+	f.Eventually(30*time.Second, "migrate annotation handled as a reconcile", func() (bool, string) {
+		b, s := f.state("stays")
+		return b != nil && b.Status.LastOperation.Type == gardencorev1beta1.LastOperationTypeReconcile &&
+			b.Status.LastOperation.State == gardencorev1beta1.LastOperationStateSucceeded, s
+	})
+	b, _ = f.state("stays")
+	if !slices.Contains(b.Finalizers, bucket.Finalizer) || !slices.Contains(f.secret("garden", "creds").Finalizers, bucket.Finalizer) {
+		t.Fatalf("finalizers after a migrate annotation: bucket %v, secret %v", b.Finalizers, f.secret("garden", "creds").Finalizers)
+	}
+
+	// The annotation now names a namespace that does not exist: the reconcile fails, the
+	// status still names the secret in garden.
+	patch(t, f.Client, b, func() {
+		delete(b.Annotations, "gardener.cloud/operation")
+		metav1.SetMetaDataAnnotation(&b.ObjectMeta, bucket.AnnotationGeneratedSecretNamespace, "nowhere")
+	})
+	f.waitError("stays", "namespace nowhere for the generated secret does not exist", gardencorev1beta1.ErrorConfigurationProblem)
+	b, _ = f.state("stays")
+	if ref := b.Status.GeneratedSecretRef; ref == nil || ref.Namespace != "garden" {
+		t.Fatalf("status.generatedSecretRef %v, want garden/generated-bucket-stays", ref)
+	}
+	if err := f.Client.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(30*time.Second, "bucket gone", func() (bool, string) {
+		b, s := f.state("stays")
+		return b == nil && strings.Contains(s, "not found"), s
+	})
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "generated-bucket-stays"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the generated secret the status named: %v, want not found", err)
+	}
+}

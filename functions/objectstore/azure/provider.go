@@ -74,9 +74,10 @@ func (p *Provider) Open(bucket string, credentials map[string][]byte) (objectsto
 }
 
 // BackupSecretData returns storageAccount and storageKey, and domain and endpoint when the
-// credentials hold them: etcd-backup-restore's ABS store reads storageAccount, storageKey
-// and the optional domain (endpoint is passed on for the local stack and operators; an
-// emulator endpoint reaches etcd-backup-restore through its --store-endpoint-override flag).
+// credentials hold them. etcd-backup-restore (≥ v0.41) reads only storageAccount, storageKey
+// and the optional domain; endpoint is for housekeeper itself (a source- entry's purge opens
+// the store with this data), and reaches etcd-backup-restore only as its
+// --store-endpoint-override flag, which etcd-druid sets from the Etcd resource.
 func (p *Provider) BackupSecretData(credentials map[string][]byte) (map[string][]byte, error) {
 	creds, err := parseCredentials(credentials)
 	if err != nil {
