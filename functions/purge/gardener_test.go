@@ -19,6 +19,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
@@ -256,4 +257,49 @@ func listIn(t *testing.T, blobs *azblob.Client, container, prefix string) []stri
 		}
 	}
 	return keys
+}
+
+// Restore: the restore annotation is removed only after Succeeded was written, as upstream
+// does, so gardenlet never sees the annotation gone while the restore is unfinished. Every
+// version of the object is watched.
+func TestRestoreAnnotationRemovedAfterSucceeded(t *testing.T) {
+	f := start(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const name = "shoot--dev--back--4d5e"
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--back"}})
+	f.create(newEntry(name, nil))
+	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
+
+	wc, err := client.NewWithWatch(f.Env.Kube.Config, client.Options{Scheme: kube.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotated := f.patchEntry(name, func(e *extensionsv1alpha1.BackupEntry) {
+		metav1.SetMetaDataAnnotation(&e.ObjectMeta, gardener.AnnotationOperation, gardener.OperationRestore)
+	})
+	w, err := wc.Watch(ctx, &extensionsv1alpha1.BackupEntryList{}, client.MatchingFields{"metadata.name": name},
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: annotated.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var seen []string
+	for ev := range w.ResultChan() {
+		e, ok := ev.Object.(*extensionsv1alpha1.BackupEntry)
+		if !ok {
+			t.Fatalf("watch: %v", ev.Object)
+		}
+		op := e.Status.LastOperation
+		_, stillAnnotated := e.Annotations[gardener.AnnotationOperation]
+		seen = append(seen, fmt.Sprintf("annotated=%t %s/%s", stillAnnotated, op.Type, op.State))
+		if stillAnnotated {
+			continue
+		}
+		if op.Type != gardencorev1beta1.LastOperationTypeRestore || op.State != gardencorev1beta1.LastOperationStateSucceeded {
+			t.Fatalf("restore annotation removed while lastOperation is %s/%s; versions seen: %v", op.Type, op.State, seen)
+		}
+		return
+	}
+	t.Fatalf("the watch ended before the restore annotation was removed; versions seen: %v", seen)
 }
