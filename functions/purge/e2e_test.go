@@ -146,18 +146,7 @@ func (f *fixture) upload(keys ...string) {
 
 func (f *fixture) list(prefix string) []string {
 	f.T.Helper()
-	var keys []string
-	pager := f.blobs.NewListBlobsFlatPager(bucketName, &azblob.ListBlobsFlatOptions{Prefix: &prefix})
-	for pager.More() {
-		page, err := pager.NextPage(context.Background())
-		if err != nil {
-			f.T.Fatal(err)
-		}
-		for _, b := range page.Segment.BlobItems {
-			keys = append(keys, *b.Name)
-		}
-	}
-	return keys
+	return listIn(f.T, f.blobs, bucketName, prefix)
 }
 
 func (f *fixture) delete(obj client.Object) {

@@ -243,7 +243,7 @@ func TestEntryInATerminatingNamespace(t *testing.T) {
 	}
 }
 
-func listIn(t *testing.T, blobs *azblob.Client, container, prefix string) []string {
+func listIn(t testing.TB, blobs *azblob.Client, container, prefix string) []string {
 	t.Helper()
 	var keys []string
 	pager := blobs.NewListBlobsFlatPager(container, &azblob.ListBlobsFlatOptions{Prefix: &prefix})
