@@ -185,9 +185,7 @@ func runScenarios(t *testing.T, g *garden, clk *shiftClock, ext extension) {
 				t.Fatal(err)
 			}
 			// gardenlet's seed controller re-deploys its bucket regularly; do it now.
-			if err := b.deployer.Deploy(ctx); err != nil {
-				t.Fatal(err)
-			}
+			r.redeployBucket(t, b)
 			if err := b.deployer.Wait(ctx); err != nil {
 				t.Fatalf("core BackupBucket after the fix: %v", err)
 			}
@@ -284,15 +282,16 @@ func runScenarios(t *testing.T, g *garden, clk *shiftClock, ext extension) {
 			t.Skip("needs the entry of 1-reconcile, which failed")
 		}
 		rotatedAt := time.Now().Add(-time.Second)
-		creds := r.creds.DeepCopy()
+		creds := &corev1.Secret{}
+		if err := r.g.client.Get(ctx, client.ObjectKeyFromObject(r.creds), creds); err != nil {
+			t.Fatal(err)
+		}
 		creds.Data = map[string][]byte{"token": []byte("second")}
 		if err := r.g.client.Update(ctx, creds); err != nil {
 			t.Fatal(err)
 		}
 		// gardenlet's seed controller re-deploys the seed's bucket (reconcile annotation).
-		if err := bucketA.deployer.Deploy(ctx); err != nil {
-			t.Fatal(err)
-		}
+		r.redeployBucket(t, bucketA)
 		r.eventually(t, "gardenlet copies the rotated credentials to the seed", func() error {
 			s := &corev1.Secret{}
 			if err := r.src.client.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "bucket-" + bucketA.name}, s); err != nil {
@@ -517,7 +516,17 @@ func runScenarios(t *testing.T, g *garden, clk *shiftClock, ext extension) {
 // deployBucket deploys a core BackupBucket of type local for the seed with gardener's deployer.
 func (r *run) deployBucket(t *testing.T, s *seedEnv, name string) *bucketRef {
 	t.Helper()
-	d := corebackupbucket.New(r.log, r.g.client, &corebackupbucket.Values{
+	d := r.bucketDeployer(s, name)
+	if err := d.Deploy(context.Background()); err != nil {
+		t.Fatalf("deploying BackupBucket %s: %v", name, err)
+	}
+	b := &bucketRef{name: name, seed: s, deployer: d}
+	r.buckets = append(r.buckets, b)
+	return b
+}
+
+func (r *run) bucketDeployer(s *seedEnv, name string) corebackupbucket.Interface {
+	return corebackupbucket.New(r.log, r.g.client, &corebackupbucket.Values{
 		Name: name,
 		Config: &gardencorev1beta1.Backup{
 			Provider:       "local",
@@ -527,12 +536,16 @@ func (r *run) deployBucket(t *testing.T, s *seedEnv, name string) *bucketRef {
 		Seed:          s.seed,
 		Clock:         r.clk,
 	}, waitInterval, waitTimeout)
-	if err := d.Deploy(context.Background()); err != nil {
-		t.Fatalf("deploying BackupBucket %s: %v", name, err)
+}
+
+// redeployBucket deploys the bucket again with a new deployer, as gardenlet's seed controller
+// does on each of its reconciles.
+func (r *run) redeployBucket(t *testing.T, b *bucketRef) {
+	t.Helper()
+	b.deployer = r.bucketDeployer(b.seed, b.name)
+	if err := b.deployer.Deploy(context.Background()); err != nil {
+		t.Fatalf("deploying BackupBucket %s again: %v", b.name, err)
 	}
-	b := &bucketRef{name: name, seed: s, deployer: d}
-	r.buckets = append(r.buckets, b)
-	return b
 }
 
 // shoot creates a Shoot in the project, its ShootState, and on each seed its Cluster resource
