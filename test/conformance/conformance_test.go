@@ -644,13 +644,18 @@ func (r *run) expectEntrySucceeded(t *testing.T, e *entryRef) {
 		be, _ := e.deployer.Get(ctx)
 		t.Fatalf("core BackupEntry %s not ready: %v (lastOperation %s, lastError %s)", e.name, err, describeOp(be.Status.LastOperation), describeErr(be.Status.LastError))
 	}
-	be, err := e.deployer.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if op := be.Status.LastOperation; op == nil || op.State != gardencorev1beta1.LastOperationStateSucceeded || be.Status.LastError != nil {
-		t.Fatalf("core BackupEntry %s: lastOperation %s, lastError %s", e.name, describeOp(op), describeErr(be.Status.LastError))
-	}
+	// gardenlet writes Processing at the start of every reconcile it makes after an event, so
+	// read the status until it settles on Succeeded.
+	r.eventually(t, "core BackupEntry "+e.name+" Succeeded", func() error {
+		be, err := e.deployer.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if op := be.Status.LastOperation; op == nil || op.State != gardencorev1beta1.LastOperationStateSucceeded || be.Status.LastError != nil {
+			return fmt.Errorf("lastOperation %s, lastError %s", describeOp(op), describeErr(be.Status.LastError))
+		}
+		return nil
+	})
 }
 
 // neverState fails if the core BackupEntry shows state within d.

@@ -196,6 +196,11 @@ func buildHousekeeper(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// HOUSEKEEPER_CONFORMANCE_SOURCE judges another checkout of housekeeper (e.g. a git
+	// worktree at an older commit) with this suite.
+	if src := os.Getenv("HOUSEKEEPER_CONFORMANCE_SOURCE"); src != "" {
+		root = src
+	}
 	bin := filepath.Join(dir, "bin")
 	cmd := exec.Command("go", "build", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
 	cmd.Dir = root
