@@ -189,20 +189,11 @@ func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 	return nil
 }
 
-// deleteSecret removes the etcd-backup secret unless another entry wrote it or the namespace
-// belongs to another shoot.
+// deleteSecret removes the etcd-backup secret unless another entry wrote it, or, when no
+// entry is named as its writer, the namespace belongs to another shoot. The namespace is read
+// only in that case: a secret this entry wrote (the name carries the shoot's uid) is its own.
 func (a *Actuator) deleteSecret(ctx context.Context, e *extensionsv1alpha1.BackupEntry) error {
 	ref := SecretRef(e)
-	ns := &corev1.Namespace{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil // and so is the secret
-		}
-		return fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
-	}
-	if _, foreign := gardener.NamespaceOwner(ns.Annotations, e.Name); foreign {
-		return nil // a re-created shoot's namespace: its secret is not ours
-	}
 	secret := &corev1.Secret{}
 	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -210,8 +201,18 @@ func (a *Actuator) deleteSecret(ctx context.Context, e *extensionsv1alpha1.Backu
 		}
 		return fmt.Errorf("reading secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	if owner, ok := secret.Annotations[AnnotationCreatedBy]; ok && owner != e.Name {
+	owner, named := secret.Annotations[AnnotationCreatedBy]
+	if named && owner != e.Name {
 		return nil // a newer entry's secret (gardener#8675)
+	}
+	if !named {
+		ns := &corev1.Namespace{}
+		if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
+			return fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+		}
+		if _, foreign := gardener.NamespaceOwner(ns.Annotations, e.Name); foreign {
+			return nil // a re-created shoot's namespace: its secret is not ours
+		}
 	}
 	if err := a.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting secret %s/%s: %w", ref.Namespace, ref.Name, err)

@@ -95,13 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Objec
 		log.Info("operation annotation says wait-for-state: doing nothing")
 		return nil
 	}
-	t := OperationType(obj)
-	if !r.Migrates && t == gardencorev1beta1.LastOperationTypeMigrate {
-		t = gardencorev1beta1.LastOperationTypeReconcile
-		if obj.GetDeletionTimestamp() != nil {
-			t = gardencorev1beta1.LastOperationTypeDelete
-		}
-	}
+	t := r.operationType(obj)
 	if r.Migrates && ShouldSkipOperation(obj, t) {
 		return r.migratedAway(ctx, log, obj)
 	}
@@ -112,6 +106,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Objec
 		return r.delete(ctx, log, obj)
 	default:
 		return r.reconcile(ctx, log, obj, t)
+	}
+}
+
+// operationType is OperationType for this kind: a kind that does not migrate has no Migrate.
+func (r *Reconciler) operationType(obj extensionsv1alpha1.Object) gardencorev1beta1.LastOperationType {
+	t := OperationType(obj)
+	switch {
+	case r.Migrates || t != gardencorev1beta1.LastOperationTypeMigrate:
+		return t
+	case obj.GetDeletionTimestamp() != nil:
+		return gardencorev1beta1.LastOperationTypeDelete
+	default:
+		return gardencorev1beta1.LastOperationTypeReconcile
 	}
 }
 
