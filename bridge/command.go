@@ -24,7 +24,7 @@ import (
 
 // Command is the bridge binary's configuration.
 type Command struct {
-	Kubeconfig     string
+	Kube           kube.Options
 	NATS           natsconn.Options
 	Log            logging.Options
 	Bridge         Options
@@ -40,7 +40,7 @@ type Command struct {
 func ParseCommand(args []string) (*Command, error) {
 	c := &Command{}
 	fs := flag.NewFlagSet("housekeeper-bridge", flag.ContinueOnError)
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty: in-cluster")
+	c.Kube.BindFlags(fs, os.Getenv("KUBECONFIG"))
 	c.NATS.BindFlags(fs)
 	c.Log.BindFlags(fs)
 	fs.StringVar(&c.Bridge.Cluster, "cluster", "", "cluster name, the source of every event (required)")
@@ -76,10 +76,13 @@ func (c *Command) Run(ctx context.Context) error {
 	logging.RouteLibraries(log)
 	c.Bridge.Logger = log
 
-	cfg, err := kube.Config(c.Kubeconfig)
+	cfg, err := c.Kube.Config()
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg = kube.Instrument(cfg, reg)
 	nc, err := natsconn.Connect(c.NATS, "housekeeper-bridge", log)
 	if err != nil {
 		return err
@@ -90,8 +93,6 @@ func (c *Command) Run(ctx context.Context) error {
 		return err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	b, err := New(cfg, js, reg, c.Bridge)
 	if err != nil {
 		return err

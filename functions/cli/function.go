@@ -70,7 +70,8 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	fs.SetOutput(io.Discard)
 	var logOpts logging.Options
 	logOpts.BindFlags(fs)
-	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file; empty: in-cluster")
+	var kubeOpts kube.Options
+	kubeOpts.BindFlags(fs, os.Getenv("KUBECONFIG"))
 	mode := fs.String("mode", string(runtime.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
 	addr := fs.String("addr", ":8080", "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
@@ -110,11 +111,13 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	}
 	defer func() { _ = log.Sync() }()
 	logging.RouteLibraries(log)
-	cfg, err := kube.Config(*kubeconfig)
+	cfg, err := kubeOpts.Config()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	c, err := kube.NewClient(cfg)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	c, err := kube.NewClient(kube.Instrument(cfg, reg))
 	if err != nil {
 		return err
 	}
@@ -122,8 +125,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if *localRoot != "" {
 		providers = objectstore.NewRegistry(azure.New(), local.New(*localRoot))
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode.
 	var js jetstream.JetStream
 	if m == runtime.ModePull || name != bucket.Name {

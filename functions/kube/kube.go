@@ -3,14 +3,11 @@
 package kube
 
 import (
-	"fmt"
-
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -25,29 +22,6 @@ var Scheme = func() *runtime.Scheme {
 	}
 	return s
 }()
-
-// Config loads a REST config from kubeconfig, or from the pod's service account when empty.
-func Config(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig given and not in a cluster: %w", err)
-		}
-		return withRateLimits(cfg), nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
-	}
-	return withRateLimits(cfg), nil
-}
-
-// withRateLimits raises client-go's default of 5 requests per second: after an outage a
-// function catches up on hundreds of objects. API Priority and Fairness protects the server.
-func withRateLimits(cfg *rest.Config) *rest.Config {
-	cfg.QPS, cfg.Burst = 50, 100
-	return cfg
-}
 
 // NewClient returns a controller-runtime client (no cache) for Scheme.
 func NewClient(cfg *rest.Config) (client.Client, error) {

@@ -49,7 +49,7 @@ func (s slowStore) DeleteKeys(ctx context.Context, keys []string) (map[string]er
 
 func runSlowPurge(t *testing.T, setting string) {
 	kubeconfig, natsURL, _ := strings.Cut(setting, ",")
-	cfg, err := kube.Config(kubeconfig)
+	cfg, err := kube.Options{Kubeconfig: kubeconfig, QPS: kube.DefaultQPS, Burst: kube.DefaultBurst}.Config()
 	if err != nil {
 		t.Fatal(err)
 	}

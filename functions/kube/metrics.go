@@ -1,0 +1,49 @@
+package kube
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+)
+
+// RequestsMetric counts a process's Kubernetes API requests by verb (get covers lists;
+// watch counts the watches opened). The burst benchmark reads it.
+const RequestsMetric = "housekeeper_kube_requests_total"
+
+// Instrument makes cfg count its requests into reg and returns cfg.
+func Instrument(cfg *rest.Config, reg prometheus.Registerer) *rest.Config {
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: RequestsMetric,
+		Help: "Kubernetes API requests sent, by verb (get includes lists).",
+	}, []string{"verb"})
+	reg.MustRegister(requests)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			requests.WithLabelValues(verbOf(r)).Inc()
+			return rt.RoundTrip(r)
+		})
+	})
+	return cfg
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func verbOf(r *http.Request) string {
+	switch r.Method {
+	case http.MethodGet:
+		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
+			return "watch"
+		}
+		return "get"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	default:
+		return strings.ToLower(r.Method)
+	}
+}
