@@ -60,6 +60,9 @@ func ParseCommand(args []string) (*Command, error) {
 		return nil, err
 	}
 	c.Bridge.Types, c.Bridge.Classes = c.types, c.classes
+	if err := c.Kube.Validate(); err != nil {
+		return nil, err
+	}
 	if c.Bridge.Cluster == "" {
 		return nil, fmt.Errorf("--cluster (or %s) is required: it names this cluster in every event", config.EnvName("cluster"))
 	}

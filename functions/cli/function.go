@@ -95,6 +95,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if *cluster == "" && name != bucket.Name {
 		return fmt.Errorf("%w: function %s needs --cluster (or %s)", errUsage, name, config.EnvName("cluster"))
 	}
+	if err := kubeOpts.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	ret := entry.Retention{Default: *retention, ByPurpose: map[string]time.Duration{}}
 	for _, kv := range byPurpose {
 		purpose, d, ok := strings.Cut(kv, "=")
@@ -113,7 +116,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	logging.RouteLibraries(log)
 	cfg, err := kubeOpts.Config()
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

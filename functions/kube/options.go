@@ -32,10 +32,18 @@ func (o *Options) BindFlags(fs *flag.FlagSet, kubeconfigDefault string) {
 	fs.IntVar(&o.Burst, "kube-burst", DefaultBurst, "Kubernetes API requests allowed at once above kube-qps")
 }
 
+// Validate says what is wrong with the client limits.
+func (o Options) Validate() error {
+	if o.QPS >= 0 && (o.QPS == 0 || o.Burst <= 0) {
+		return fmt.Errorf("--kube-qps %v and --kube-burst %d: both must be positive (or kube-qps negative for no limit)", o.QPS, o.Burst)
+	}
+	return nil
+}
+
 // Config loads the REST config the options describe.
 func (o Options) Config() (*rest.Config, error) {
-	if o.QPS >= 0 && (o.QPS == 0 || o.Burst <= 0) {
-		return nil, fmt.Errorf("--kube-qps %v and --kube-burst %d: both must be positive (or kube-qps negative for no limit)", o.QPS, o.Burst)
+	if err := o.Validate(); err != nil {
+		return nil, err
 	}
 	var cfg *rest.Config
 	var err error
