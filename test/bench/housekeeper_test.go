@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// hkOptions is how housekeeper runs in a phase.
+type hkOptions struct {
+	qps           float64 // negative: no client limit
+	burst         int
+	entryReplicas int
+}
+
+func (o hkOptions) limitArgs() []string {
+	if o.qps < 0 {
+		return []string{"--kube-qps", "-1"}
+	}
+	return []string{"--kube-qps", strconv.FormatFloat(o.qps, 'f', -1, 64), "--kube-burst", strconv.Itoa(o.burst)}
+}
+
+// housekeeper runs a fresh nats-server (embedded) and the bridge and functions as processes,
+// as the conformance suite does.
+type housekeeper struct {
+	nats  *stack.NATS
+	procs []*process
+}
+
+// process is one housekeeper process and the address of its /metrics.
+type process struct {
+	name string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*housekeeper, error) {
+	nats, err := stack.StartNATS(filepath.Join(e.logDir, phase+"-jetstream"), stack.NATSLogger(e.zap(b, phase+"-nats-server.log")))
+	if err != nil {
+		return nil, fmt.Errorf("nats-server: %w", err)
+	}
+	h := &housekeeper{nats: nats}
+	environ := []string{
+		"HOUSEKEEPER_NATS_URL=" + nats.URL,
+		"HOUSEKEEPER_KUBECONFIG=" + e.kubecfg,
+		"HOUSEKEEPER_CLUSTER=bench-" + phase,
+	}
+	// Nothing from the shell that runs the benchmark changes housekeeper's settings.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOUSEKEEPER_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			environ = append(environ, kv)
+		}
+	}
+	run := func(name string, args ...string) error {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		args = append(args, addrFlag(name), addr)
+		args = append(args, o.limitArgs()...)
+		f := e.file(b, phase+"-"+name+".log")
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = environ
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("starting %s: %w", name, err)
+		}
+		p := &process{name: name, addr: addr, cmd: cmd, done: make(chan struct{})}
+		go func() { _ = cmd.Wait(); close(p.done) }()
+		h.procs = append(h.procs, p)
+		return nil
+	}
+	start := func() error {
+		if err := setup(e.file(b, phase+"-setup.log"), filepath.Join(e.binDir, "housekeeper"), environ); err != nil {
+			return err
+		}
+		if err := run("bridge", filepath.Join(e.binDir, "housekeeper-bridge"), "--leader-elect=false"); err != nil {
+			return err
+		}
+		fns := []string{"bucket", "purge"}
+		for i := 0; i < o.entryReplicas; i++ {
+			fns = append(fns, "entry")
+		}
+		for i, fn := range fns {
+			name := fn
+			if fn == "entry" && o.entryReplicas > 1 {
+				name = fmt.Sprintf("entry-%d", i-1)
+			}
+			if err := run(name, filepath.Join(e.binDir, "housekeeper"), "function", fn,
+				"--local-root", e.root, "--retention", "0s"); err != nil {
+				return err
+			}
+		}
+		return h.waitReady(time.Minute)
+	}
+	if err := start(); err != nil {
+		_ = h.stop()
+		return nil, err
+	}
+	return h, nil
+}
+
+// setup runs `housekeeper setup`, which creates the streams and consumers where the binary
+// has that command (a binary without it lets the bridge and the functions create them).
+func setup(log *os.File, bin string, environ []string) error {
+	cmd := exec.Command(bin, "setup")
+	cmd.Env = environ
+	out, err := cmd.CombinedOutput()
+	_, _ = log.Write(out)
+	if err != nil {
+		if strings.Contains(string(out), `unknown command "setup"`) {
+			return nil
+		}
+		return fmt.Errorf("housekeeper setup: %v: %s", err, out)
+	}
+	return nil
+}
+
+// addrFlag is the flag of a process's metrics address.
+func addrFlag(name string) string {
+	if name == "bridge" {
+		return "--health-addr"
+	}
+	return "--addr"
+}
+
+// freeAddr is a loopback address with a port free at the moment.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitReady waits until every process answers /readyz with 200.
+func (h *housekeeper) waitReady(timeout time.Duration) error {
+	end := time.Now().Add(timeout)
+	for _, p := range h.procs {
+		for {
+			select {
+			case <-p.done:
+				return fmt.Errorf("%s exited while starting: %v", p.name, p.cmd.ProcessState)
+			default:
+			}
+			resp, err := http.Get("http://" + p.addr + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			if time.Now().After(end) {
+				return fmt.Errorf("%s not ready within %s (last: %v)", p.name, timeout, errOrStatus(err, resp))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func errOrStatus(err error, resp *http.Response) string {
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status
+}
+
+func (h *housekeeper) requests() (counts, error) {
+	out := counts{}
+	for _, p := range h.procs {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
+		default:
+		}
+		v, err := scrapeRequests(p.addr)
+		if err != nil {
+			return nil, err
+		}
+		out[p.name] = v
+	}
+	return out, nil
+}
+
+func (h *housekeeper) detail() counts { return nil }
+
+// stop ends every process (SIGTERM, then SIGKILL after 10 s) and nats-server.
+func (h *housekeeper) stop() error {
+	var errs []error
+	for _, p := range h.procs {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	for _, p := range h.procs {
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			errs = append(errs, fmt.Errorf("%s did not stop within 10s of SIGTERM", p.name))
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	h.nats.Stop()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,285 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+)
+
+// row is one line of the table: an implementation with its settings.
+type row struct {
+	id    string // short, for object names and logs: r1, r2, ...
+	label string // implementation / setting
+	start func(b *testing.B, e *env, phase string) (side, error)
+	// housekeeper marks housekeeper's rows (for the ratios).
+	housekeeper bool
+}
+
+// result is what a phase measured.
+type result struct {
+	row row
+	n   int
+
+	entriesPerSec float64
+	p50, p99      time.Duration
+	deleteAll     time.Duration // first deletion call → last entry gone
+	delP50        time.Duration // per entry: its deletion call → gone
+	delP99        time.Duration
+
+	create, delete             counts // requests per phase, by process and verb
+	createDetail, deleteDetail counts // finer breakdown where the side offers one
+
+	secretWritesMean float64 // versions of etcd-backup per entry in the create phase
+	secretWritesMax  int
+
+	notes []string
+}
+
+// settleQuiet is how long a side must send no request for its phase to count as over.
+const (
+	settleQuiet = 2 * time.Second
+	settleMax   = time.Minute
+)
+
+// runPhase runs one row: inputs, the side, its bucket, then the timed create burst and the
+// timed delete burst, then the teardown. It fails b when something does not converge.
+func runPhase(b *testing.B, e *env, r row, n int) *result {
+	ctx := context.Background()
+	res := &result{row: r, n: n}
+	p := newPhaseObjects(r.id, n)
+	e.obs.track(p.entries)
+	if err := ensureGardenNamespace(ctx, e.driver); err != nil {
+		b.Fatal(err)
+	}
+	logf("%s %s: creating the inputs of %d entries (namespaces, credentials)", r.id, r.label, n)
+	if err := createInputs(ctx, e.driver, p); err != nil {
+		b.Fatal(err)
+	}
+	s, err := r.start(b, e, r.id)
+	if err != nil {
+		b.Fatalf("%s: starting: %v", r.label, err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := s.stop(); err != nil {
+			b.Errorf("%s: stopping: %v", r.label, err)
+		}
+	}
+	defer stop()
+	if err := deployBucket(ctx, e.driver, p, 2*time.Minute); err != nil {
+		b.Fatalf("%s: BackupBucket %s did not succeed: %v", r.label, p.bucket, err)
+	}
+	c0, d0 := settle(b, s, res, "before the create burst")
+
+	// The create burst: every entry as fast as the driver can, the clock of each entry
+	// starting at its create call.
+	budget, short := waitBudget(n)
+	logf("%s %s: creating %d BackupEntries", r.id, r.label, n)
+	if err := parallel(n, driverWorkers, func(i int) error {
+		name := p.entries[i]
+		e.obs.setCreated(name, time.Now())
+		return e.driver.Create(ctx, newEntry(name, p.bucket))
+	}); err != nil {
+		b.Fatalf("%s: creating BackupEntries: %v", r.label, err)
+	}
+	if !waitFor(e, r, p.entries, budget, "converged", func(o entryObs) bool { return !o.converged.IsZero() }) {
+		b.Fatalf("%s: %s", r.label, notConverged(e, p.entries, budget, short, "Succeeded with observedGeneration == generation and etcd-backup present",
+			func(o entryObs) bool { return !o.converged.IsZero() }))
+	}
+	c1, d1 := settle(b, s, res, "after the create burst")
+	created := e.obs.snapshot(p.entries)
+
+	// The delete burst, as gardenlet deletes extension objects.
+	logf("%s %s: deleting %d BackupEntries", r.id, r.label, n)
+	if err := parallel(n, driverWorkers, func(i int) error {
+		name := p.entries[i]
+		e.obs.setDeleteStart(name, time.Now())
+		return deleteExtensionObject(ctx, e.driver, newEntry(name, p.bucket))
+	}); err != nil {
+		b.Fatalf("%s: deleting BackupEntries: %v", r.label, err)
+	}
+	if !waitFor(e, r, p.entries, budget, "gone", func(o entryObs) bool { return !o.gone.IsZero() }) {
+		b.Fatalf("%s: %s", r.label, notConverged(e, p.entries, budget, short, "gone", func(o entryObs) bool { return !o.gone.IsZero() }))
+	}
+	c2, d2 := settle(b, s, res, "after the delete burst")
+	deleted := e.obs.snapshot(p.entries)
+	if left := e.obs.secretsLeft(p.entries); len(left) > 0 {
+		res.notes = append(res.notes, fmt.Sprintf("%d etcd-backup secrets left after deletion, e.g. in %s", len(left), left[0]))
+	}
+
+	// Teardown, not measured: the side deletes its bucket, then stops.
+	if err := deleteBucket(ctx, e.driver, p, 2*time.Minute); err != nil {
+		b.Fatalf("%s: BackupBucket %s was not deleted: %v", r.label, p.bucket, err)
+	}
+	stop()
+	if err := deleteInputs(ctx, e.driver, p); err != nil {
+		b.Fatalf("%s: removing the inputs: %v", r.label, err)
+	}
+
+	res.create, res.delete = c1.minus(c0), c2.minus(c1)
+	if d0 != nil {
+		res.createDetail, res.deleteDetail = d1.minus(d0), d2.minus(d1)
+	}
+	res.measure(created, deleted)
+	res.report(b)
+	return res
+}
+
+// measure computes throughput and latencies from the observations.
+func (res *result) measure(created, deleted []entryObs) {
+	var (
+		first, last time.Time
+		lat         []time.Duration
+		writes      int
+	)
+	for _, o := range created {
+		if first.IsZero() || o.created.Before(first) {
+			first = o.created
+		}
+		if o.converged.After(last) {
+			last = o.converged
+		}
+		lat = append(lat, o.converged.Sub(o.created))
+		writes += o.secretWrites
+		res.secretWritesMax = max(res.secretWritesMax, o.secretWrites)
+	}
+	res.entriesPerSec = float64(len(created)) / last.Sub(first).Seconds()
+	res.p50, res.p99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	res.secretWritesMean = float64(writes) / float64(len(created))
+
+	var delFirst, delLast time.Time
+	var delLat []time.Duration
+	for _, o := range deleted {
+		if delFirst.IsZero() || o.deleteStart.Before(delFirst) {
+			delFirst = o.deleteStart
+		}
+		if o.gone.After(delLast) {
+			delLast = o.gone
+		}
+		delLat = append(delLat, o.gone.Sub(o.deleteStart))
+	}
+	res.deleteAll = delLast.Sub(delFirst)
+	res.delP50, res.delP99 = percentile(delLat, 0.50), percentile(delLat, 0.99)
+}
+
+// percentile is the nearest-rank percentile of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// report attaches the row's numbers to the benchmark's output.
+func (res *result) report(b *testing.B) {
+	n := float64(res.n)
+	b.ReportMetric(res.entriesPerSec, "entries/s")
+	b.ReportMetric(res.p50.Seconds(), "p50-s")
+	b.ReportMetric(res.p99.Seconds(), "p99-s")
+	b.ReportMetric(res.deleteAll.Seconds(), "delete-all-s")
+	b.ReportMetric(res.create.total(verbs...)/n, "req/entry-create")
+	b.ReportMetric(res.delete.total(verbs...)/n, "req/entry-delete")
+}
+
+// settle waits until the side has sent no request for settleQuiet and returns its counters
+// then; a side that keeps sending requests for settleMax is noted, not failed.
+func settle(b *testing.B, s side, res *result, when string) (counts, counts) {
+	var (
+		last      counts
+		lastDet   counts
+		quietFrom time.Time
+		end       = time.Now().Add(settleMax)
+	)
+	for {
+		c, err := s.requests()
+		if err != nil {
+			b.Fatalf("%s: reading request counters %s: %v", res.row.label, when, err)
+		}
+		d := s.detail()
+		now := time.Now()
+		if last == nil || !reflect.DeepEqual(c, last) {
+			last, lastDet, quietFrom = c, d, now
+		} else if now.Sub(quietFrom) >= settleQuiet {
+			return last, lastDet
+		}
+		if now.After(end) {
+			res.notes = append(res.notes, fmt.Sprintf("still sending requests %s after %s", when, settleMax))
+			return c, d
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitFor waits until done holds for every entry, printing progress to stderr every 5 s.
+func waitFor(e *env, r row, names []string, budget time.Duration, what string, done func(entryObs) bool) bool {
+	start := time.Now()
+	end := start.Add(budget)
+	nextLog := start.Add(5 * time.Second)
+	for {
+		count := 0
+		for _, o := range e.obs.snapshot(names) {
+			if done(o) {
+				count++
+			}
+		}
+		now := time.Now()
+		if count == len(names) {
+			logf("%s %s: %s %d/%d after %s", r.id, r.label, what, count, len(names), now.Sub(start).Round(100*time.Millisecond))
+			return true
+		}
+		if now.After(end) {
+			return false
+		}
+		if now.After(nextLog) {
+			logf("%s %s: %s %d/%d (%s)", r.id, r.label, what, count, len(names), now.Sub(start).Round(time.Second))
+			nextLog = now.Add(5 * time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// notConverged says which entries did not reach what within budget.
+func notConverged(e *env, names []string, budget time.Duration, short bool, what string, done func(entryObs) bool) string {
+	var missing []string
+	for _, o := range e.obs.snapshot(names) {
+		if !done(o) {
+			missing = append(missing, fmt.Sprintf("%s (entry ok %t, etcd-backup in %s %t, last operation %s)",
+				o.name, o.entryOK, gardener.EntryNamespace(o.name), o.secretOK, orNone(o.state)))
+		}
+	}
+	msg := fmt.Sprintf("%d of %d BackupEntries not %s within %s", len(missing), len(names), what, budget.Round(time.Second))
+	if short {
+		msg += " (the wait was cut short by go test's -timeout: run with -timeout 90m)"
+	}
+	if len(missing) > 10 {
+		missing = append(missing[:10], "…")
+	}
+	return msg + ":\n  " + strings.Join(missing, "\n  ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// logf prints progress to stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}

@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+)
+
+// verbs are the request verbs counted; watches are excluded everywhere.
+var verbs = []string{"get", "create", "update", "patch", "delete"}
+
+// writeVerbs are the verbs that change objects.
+var writeVerbs = []string{"create", "update", "patch", "delete"}
+
+// counts are API requests by process, then verb.
+type counts map[string]map[string]float64
+
+// minus is c - base, per process and verb.
+func (c counts) minus(base counts) counts {
+	out := counts{}
+	for proc, byVerb := range c {
+		out[proc] = map[string]float64{}
+		for verb, v := range byVerb {
+			out[proc][verb] = v - base[proc][verb]
+		}
+	}
+	return out
+}
+
+// byVerb sums over processes.
+func (c counts) byVerb() map[string]float64 {
+	out := map[string]float64{}
+	for _, byVerb := range c {
+		for verb, v := range byVerb {
+			out[verb] += v
+		}
+	}
+	return out
+}
+
+// total sums the given verbs over processes.
+func (c counts) total(vs ...string) float64 {
+	sum := 0.0
+	bv := c.byVerb()
+	for _, v := range vs {
+		sum += bv[v]
+	}
+	return sum
+}
+
+// describe is "3.00 patch, 1.00 create, 2.00 get" per entry, largest first.
+func describe(byVerb map[string]float64, n int) string {
+	type kv struct {
+		verb string
+		v    float64
+	}
+	var kvs []kv
+	for _, verb := range verbs {
+		if byVerb[verb] != 0 {
+			kvs = append(kvs, kv{verb, byVerb[verb] / float64(n)})
+		}
+	}
+	sort.SliceStable(kvs, func(i, j int) bool { return kvs[i].v > kvs[j].v })
+	if len(kvs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(kvs))
+	for i, x := range kvs {
+		parts[i] = fmt.Sprintf("%.2f %s", x.v, x.verb)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// verbOf maps a request to its verb as housekeeper's metric does (functions/kube/metrics.go):
+// GET is get (lists included) unless it is a watch; POST create; PUT update.
+func verbOf(r *http.Request) string {
+	switch r.Method {
+	case http.MethodGet:
+		if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
+			return "watch"
+		}
+		return "get"
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	default:
+		return strings.ToLower(r.Method)
+	}
+}
+
+// requestCounter counts the requests of a rest.Config's clients by verb, and by verb and
+// resource for the breakdown.
+type requestCounter struct {
+	mu         sync.Mutex
+	byVerb     map[string]float64
+	byResource map[string]float64 // "verb resource[/subresource]"
+	last       time.Time
+}
+
+func newRequestCounter() *requestCounter {
+	return &requestCounter{byVerb: map[string]float64{}, byResource: map[string]float64{}}
+}
+
+// instrument makes cfg count every request it sends.
+func (c *requestCounter) instrument(cfg *rest.Config) {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			verb := verbOf(r)
+			c.mu.Lock()
+			c.byVerb[verb]++
+			c.byResource[verb+" "+resourceOf(r.URL.Path)]++
+			c.mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	})
+}
+
+func (c *requestCounter) snapshot() (map[string]float64, map[string]float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, r := map[string]float64{}, map[string]float64{}
+	for k, x := range c.byVerb {
+		if k != "watch" {
+			v[k] = x
+		}
+	}
+	for k, x := range c.byResource {
+		if !strings.HasPrefix(k, "watch ") {
+			r[k] = x
+		}
+	}
+	return v, r
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resourceOf is the resource (and subresource) of an API path: /api/v1/namespaces/x/secrets/y
+// is "secrets", /apis/g/v/backupentries/x/status "backupentries/status".
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return path
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return path
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}
+
+// scrapeRequests reads housekeeper's request counter from a process's /metrics, without
+// watches.
+func scrapeRequests(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
+	}
+	out := map[string]float64{}
+	prefix := kube.RequestsMetric + `{verb="`
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			continue
+		}
+		verb, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			return nil, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s/metrics: cannot parse %q: %v", addr, line, err)
+		}
+		if verb != "watch" {
+			out[verb] = v
+		}
+	}
+	return out, sc.Err()
+}
