@@ -50,12 +50,12 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 }
 
 // Reconcile creates the bucket (an existing one is fine) and writes the generated secret.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Reconciliation, error) {
-	return gardener.Reconciliation{}, a.reconcile(ctx, obj.(*extensionsv1alpha1.BackupBucket))
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (gardener.Reconciliation, error) {
+	return gardener.Reconciliation{}, a.reconcile(ctx, obj.(*extensionsv1alpha1.BackupBucket), credentials)
 }
 
-func (a *Actuator) reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket) error {
-	provider, store, credentials, err := a.open(ctx, b)
+func (a *Actuator) reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) error {
+	provider, store, err := a.open(b, credentials)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,11 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 			fmt.Errorf("BackupEntries still use bucket %s (live or waiting for their purge): %s", b.Name, strings.Join(users, ", ")),
 			gardencorev1beta1.ErrorRetryableInfraDependencies)
 	}
-	_, store, _, err := a.open(ctx, b)
+	credentials, err := gardener.ReadSecretData(ctx, a.Client, b.Spec.SecretRef)
+	if err != nil {
+		return gardener.Deletion{}, err
+	}
+	_, store, err := a.open(b, credentials)
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
@@ -142,19 +146,15 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 	return names, nil
 }
 
-// open reads the credentials from spec.secretRef and opens the bucket's store.
-func (a *Actuator) open(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (objectstore.Provider, objectstore.Store, map[string][]byte, error) {
+// open opens the bucket's store with the credentials of spec.secretRef.
+func (a *Actuator) open(b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provider, objectstore.Store, error) {
 	provider, err := a.Providers.Get(b.Spec.Type)
 	if err != nil {
-		return nil, nil, nil, gardener.StoreError(err)
-	}
-	credentials, err := gardener.ReadSecretData(ctx, a.Client, b.Spec.SecretRef)
-	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, gardener.StoreError(err)
 	}
 	store, err := provider.Open(b.Name, credentials)
 	if err != nil {
-		return nil, nil, nil, gardener.StoreError(err)
+		return nil, nil, gardener.StoreError(err)
 	}
-	return provider, store, credentials, nil
+	return provider, store, nil
 }

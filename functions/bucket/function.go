@@ -39,7 +39,6 @@ func New(c client.Client, providers objectstore.Registry, log *zap.Logger) runti
 		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
 			return o.(*extensionsv1alpha1.BackupBucket).Spec.SecretRef
 		},
-		NewList:   func() client.ObjectList { return &extensionsv1alpha1.BackupBucketList{} },
 		Finalizer: Finalizer,
 		Actuator:  &Actuator{Client: c, Providers: providers},
 		Log:       log,

@@ -6,6 +6,7 @@ package entry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -43,7 +44,12 @@ const (
 
 // Actuator writes etcd-backup secrets and schedules purges.
 type Actuator struct {
-	Client    client.Client
+	Client client.Client
+	// Metadata, if set, is a cache of the metadata of namespaces and of etcd-backup secrets
+	// (see MetadataCacheOptions). A warm function answers from it instead of asking the API
+	// server; what it does not hold is read live, and what it holds stale makes a write fail
+	// on its precondition, never go astray.
+	Metadata  client.Reader
 	JetStream jetstream.JetStream
 	Retention Retention
 	Cluster   string
@@ -64,15 +70,15 @@ func SecretRef(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference {
 // shoot; otherwise it succeeds with a description that says why the secret waits (a lastError
 // would fail gardenlet's shoot operations for a namespace that is simply not there yet), and
 // the bridge announces the entry again when the namespace appears or changes hands.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Reconciliation, error) {
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (gardener.Reconciliation, error) {
 	e := obj.(*extensionsv1alpha1.BackupEntry)
 	ref := SecretRef(e)
-	ns := &corev1.Namespace{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return waitsForNamespace(ref, "does not exist"), nil
-		}
-		return gardener.Reconciliation{}, fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+	ns, err := a.namespace(ctx, ref.Namespace)
+	if err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	if ns == nil {
+		return waitsForNamespace(ref, "does not exist"), nil
 	}
 	if reason := unusable(ns, e); reason != "" {
 		return waitsForNamespace(ref, reason), nil
@@ -82,26 +88,12 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object)
 			return gardener.Reconciliation{}, err
 		}
 	}
-	data, err := gardener.ReadSecretData(ctx, a.Client, e.Spec.SecretRef)
-	if err != nil {
-		return gardener.Reconciliation{}, err
-	}
-	want := maps.Clone(data)
+	want := maps.Clone(credentials)
 	if want == nil {
 		want = map[string][]byte{}
 	}
 	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
-	_, err = controllerutil.CreateOrPatch(ctx, a.Client, secret, func() error {
-		// Exactly its own metadata, as upstream writes it: stale labels and annotations go.
-		secret.Annotations = map[string]string{AnnotationCreatedBy: e.Name}
-		secret.Labels = map[string]string{gardener.LabelManagedBy: gardener.ManagedBy}
-		secret.Type = corev1.SecretTypeOpaque
-		if !maps.EqualFunc(secret.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
-			secret.Data = want
-		}
-		return nil
-	})
+	err = a.writeSecret(ctx, ref, e.Name, want)
 	switch {
 	case err == nil:
 		return gardener.Reconciliation{}, nil
@@ -114,8 +106,76 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object)
 	}
 }
 
+// writeSecret makes the secret at ref exactly what entry writes: its data, its own labels
+// and annotations (stale ones go, as upstream writes it). A secret the cache does not know is
+// created without a read first: that is every new entry's.
+func (a *Actuator) writeSecret(ctx context.Context, ref corev1.SecretReference, entry string, data map[string][]byte) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
+	mutate := func() error {
+		secret.Annotations = map[string]string{AnnotationCreatedBy: entry}
+		secret.Labels = map[string]string{gardener.LabelManagedBy: gardener.ManagedBy}
+		secret.Type = corev1.SecretTypeOpaque
+		if !maps.EqualFunc(secret.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+			secret.Data = data
+		}
+		return nil
+	}
+	if cached, err := a.cachedSecret(ctx, ref); err == nil && cached == nil {
+		_ = mutate()
+		if err := a.Client.Create(ctx, secret); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
+	}
+	_, err := controllerutil.CreateOrPatch(ctx, a.Client, secret, mutate)
+	return err
+}
+
+// namespace reads the metadata of namespace name, from the cache if it has it; nil if there
+// is no such namespace.
+func (a *Actuator) namespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	ns := metadataOf("Namespace")
+	for _, r := range a.readers() {
+		err := r.Get(ctx, client.ObjectKey{Name: name}, ns)
+		if err == nil {
+			return ns, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+		}
+	}
+	return nil, nil
+}
+
+// cachedSecret is the metadata the cache holds of the secret at ref: nil if it holds none,
+// and an error without a cache.
+func (a *Actuator) cachedSecret(ctx context.Context, ref corev1.SecretReference) (*metav1.PartialObjectMetadata, error) {
+	if a.Metadata == nil {
+		return nil, errNoCache
+	}
+	s := metadataOf("Secret")
+	err := a.Metadata.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return s, nil
+}
+
+var errNoCache = errors.New("no metadata cache")
+
+// readers are where metadata is read from, in order: the cache, then the API server.
+func (a *Actuator) readers() []client.Reader {
+	if a.Metadata == nil {
+		return []client.Reader{a.Client}
+	}
+	return []client.Reader{a.Metadata, a.Client}
+}
+
 // unusable says why the entry must not write its secret into ns, or "" if it may.
-func unusable(ns *corev1.Namespace, e *extensionsv1alpha1.BackupEntry) string {
+func unusable(ns *metav1.PartialObjectMetadata, e *extensionsv1alpha1.BackupEntry) string {
 	if ns.DeletionTimestamp != nil {
 		return "is terminating"
 	}
@@ -192,30 +252,52 @@ func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 // deleteSecret removes the etcd-backup secret unless another entry wrote it, or, when no
 // entry is named as its writer, the namespace belongs to another shoot. The namespace is read
 // only in that case: a secret this entry wrote (the name carries the shoot's uid) is its own.
+//
+// The cache's copy of the secret, if it has one, stands in for a read: the delete carries its
+// uid, so a stale copy fails the precondition and the secret is read live.
 func (a *Actuator) deleteSecret(ctx context.Context, e *extensionsv1alpha1.BackupEntry) error {
 	ref := SecretRef(e)
-	secret := &corev1.Secret{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+	if cached, err := a.cachedSecret(ctx, ref); err == nil && cached != nil {
+		err := a.deleteIfOurs(ctx, e, cached)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	live := metadataOf("Secret")
+	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("reading secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	owner, named := secret.Annotations[AnnotationCreatedBy]
+	return a.deleteIfOurs(ctx, e, live)
+}
+
+// deleteIfOurs deletes the secret s describes, exactly that one (its uid), if e wrote it.
+func (a *Actuator) deleteIfOurs(ctx context.Context, e *extensionsv1alpha1.BackupEntry, s *metav1.PartialObjectMetadata) error {
+	owner, named := s.Annotations[AnnotationCreatedBy]
 	if named && owner != e.Name {
 		return nil // a newer entry's secret (gardener#8675)
 	}
 	if !named {
-		ns := &corev1.Namespace{}
-		if err := a.Client.Get(ctx, client.ObjectKey{Name: ref.Namespace}, ns); err != nil {
-			return fmt.Errorf("reading namespace %s: %w", ref.Namespace, err)
+		ns, err := a.namespace(ctx, s.Namespace)
+		if err != nil {
+			return err
 		}
-		if _, foreign := gardener.NamespaceOwner(ns.Annotations, e.Name); foreign {
-			return nil // a re-created shoot's namespace: its secret is not ours
+		if ns != nil {
+			if _, foreign := gardener.NamespaceOwner(ns.Annotations, e.Name); foreign {
+				return nil // a re-created shoot's namespace: its secret is not ours
+			}
 		}
 	}
-	if err := a.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name}}
+	err := a.Client.Delete(ctx, secret, client.Preconditions{UID: &s.UID})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return err // not the secret s describes any more: the caller reads it again
+	default:
+		return fmt.Errorf("deleting secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
-	return nil
 }

@@ -7,10 +7,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -30,7 +34,6 @@ func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconci
 		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
 			return o.(*extensionsv1alpha1.BackupEntry).Spec.SecretRef
 		},
-		NewList:   func() client.ObjectList { return &extensionsv1alpha1.BackupEntryList{} },
 		Finalizer: Finalizer,
 		Migrates:  true,
 		Actuator:  a,
@@ -39,12 +42,32 @@ func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconci
 	}
 }
 
-// New returns the entry function.
-func New(c client.Client, js jetstream.JetStream, retention Retention, cluster string, log *zap.Logger) runtime.Function {
-	a := &Actuator{Client: c, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
+// New returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
+// nil to read everything from the API server.
+func New(c client.Client, metadata client.Reader, js jetstream.JetStream, retention Retention, cluster string, log *zap.Logger) runtime.Function {
+	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
 	return runtime.Function{
 		Name:    Name,
 		Types:   Types,
 		Handler: Reconciler(c, a, log),
 	}
+}
+
+// MetadataCacheOptions configure the cache the entry function reads metadata from: of
+// namespaces, and of secrets named etcd-backup. Metadata only: no secret value is cached.
+func MetadataCacheOptions() cache.Options {
+	return cache.Options{
+		Scheme:           kube.Scheme,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			metadataOf("Namespace"): {},
+			metadataOf("Secret"):    {Field: fields.OneTermEqualSelector("metadata.name", SecretName)},
+		},
+	}
+}
+
+func metadataOf(kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+	return m
 }

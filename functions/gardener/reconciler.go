@@ -2,6 +2,7 @@ package gardener
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,9 +13,8 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/retry"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -25,8 +25,9 @@ import (
 // Actuator does the provider work for one kind; the Reconciler owns the protocol around it.
 // Both methods must be idempotent.
 type Actuator interface {
-	// Reconcile converges the object (Create, Reconcile and Restore).
-	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) (Reconciliation, error)
+	// Reconcile converges the object (Create, Reconcile and Restore); credentials is the data
+	// of its spec.secretRef secret.
+	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (Reconciliation, error)
 	// Delete cleans up after the object.
 	Delete(ctx context.Context, obj extensionsv1alpha1.Object) (Deletion, error)
 }
@@ -49,15 +50,20 @@ type Deletion struct {
 
 // Reconciler is Gardener's extension protocol, written once: finalizers on the object and on
 // its spec.secretRef secret, the operation annotation, and lastOperation, lastError and
-// observedGeneration exactly as upstream writes them. It is a runtime.Handler.
+// observedGeneration as upstream writes them. It is a runtime.Handler.
+//
+// It spends as few API requests as it can, since in a burst they are what a function waits
+// on: it starts from the object in the event instead of reading it whenever the first write
+// proves that copy current (every write to the object carries its resourceVersion, and a
+// conflict means: read it and start over); the secret's finalizer is a strategic merge patch
+// whose answer carries the credentials; and lastOperation is written once, when the operation
+// has an outcome, not also as Processing before it.
 type Reconciler struct {
 	Client    client.Client
 	Kind      events.Kind
 	NewObject func() extensionsv1alpha1.Object
 	// SecretRef returns the object's spec.secretRef.
 	SecretRef func(extensionsv1alpha1.Object) corev1.SecretReference
-	// NewList returns an empty list of the kind, to find the other objects sharing a secret.
-	NewList   func() client.ObjectList
 	Finalizer string
 	// Migrates says the kind takes part in control-plane migration (BackupEntry). For a kind
 	// that does not (BackupBucket), a migrate annotation is reconciled like any other change.
@@ -68,7 +74,8 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// Handle re-reads the object the event names and converges it.
+// Handle converges the object the event names, starting from the event's copy of it when
+// that copy can be trusted (see fromEvent) and from a fresh read otherwise.
 func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	ref, err := events.RefOf(e)
 	if err != nil {
@@ -77,18 +84,61 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ref.Kind != r.Kind {
 		return hkruntime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
-	obj := r.NewObject()
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: ref.Name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Log.Debug("object is gone, nothing to do", zap.String("name", ref.Name))
-			return nil
+	obj, final := r.fromEvent(e, ref)
+	if final {
+		return nil
+	}
+	if obj != nil {
+		err := r.Reconcile(ctx, obj)
+		if !apierrors.IsConflict(err) {
+			return err
 		}
-		return fmt.Errorf("reading %s %s: %w", r.Kind, ref.Name, err)
+		r.Log.Debug("the event's copy is outdated: reading the object", zap.String("name", ref.Name))
+	}
+	if obj, err = r.read(ctx, ref.Name); obj == nil {
+		return err
 	}
 	return r.Reconcile(ctx, obj)
 }
 
-// Reconcile converges obj, which was just read.
+// fromEvent returns the event's copy of the object when the copy may stand in for a read:
+// when the first write it leads to carries its resourceVersion and so fails on a newer object
+// (adding our finalizer to a new object; the deletion of an object we hold, since deletion
+// never goes back), or says there is nothing left to do (final).
+func (r *Reconciler) fromEvent(e cloudevents.Event, ref events.Ref) (obj extensionsv1alpha1.Object, final bool) {
+	if deleted, _ := events.ObjectType(r.Kind, events.OpDeleted); e.Type() == deleted {
+		return nil, true // gone; a namesake has events of its own
+	}
+	obj = r.NewObject()
+	if err := json.Unmarshal(e.Data(), obj); err != nil || obj.GetName() != ref.Name || obj.GetResourceVersion() == "" ||
+		!hasStatus(e.Data()) {
+		return nil, false
+	}
+	ours := controllerutil.ContainsFinalizer(obj, r.Finalizer)
+	deleting := obj.GetDeletionTimestamp() != nil
+	switch {
+	case deleting && !ours:
+		return nil, true // released: no finalizer can be added to an object being deleted
+	case deleting == ours: // a new object without our finalizer, or one being deleted that we hold
+		return obj, false
+	}
+	return nil, false
+}
+
+// read reads the object; nil without an error means it is gone.
+func (r *Reconciler) read(ctx context.Context, name string) (extensionsv1alpha1.Object, error) {
+	obj := r.NewObject()
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Log.Debug("object is gone, nothing to do", zap.String("name", name))
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s %s: %w", r.Kind, name, err)
+	}
+	return obj, nil
+}
+
+// Reconcile converges obj. A write that finds obj outdated returns a conflict error.
 func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
 	log := r.Log.With(zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()))
 	if obj.GetAnnotations()[AnnotationOperation] == OperationWaitForState {
@@ -143,7 +193,11 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 		last != nil && last.State == gardencorev1beta1.LastOperationStateSucceeded &&
 		obj.GetExtensionStatus().GetObservedGeneration() == obj.GetGeneration()
 
-	if err := r.ensureFinalizers(ctx, obj); err != nil {
+	credentials, err := r.ensureFinalizers(ctx, obj)
+	if apierrors.IsConflict(err) {
+		return err
+	}
+	if err != nil {
 		return r.Fail(ctx, obj, t, err)
 	}
 	if operation == OperationReconcile { // removed before the work, as upstream does
@@ -151,20 +205,18 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 			return err
 		}
 	}
-	if !converged {
-		if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, fmt.Sprintf("%s %s", verb(t), r.Kind), r.Now()) }); err != nil {
-			return err
-		}
-	}
-	result, err := r.Actuator.Reconcile(ctx, obj)
+	result, err := r.Actuator.Reconcile(ctx, obj, credentials)
 	if err != nil {
 		return r.Fail(ctx, obj, t, err)
 	}
 	description := result.Description
 	if description == "" {
-		description = fmt.Sprintf("%s %s", r.Kind, pastVerb(t))
+		description = r.succeeded(t)
 	}
-	if !converged || last.Description != description {
+	// A converged object whose last success said just that needs no new word: a Create stays
+	// the Create it was.
+	unchanged := last != nil && (last.Description == description || result.Description == "" && last.Description == r.succeeded(last.Type))
+	if !converged || !unchanged {
 		log.Info("succeeded", zap.String("operation", string(t)), zap.String("description", description))
 		if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, description, r.Now()) }); err != nil {
 			return err
@@ -181,11 +233,6 @@ func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensions
 		return nil // never ours, or already released
 	}
 	t := gardencorev1beta1.LastOperationTypeDelete
-	if last := obj.GetExtensionStatus().GetLastOperation(); last == nil || last.Type != t {
-		if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, "Deleting "+string(r.Kind), r.Now()) }); err != nil {
-			return err
-		}
-	}
 	d, err := r.Actuator.Delete(ctx, obj)
 	if err != nil {
 		return r.Fail(ctx, obj, t, err)
@@ -207,9 +254,6 @@ func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensions
 // that gardenlet can delete the object without the extension purging anything.
 func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
 	t := gardencorev1beta1.LastOperationTypeMigrate
-	if err := r.patchStatus(ctx, obj, func() { setProcessing(obj, t, "Migrating "+string(r.Kind), r.Now()) }); err != nil {
-		return err
-	}
 	if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, string(r.Kind)+" migrated", r.Now()) }); err != nil {
 		return err
 	}
@@ -242,74 +286,56 @@ func (r *Reconciler) Progress(ctx context.Context, obj extensionsv1alpha1.Object
 	})
 }
 
-// RemoveFinalizers releases the object: first its spec.secretRef secret (re-read, since
-// gardenlet patches it during deletion) unless another object of the kind still uses it,
-// then the object itself.
+// RemoveFinalizers releases the object: first its spec.secretRef secret, as upstream does,
+// then the object itself. A conflict means obj is outdated: the caller reads it again.
 func (r *Reconciler) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
 	ref := r.SecretRef(obj)
-	shared, err := r.secretSharedWithOthers(ctx, obj, ref)
-	if err != nil {
-		return err
+	if _, err := r.patchSecretFinalizer(ctx, ref, "$deleteFromPrimitiveList/finalizers"); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	if !shared {
-		err := r.updateFinalizer(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &corev1.Secret{}, controllerutil.RemoveFinalizer)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
-		}
-	}
-	if err := r.updateFinalizer(ctx, client.ObjectKeyFromObject(obj), obj, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("releasing %s %s: %w", r.Kind, obj.GetName(), err)
 	}
 	return nil
 }
 
-func (r *Reconciler) secretSharedWithOthers(ctx context.Context, obj extensionsv1alpha1.Object, ref corev1.SecretReference) (bool, error) {
-	list := r.NewList()
-	if err := r.Client.List(ctx, list); err != nil {
-		return false, fmt.Errorf("listing %s objects: %w", r.Kind, err)
-	}
-	shared := false
-	err := meta.EachListItem(list, func(o runtime.Object) error {
-		other := o.(extensionsv1alpha1.Object)
-		if other.GetUID() != obj.GetUID() && r.SecretRef(other) == ref {
-			shared = true
-		}
-		return nil
-	})
-	return shared, err
-}
-
-func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
-	if err := r.updateFinalizer(ctx, client.ObjectKeyFromObject(obj), obj, controllerutil.AddFinalizer); err != nil {
-		return err
+// ensureFinalizers puts our finalizer on the object and on its spec.secretRef secret and
+// returns the secret's data.
+func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) (map[string][]byte, error) {
+	if err := r.patchFinalizer(ctx, obj, controllerutil.AddFinalizer); err != nil {
+		return nil, fmt.Errorf("adding finalizer to %s %s: %w", r.Kind, obj.GetName(), err)
 	}
 	ref := r.SecretRef(obj)
-	err := r.updateFinalizer(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &corev1.Secret{}, controllerutil.AddFinalizer)
-	if apierrors.IsNotFound(err) {
-		return missingSecret(ref)
+	secret, err := r.patchSecretFinalizer(ctx, ref, "finalizers")
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, missingSecret(ref)
+	case err != nil:
+		return nil, fmt.Errorf("adding finalizer to secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	return err
+	return secret.Data, nil
 }
 
-// updateFinalizer adds or removes our finalizer on the object at key (read into obj), with
-// optimistic locking: other controllers edit finalizers too.
-func (r *Reconciler) updateFinalizer(ctx context.Context, key client.ObjectKey, obj client.Object, change func(client.Object, string) bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if obj.GetResourceVersion() == "" || obj.GetName() == "" {
-			if err := r.Client.Get(ctx, key, obj); err != nil {
-				return err
-			}
-		}
-		base := obj.DeepCopyObject().(client.Object)
-		if !change(obj, r.Finalizer) {
-			return nil
-		}
-		err := r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		if apierrors.IsConflict(err) {
-			obj.SetResourceVersion("") // re-read on the next attempt
-		}
-		return err
-	})
+// patchFinalizer adds or removes our finalizer on obj. The patch carries obj's
+// resourceVersion: other controllers edit finalizers too, and obj may come from an event.
+func (r *Reconciler) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.Object, change func(client.Object, string) bool) error {
+	base := obj.DeepCopyObject().(client.Object)
+	if !change(obj, r.Finalizer) {
+		return nil
+	}
+	return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// patchSecretFinalizer adds (directive "finalizers") or removes ("$deleteFromPrimitiveList/
+// finalizers") our finalizer on a secret with one strategic merge patch: no read, no conflict
+// with gardenlet's own patches of the secret, and the answer is the secret.
+func (r *Reconciler) patchSecretFinalizer(ctx context.Context, ref corev1.SecretReference, directive string) (*corev1.Secret, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{directive: []string{r.Finalizer}}})
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
+	return secret, r.Client.Patch(ctx, secret, client.RawPatch(types.StrategicMergePatchType, patch))
 }
 
 func (r *Reconciler) removeAnnotation(ctx context.Context, obj extensionsv1alpha1.Object) error {
@@ -320,7 +346,7 @@ func (r *Reconciler) removeAnnotation(ctx context.Context, obj extensionsv1alpha
 	annotations := obj.GetAnnotations()
 	delete(annotations, AnnotationOperation)
 	obj.SetAnnotations(annotations)
-	return r.Client.Patch(ctx, obj, client.MergeFrom(base))
+	return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {
@@ -333,14 +359,18 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Obj
 	return nil
 }
 
-func verb(t gardencorev1beta1.LastOperationType) string {
-	switch t {
-	case gardencorev1beta1.LastOperationTypeCreate:
-		return "Creating"
-	case gardencorev1beta1.LastOperationTypeRestore:
-		return "Restoring"
+// succeeded is the description of a successful operation of type t.
+func (r *Reconciler) succeeded(t gardencorev1beta1.LastOperationType) string {
+	return fmt.Sprintf("%s %s", r.Kind, pastVerb(t))
+}
+
+// hasStatus says whether an event's copy of an object kept its status (events trim it from
+// very large objects).
+func hasStatus(data []byte) bool {
+	var probe struct {
+		Status json.RawMessage `json:"status"`
 	}
-	return "Reconciling"
+	return json.Unmarshal(data, &probe) == nil && len(probe.Status) > 0
 }
 
 func pastVerb(t gardencorev1beta1.LastOperationType) string {

@@ -57,11 +57,6 @@ func ShouldSkipOperation(obj extensionsv1alpha1.Object, t gardencorev1beta1.Last
 	return t != gardencorev1beta1.LastOperationTypeMigrate && t != gardencorev1beta1.LastOperationTypeRestore && IsMigrated(obj)
 }
 
-// setProcessing writes lastOperation as upstream does when work starts: progress 1.
-func setProcessing(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, description string, now time.Time) {
-	setLastOperation(obj, t, gardencorev1beta1.LastOperationStateProcessing, 1, description, now)
-}
-
 // setSucceeded writes the success of t: progress 100, lastError cleared, observedGeneration.
 func setSucceeded(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, description string, now time.Time) {
 	setLastOperation(obj, t, gardencorev1beta1.LastOperationStateSucceeded, 100, description, now)

@@ -3,11 +3,15 @@
 package kube
 
 import (
+	"context"
+	"fmt"
+
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -39,4 +43,23 @@ func ExtensionsRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	return rest.RESTClientFor(c)
+}
+
+// StartCache starts a controller-runtime cache with opts and waits until it has synced what
+// opts.ByObject names; informers for other types start on first use. It runs until ctx is done.
+func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+	c, err := cache.New(cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating cache: %w", err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	for obj := range opts.ByObject {
+		if _, err := c.GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("starting the informer for %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
+		}
+	}
+	if !c.WaitForCacheSync(ctx) {
+		return nil, fmt.Errorf("cache did not sync: %w", ctx.Err())
+	}
+	return c, nil
 }

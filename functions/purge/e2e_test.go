@@ -43,7 +43,7 @@ func start(t *testing.T, withoutPurge bool) *fixture {
 	p := pipeline.Start(t)
 	providers := objectstore.NewRegistry(azure.New())
 	p.Run(bucket.New(p.Client, providers, p.Log.Named("bucket")))
-	p.Run(entry.New(p.Client, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
+	p.Run(entry.New(p.Client, nil, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
 	if !withoutPurge {
 		p.Run(purge.New(p.Client, p.JS, providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")), runtime.WithAckWait(3*time.Second))
 	}

@@ -52,6 +52,8 @@ type Purger struct {
 	ProgressInterval time.Duration
 	// KeyRetries is how often keys that failed to delete are tried again within one run.
 	KeyRetries int
+
+	stores openStores
 }
 
 // New returns the purge function.
@@ -139,7 +141,7 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 		return 0, err
 	}
 	lastReport := time.Now()
-	return DeletePrefix(ctx, store, prefix, p.KeyRetries, func(deleted, total int) {
+	deleted, err := DeletePrefix(ctx, store, prefix, p.KeyRetries, func(deleted, total int) {
 		if deleted == 0 {
 			log.Info("purging", zap.String("prefix", prefix), zap.Int("objects", total))
 			return
@@ -155,6 +157,10 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 			log.Warn("cannot record progress", zap.Error(err))
 		}
 	})
+	if err != nil {
+		p.stores.forget(be.Spec.BucketName)
+	}
+	return deleted, err
 }
 
 // DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
@@ -264,9 +270,15 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 // uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
 // is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. An
 // absent BackupBucket object never means the backups are gone: only the store can say that.
+//
+// A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
 func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
 	providerType, secretRef := be.Spec.Type, be.Spec.SecretRef
-	if !gardener.IsSourceEntry(be.Name) {
+	source := gardener.IsSourceEntry(be.Name)
+	if !source {
+		if store := p.stores.get(be.Spec.BucketName); store != nil {
+			return store, nil
+		}
 		bucket := &extensionsv1alpha1.BackupBucket{}
 		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
 		case err == nil:
@@ -286,6 +298,9 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 	store, err := provider.Open(be.Spec.BucketName, credentials)
 	if err != nil {
 		return nil, gardener.StoreError(err)
+	}
+	if !source {
+		p.stores.put(be.Spec.BucketName, store)
 	}
 	return store, nil
 }

@@ -1,0 +1,50 @@
+package purge
+
+import (
+	"sync"
+	"time"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// storeTTL is how long a warm instance reuses a bucket's store. In a mass deletion every
+// purge in a bucket would otherwise read the same BackupBucket and credentials again; a
+// rotated credential is picked up after this long, or at once when the old one fails.
+const storeTTL = 30 * time.Second
+
+// openStores are the stores this instance opened recently, by bucket.
+type openStores struct {
+	mu       sync.Mutex
+	byBucket map[string]openStore
+}
+
+type openStore struct {
+	store objectstore.Store
+	until time.Time
+}
+
+func (s *openStores) get(bucket string) objectstore.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.byBucket[bucket]; ok && time.Now().Before(o.until) {
+		return o.store
+	}
+	delete(s.byBucket, bucket)
+	return nil
+}
+
+func (s *openStores) put(bucket string, store objectstore.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byBucket == nil {
+		s.byBucket = map[string]openStore{}
+	}
+	s.byBucket[bucket] = openStore{store: store, until: time.Now().Add(storeTTL)}
+}
+
+// forget drops the bucket's store after it failed: the next purge opens it afresh.
+func (s *openStores) forget(bucket string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byBucket, bucket)
+}
