@@ -7,6 +7,7 @@ package bridge
 // metrics and the tables printed on stdout are the results.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,12 +22,16 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
@@ -37,7 +42,12 @@ const (
 	// throughputEntries are listed by the bridge and, as many messages, published raw.
 	throughputEntries = 5000
 	// memoryEntries are cached by the bridge whose heap is measured.
-	memoryEntries = 10_000
+	memoryEntries = 5000
+	// unrelatedSecrets are created in namespaces no BackupBucket or BackupEntry references.
+	unrelatedSecrets    = 10_000
+	unrelatedNamespaces = 100
+	// rawSyncPublishers publish raw messages concurrently, each waiting for its ack.
+	rawSyncPublishers = 8
 	// createWorkers create the objects concurrently, without client-side rate limit.
 	createWorkers = 16
 	// benchWait bounds every wait of the benchmarks.
@@ -46,24 +56,29 @@ const (
 
 // BenchmarkBridgeThroughput measures events per second from informer to JetStream ack for
 // BackupEntries that exist before the bridge starts (the relist after every restart), and raw
-// JetStream publish throughput of as many comparable messages, with as many concurrent
-// publishers, on the same nats-server and stream.
+// JetStream publish throughput of as many comparable messages on the same nats-server and
+// stream: asynchronously with as many acks outstanding as the bridge allows, and synchronously
+// with several goroutines. The bridge is compared with the faster of the two.
+//
+// The bridge's publish throughput is timed from its first event (the entries' handler sees
+// the first listed entry) to the last ack: the list before it is the API server's work, timed
+// and printed separately. It includes building and encoding every event, which raw publish
+// of pre-encoded messages does not.
 func BenchmarkBridgeThroughput(b *testing.B) {
 	quietLibraries()
 	h := newHarness(b)
 	ctx := context.Background()
 	const n = throughputEntries
-	workers := defaultWorkers()
+	window := defaultOptions().MaxInFlight
 
 	createStart := time.Now()
 	createEntries(h, n, false)
 	created := time.Since(createStart)
 
 	// As many events about the same entries as the bridge publishes, with other ids.
-	raw := encodedEntries(h, "bench-raw", n)
-	// Warm the stream up so that neither measurement pays for its first writes, then empty it.
-	warmUp := encodedEntries(h, "bench-warmup", 200)
-	if _, _, err := publishConcurrently(ctx, h, warmUp, workers); err != nil {
+	rawAsync, rawSync := encodedEntries(h, "bench-raw-async", n), encodedEntries(h, "bench-raw-sync", n)
+	// Warm the stream up so that no measurement pays for its first writes, then empty it.
+	if _, _, err := publishAsync(h, encodedEntries(h, "bench-warmup", 500), window); err != nil {
 		b.Fatal(err)
 	}
 	purgeRecordStream(h)
@@ -74,68 +89,74 @@ func BenchmarkBridgeThroughput(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var firstEvent atomic.Int64
+	if _, err := br.entries.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+		firstEvent.CompareAndSwap(0, time.Now().UnixNano())
+	}}); err != nil {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	stop := runBridge(b, br)
-	var listed time.Duration
-	deadline := start.Add(benchWait)
-	for publishedSynced(br) < n {
-		if listed == 0 && br.entries.HasSynced() {
-			listed = time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("after %s only %v of %d synced events acknowledged", benchWait, publishedSynced(br), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	bridgeTime := time.Since(start)
-	if listed == 0 {
-		listed = bridgeTime
-	}
+	poll(b, "every synced event acknowledged", func() bool { return publishedSynced(br) >= n })
+	end := time.Now()
 	stop()
 	if d := testutil.ToFloat64(br.metrics.duplicates); d != 0 {
 		b.Fatalf("JetStream reported %v of the bridge's events as duplicates; the stream was not fresh", d)
 	}
 	retries := testutil.ToFloat64(br.metrics.publishErrors)
+	first := time.Unix(0, firstEvent.Load())
+	bridgeTotal, bridgePublish, listed := end.Sub(start), end.Sub(first), first.Sub(start)
 
-	// Raw publish of the pre-encoded events, into the emptied stream.
+	// Raw publish of the pre-encoded events, each way into the emptied stream.
 	purgeRecordStream(h)
-	rawTime, dups, err := publishConcurrently(ctx, h, raw, workers)
+	asyncTime, asyncDups, err := publishAsync(h, rawAsync, window)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if dups != 0 {
-		b.Fatalf("JetStream reported %d raw messages as duplicates", dups)
+	purgeRecordStream(h)
+	syncTime, syncDups, err := publishConcurrently(ctx, h, rawSync, rawSyncPublishers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if asyncDups+syncDups != 0 {
+		b.Fatalf("JetStream reported %d raw messages as duplicates", asyncDups+syncDups)
 	}
 
-	bridgeRate := float64(n) / bridgeTime.Seconds()
-	rawRate := float64(n) / rawTime.Seconds()
+	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
+	rawRate := max(rate(asyncTime), rate(syncTime))
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(bridgeRate, "bridge-events/s")
+	b.ReportMetric(rate(bridgePublish), "bridge-events/s")
 	b.ReportMetric(rawRate, "raw-publish/s")
-	b.ReportMetric(bridgeRate/rawRate, "bridge/raw")
+	b.ReportMetric(rate(bridgePublish)/rawRate, "bridge/raw")
 	b.ReportMetric(listed.Seconds(), "list-s")
 
-	fmt.Printf("\nBridge throughput: %d BackupEntries existing at start (created in %.1fs), %d bridge workers;\n"+
-		"raw: %d goroutines publishing pre-encoded events and waiting for acks. Same nats-server and stream.\n",
-		n, created.Seconds(), workers, workers)
-	fmt.Printf("  %-42s %6s %9s %11s %11s\n", "what", "N", "seconds", "per second", "bridge/raw")
-	fmt.Printf("  %-42s %6d %9.3f %11.0f %11.2f\n", "bridge: informer list to last ack", n, bridgeTime.Seconds(), bridgeRate, bridgeRate/rawRate)
-	fmt.Printf("  %-42s %6d %9.3f %11.0f %11s\n", "  of which entries listed (informer sync)", n, listed.Seconds(), float64(n)/listed.Seconds(), "-")
-	fmt.Printf("  %-42s %6d %9.3f %11.0f %11.2f\n", "raw JetStream publish to ack", n, rawTime.Seconds(), rawRate, 1.0)
+	fmt.Printf("\nBridge throughput: %d BackupEntries existing at start (created in %.1fs), bridge with %d acks outstanding;\n"+
+		"raw: the same events pre-encoded with other ids. Same nats-server and stream; bridge/raw against the faster raw.\n",
+		n, created.Seconds(), window)
+	fmt.Printf("  %-48s %6s %9s %11s %10s\n", "what", "N", "seconds", "per second", "bridge/raw")
+	row := func(what string, d time.Duration, ratio string) {
+		fmt.Printf("  %-48s %6d %9.3f %11.0f %10s\n", what, n, d.Seconds(), rate(d), ratio)
+	}
+	row("bridge: first event to last ack (publish)", bridgePublish, fmt.Sprintf("%.2f", rate(bridgePublish)/rawRate))
+	row("bridge: Run to last ack (list included)", bridgeTotal, fmt.Sprintf("%.2f", rate(bridgeTotal)/rawRate))
+	row("  of which Run to first event (list)", listed, "-")
+	row(fmt.Sprintf("raw: async, %d acks outstanding", window), asyncTime, "-")
+	row(fmt.Sprintf("raw: sync, %d goroutines", rawSyncPublishers), syncTime, "-")
 	if retries > 0 {
 		fmt.Printf("  (the bridge retried %v publishes)\n", retries)
 	}
 }
 
-// BenchmarkBridgeMemoryPer10kEntries measures the heap a bridge holds once it cached and
-// published 10,000 realistic BackupEntries.
+// BenchmarkBridgeMemory measures the heap and the API requests of a bridge that cached and
+// published 5,000 realistic BackupEntries, first alone, then with 10,000 secrets in 100
+// namespaces that no BackupBucket or BackupEntry references, which must cost it nothing.
 //
 // nats-server runs in this process too and keeps state for the messages just stored (mostly
 // its cache of the blocks just written, dropped some seconds later), so the bridge's share is
 // what stopping it frees: heap with the synced bridge running minus heap right after it
-// stopped. The growth from before the bridge started, nats-server's included, is printed
-// beside it.
-func BenchmarkBridgeMemoryPer10kEntries(b *testing.B) {
+// stopped, both after runtime.GC. The growth from before the bridge started, nats-server's
+// included, is printed beside it.
+func BenchmarkBridgeMemory(b *testing.B) {
 	quietLibraries()
 	h := newHarness(b)
 	const n = memoryEntries
@@ -143,32 +164,59 @@ func BenchmarkBridgeMemoryPer10kEntries(b *testing.B) {
 	createStart := time.Now()
 	createEntries(h, n, true)
 	created := time.Since(createStart)
+	// The entries' credentials: the secret every benchEntry references, in garden.
+	createSecrets(h, []string{"garden"}, 1, "backup-seed-bucket")
 
-	before, running, after := measureBridgeHeap(h, n)
-	retained := float64(running) - float64(after)
-	growth := float64(running) - float64(before)
-	per10k := 10_000 / float64(n)
+	alone := measureBridge(h, n)
+	createStart = time.Now()
+	namespaces := make([]string, unrelatedNamespaces)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("shoot--proj%02d--shoot%04d", i%40, i)
+	}
+	createSecrets(h, namespaces, unrelatedSecrets/unrelatedNamespaces, "")
+	secretsCreated := time.Since(createStart)
+	crowded := measureBridge(h, n)
 
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(retained*per10k, "heap-bytes/10k-entries")
-	b.ReportMetric(growth*per10k, "heap-growth-bytes/10k-entries")
+	b.ReportMetric(alone.retained/n, "heap-bytes/entry")
+	b.ReportMetric(crowded.retained-alone.retained, "heap-bytes-unrelated-secrets")
+	b.ReportMetric(crowded.requests-alone.requests, "requests-unrelated-secrets")
 
 	const mib = 1 << 20
-	fmt.Printf("\nBridge memory: %d BackupEntries cached and published (created with status in %.1fs),\n"+
-		"heap allocated after runtime.GC, nats-server in the same process.\n", n, created.Seconds())
-	fmt.Printf("  %-50s %7s %9s %11s\n", "what", "entries", "MiB", "bytes/entry")
-	fmt.Printf("  %-50s %7d %9.1f %11.0f\n", "held by the bridge (running minus stopped)", n, retained/mib, retained/n)
-	fmt.Printf("  %-50s %7d %9.1f %11.0f\n", "growth from start to all published (+nats-server)", n, growth/mib, growth/n)
-	fmt.Printf("  %-50s %7d %9.1f %11s\n", "  heap before the bridge started", n, float64(before)/mib, "-")
+	fmt.Printf("\nBridge memory: %d BackupEntries cached and published (created with status in %.1fs), their secret\n"+
+		"in garden; then %d secrets in %d other namespaces (created in %.1fs). Heap after runtime.GC,\n"+
+		"nats-server in the same process; requests are the bridge's to the API server until it synced.\n",
+		n, created.Seconds(), unrelatedSecrets, unrelatedNamespaces, secretsCreated.Seconds())
+	fmt.Printf("  %-50s %14s %16s %10s\n", "what", "entries alone", "+10k unrelated", "difference")
+	row := func(what string, format string, scale float64, get func(bridgeCost) float64) {
+		a, c := get(alone)/scale, get(crowded)/scale
+		fmt.Printf("  %-50s %14s %16s %10s\n", what, fmt.Sprintf(format, a), fmt.Sprintf(format, c), fmt.Sprintf(format, c-a))
+	}
+	row("held by the bridge, MiB (running minus stopped)", "%.2f", mib, func(c bridgeCost) float64 { return c.retained })
+	row("  per entry, bytes", "%.0f", n, func(c bridgeCost) float64 { return c.retained })
+	row("growth from start to all published, MiB (+nats)", "%.2f", mib, func(c bridgeCost) float64 { return c.growth })
+	row("API requests (list and watch)", "%.0f", 1, func(c bridgeCost) float64 { return c.requests })
+	row("secrets cached by the bridge", "%.0f", 1, func(c bridgeCost) float64 { return float64(c.secrets) })
 }
 
-// measureBridgeHeap returns the heap allocated before a bridge starts, once it acknowledged a
-// synced event for each of the n entries and its queue is empty, and after it stopped.
-func measureBridgeHeap(h *harness, n int) (before, running, after uint64) {
+// bridgeCost is what one bridge run cost.
+type bridgeCost struct {
+	retained, growth float64 // heap bytes: freed by stopping the bridge; grown since before it started
+	requests         float64 // requests to the API server until every entry was published
+	secrets          int     // secrets in the bridge's caches
+}
+
+// measureBridge runs a bridge until it acknowledged a synced event for each of the n entries
+// and its queue is empty, and measures the heap before, then and after it stopped.
+func measureBridge(h *harness, n int) bridgeCost {
 	h.t.Helper()
-	before = heapAlloc()
+	var c bridgeCost
+	before := heapAlloc()
+	var running uint64
 	func() {
-		br, err := New(h.env.Kube.Config, h.js, nil, Options{Cluster: cluster, Logger: zap.NewNop()})
+		reg := prometheus.NewRegistry()
+		cfg := kube.Instrument(rest.CopyConfig(h.env.Kube.Config), reg)
+		br, err := New(cfg, h.js, nil, Options{Cluster: cluster, Logger: zap.NewNop()})
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -181,9 +229,29 @@ func measureBridgeHeap(h *harness, n int) (before, running, after uint64) {
 		if got := len(br.entries.GetStore().ListKeys()); got != n {
 			h.t.Fatalf("bridge caches %d entries, want %d", got, n)
 		}
+		c.requests = requestsSent(h.t, reg)
+		c.secrets = len(cachedSecrets(br))
 	}()
-	after = heapAlloc()
-	return before, running, after
+	after := heapAlloc()
+	c.retained, c.growth = float64(running)-float64(after), float64(running)-float64(before)
+	return c
+}
+
+// requestsSent sums kube.RequestsMetric over verbs.
+func requestsSent(tb testing.TB, g prometheus.Gatherer) float64 {
+	families, err := g.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() == kube.RequestsMetric {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // quietLibraries discards klog's and controller-runtime's logs, so that stdout holds the
@@ -198,10 +266,10 @@ func heapAlloc() uint64 {
 	return m.HeapAlloc
 }
 
-func defaultWorkers() int {
+func defaultOptions() Options {
 	var o Options
 	o.defaults()
-	return o.Workers
+	return o
 }
 
 // runBridge runs br; the returned function stops it and waits until Run returned.
@@ -232,7 +300,8 @@ func poll(tb testing.TB, what string, cond func() bool) {
 }
 
 // benchEntry is BackupEntry i as gardenlet names it (the shoot's technical id and uid), with a
-// few labels and annotations and a finalizer.
+// few labels and annotations and a finalizer; like every entry of a bucket, its secretRef is
+// the bucket's secret in garden.
 func benchEntry(i int) *extensionsv1alpha1.BackupEntry {
 	sum := sha256.Sum256(fmt.Appendf(nil, "shoot-%d", i))
 	h := hex.EncodeToString(sum[:16])
@@ -249,7 +318,6 @@ func benchEntry(i int) *extensionsv1alpha1.BackupEntry {
 	}
 	e.Finalizers = []string{"extensions.gardener.cloud/backupentry"}
 	e.Spec.BucketName = "3d9c1a7e-5b2f-4c8d-9e6a-0f1b2c3d4e5f"
-	e.Spec.SecretRef = corev1.SecretReference{Name: "entry-" + e.Name, Namespace: "garden"}
 	return e
 }
 
@@ -285,6 +353,42 @@ func createEntries(h *harness, n int, withStatus bool) {
 			}
 			return nil
 		})
+	}
+	if err := g.Wait(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// createSecrets creates perNamespace secrets of about 1 KiB in each namespace (and the
+// namespace), named name if given, else secret-<i>.
+func createSecrets(h *harness, namespaces []string, perNamespace int, name string) {
+	h.t.Helper()
+	cfg := rest.CopyConfig(h.env.Kube.Config)
+	cfg.QPS = -1
+	c, err := kube.NewClient(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), benchWait)
+	defer cancel()
+	for _, ns := range namespaces {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); client.IgnoreAlreadyExists(err) != nil {
+			h.t.Fatal(err)
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(createWorkers)
+	for _, ns := range namespaces {
+		for i := range perNamespace {
+			g.Go(func() error {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+					Data: map[string][]byte{"key": bytes.Repeat([]byte{byte('a' + i%26)}, 1000)}}
+				if name == "" {
+					s.Name = fmt.Sprintf("secret-%d", i)
+				}
+				return c.Create(ctx, s)
+			})
+		}
 	}
 	if err := g.Wait(); err != nil {
 		h.t.Fatal(err)
@@ -342,6 +446,41 @@ func publishConcurrently(ctx context.Context, h *harness, msgs []*nats.Msg, publ
 	}
 	wg.Wait()
 	return time.Since(start), int(dups.Load()), errors.Join(errs...)
+}
+
+// publishAsync publishes msgs without waiting for each ack, with at most window acks
+// outstanding (nats.go's own bound), waits for every ack and returns the wall time and how
+// many acks reported duplicates.
+func publishAsync(h *harness, msgs []*nats.Msg, window int) (time.Duration, int, error) {
+	js, err := jetstream.New(h.nc, jetstream.WithPublishAsyncMaxPending(window))
+	if err != nil {
+		return 0, 0, err
+	}
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	start := time.Now()
+	for i, m := range msgs {
+		if futures[i], err = js.PublishMsgAsync(m); err != nil {
+			return 0, 0, fmt.Errorf("publishing %s: %w", m.Subject, err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(benchWait):
+		return 0, 0, fmt.Errorf("acks outstanding after %s", benchWait)
+	}
+	elapsed := time.Since(start)
+	dups := 0
+	for i, f := range futures {
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				dups++
+			}
+		case err := <-f.Err():
+			return 0, 0, fmt.Errorf("publishing %s: %w", msgs[i].Subject, err)
+		}
+	}
+	return elapsed, dups, nil
 }
 
 func purgeRecordStream(h *harness) {

@@ -3,12 +3,10 @@ package bridge
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -29,9 +27,13 @@ const (
 	byEntryNamespace = "entryNamespace"
 	// bySecretRef indexes BackupBuckets and BackupEntries by their spec.secretRef.
 	bySecretRef = "secretRef"
+	// bySecretNamespace indexes handled BackupBuckets and BackupEntries by the namespace of
+	// their spec.secretRef.
+	bySecretNamespace = "secretNamespace"
 )
 
-// Bridge watches BackupBuckets, BackupEntries and Namespaces and publishes events.
+// Bridge watches BackupBuckets, BackupEntries, Namespaces and the Secrets they reference,
+// and publishes events.
 type Bridge struct {
 	opts      Options
 	filter    filter
@@ -40,10 +42,14 @@ type Bridge struct {
 	metrics   *metrics
 	log       *zap.Logger
 
-	buckets, entries, namespaces, secrets cache.SharedIndexInformer
+	buckets, entries, namespaces cache.SharedIndexInformer
+	secrets                      *secretWatch
+	// handlersSynced report whether the handlers received the informers' initial lists.
+	handlersSynced []cache.InformerSynced
 
-	synced   atomic.Bool
-	inFlight sync.WaitGroup
+	synced atomic.Bool
+	// unacked counts the events taken from the queue and not yet finished.
+	unacked atomic.Int64
 }
 
 // New creates a bridge reading from the API server at cfg and publishing with p; metrics
@@ -72,41 +78,39 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	}
 	b.buckets = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(rc, "backupbuckets", "", fields.Everything()),
-		&extensionsv1alpha1.BackupBucket{}, opts.ResyncPeriod, cache.Indexers{bySecretRef: secretRefIndex})
+		&extensionsv1alpha1.BackupBucket{}, opts.ResyncPeriod, cache.Indexers{
+			bySecretRef:       secretRefIndex,
+			bySecretNamespace: b.secretNamespaceIndex,
+		})
 	b.entries = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(rc, "backupentries", "", fields.Everything()),
 		&extensionsv1alpha1.BackupEntry{}, opts.ResyncPeriod, cache.Indexers{
 			byEntryNamespace: func(obj any) ([]string, error) {
 				return []string{gardener.EntryNamespace(obj.(client.Object).GetName())}, nil
 			},
-			bySecretRef: secretRefIndex,
+			bySecretRef:       secretRefIndex,
+			bySecretNamespace: b.secretNamespaceIndex,
 		})
 	b.namespaces = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "namespaces", "", fields.Everything()),
 		&corev1.Namespace{}, 0, cache.Indexers{})
-	b.secrets = cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "secrets", "", fields.Everything()),
-		&corev1.Secret{}, 0, cache.Indexers{})
-	// Trim what the informers cache: managedFields are large and no event carries them;
-	// secret values are never kept, only a digest to notice that they changed.
+	b.secrets = &secretWatch{client: cs.CoreV1().RESTClient(), users: b.secretUsers, handler: b.secretHandler, log: opts.Logger}
+	// Trim what the informers cache: managedFields are large and no event carries them.
 	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces} {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, err
 		}
 	}
-	if err := b.secrets.SetTransform(digestSecret); err != nil {
-		return nil, err
-	}
-	for kind, inf := range map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries} {
-		if _, err := inf.AddEventHandler(b.objectHandler(kind)); err != nil {
+	for inf, handler := range map[cache.SharedIndexInformer]cache.ResourceEventHandler{
+		b.buckets:    b.objectHandler(events.KindBackupBucket),
+		b.entries:    b.objectHandler(events.KindBackupEntry),
+		b.namespaces: cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated},
+	} {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if _, err := b.namespaces.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated}); err != nil {
-		return nil, err
-	}
-	if _, err := b.secrets.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.secretAdded, UpdateFunc: b.secretUpdated}); err != nil {
-		return nil, err
+		b.handlersSynced = append(b.handlersSynced, reg.HasSynced)
 	}
 	return b, nil
 }
@@ -128,83 +132,48 @@ func (b *Bridge) Pending() int { return b.queue.pending() }
 // at most FlushTimeout. What is left unpublished is not lost: the next start re-lists every
 // object and emits its state.
 func (b *Bridge) Run(ctx context.Context) error {
-	stop := make(chan struct{})
+	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatching()
+	b.secrets.run(watchCtx) // before the object informers, whose handlers start secret informers
 	var informers sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces, b.secrets} {
-		informers.Go(func() { inf.Run(stop) })
+	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces} {
+		informers.Go(func() { inf.RunWithContext(watchCtx) })
 	}
 
-	publishCtx, cancelPublish := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelPublish()
-	var workers sync.WaitGroup
-	for range b.opts.Workers {
-		workers.Go(func() { b.work(publishCtx) })
-	}
+	publishCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPublishing()
+	acks := make(chan inFlight, b.opts.MaxInFlight)
+	var publishing sync.WaitGroup
+	publishing.Go(func() { b.dispatch(publishCtx, acks) })
+	publishing.Go(func() { b.awaitAcks(publishCtx, acks) })
 
-	if cache.WaitForCacheSync(ctx.Done(), b.buckets.HasSynced, b.entries.HasSynced, b.namespaces.HasSynced, b.secrets.HasSynced) {
+	// The secret informers started for the objects of the initial lists are waited for too:
+	// a secret created after Synced must be announced, not be part of an initial list.
+	if cache.WaitForCacheSync(ctx.Done(), b.handlersSynced...) && cache.WaitForCacheSync(ctx.Done(), b.secrets.hasSynced) {
 		b.synced.Store(true)
 		b.log.Info("informers synced", zap.Int("buckets", len(b.buckets.GetStore().ListKeys())),
-			zap.Int("entries", len(b.entries.GetStore().ListKeys())))
+			zap.Int("entries", len(b.entries.GetStore().ListKeys())), zap.Strings("secretNamespaces", b.secrets.watched()))
 	}
 	<-ctx.Done()
 
-	close(stop)
+	stopWatching()
 	informers.Wait()
+	b.secrets.stop()
 	b.flush()
+	stopPublishing()
 	b.queue.shutdown()
-	cancelPublish()
-	workers.Wait()
+	publishing.Wait()
 	return nil
 }
 
-// flush waits until the queue is empty or FlushTimeout passed.
+// flush waits until every queued event is acknowledged or FlushTimeout passed.
 func (b *Bridge) flush() {
 	deadline := time.Now().Add(b.opts.FlushTimeout)
-	for b.queue.pending() > 0 && time.Now().Before(deadline) {
+	for (b.queue.pending() > 0 || b.unacked.Load() > 0) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.inFlight.Wait()
-	if n := b.queue.pending(); n > 0 {
+	if n := b.queue.pending() + int(b.unacked.Load()); n > 0 {
 		b.log.Warn("shutting down with unpublished events; the next start re-emits the objects' state",
 			zap.Int("pending", n))
 	}
-}
-
-func (b *Bridge) work(ctx context.Context) {
-	for {
-		key, e, ok := b.queue.next()
-		if !ok {
-			return
-		}
-		b.inFlight.Add(1)
-		err := b.publish(ctx, e)
-		b.queue.done(key, e, err != nil)
-		b.inFlight.Done()
-	}
-}
-
-func (b *Bridge) publish(ctx context.Context, e cloudevents.Event) error {
-	msg, err := events.Encode(e)
-	if err != nil {
-		// Our own event failed our own contract: a bug, not a transient fault. Retrying
-		// cannot help; say loudly what it was.
-		b.log.Error("dropping event that does not encode", zap.String("type", e.Type()),
-			zap.String("subject", e.Subject()), zap.Error(err))
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, b.opts.PublishTimeout)
-	defer cancel()
-	start := time.Now()
-	ack, err := b.publisher.PublishMsg(ctx, msg)
-	if err != nil {
-		b.metrics.publishErrors.Inc()
-		b.log.Debug("publish failed, will retry", zap.String("subject", msg.Subject), zap.Error(err))
-		return fmt.Errorf("publishing %s: %w", msg.Subject, err)
-	}
-	b.metrics.latency.Observe(time.Since(start).Seconds())
-	b.metrics.published.WithLabelValues(e.Type()).Inc()
-	if ack.Duplicate {
-		b.metrics.duplicates.Inc()
-	}
-	return nil
 }

@@ -396,3 +396,14 @@ func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T
 		}
 	}
 }
+
+// cachedSecrets lists the keys of the secrets the bridge's informers hold.
+func cachedSecrets(b *Bridge) []string {
+	b.secrets.mu.Lock()
+	defer b.secrets.mu.Unlock()
+	var keys []string
+	for _, ns := range b.secrets.namespaces {
+		keys = append(keys, ns.informer.GetStore().ListKeys()...)
+	}
+	return keys
+}

@@ -47,7 +47,7 @@ func ParseCommand(args []string) (*Command, error) {
 	fs.Var(&c.types, "types", "provider types to handle (spec.type), comma-separated; empty: all")
 	fs.Var(&c.classes, "classes", "extension classes to handle, comma-separated (default shoot; unset class means shoot)")
 	fs.DurationVar(&c.Bridge.ResyncPeriod, "resync-period", 30*time.Minute, "re-announce every object this often (0: only at start)")
-	fs.IntVar(&c.Bridge.Workers, "workers", 8, "concurrent publishers")
+	fs.IntVar(&c.Bridge.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "published events awaiting their JetStream ack at once")
 	fs.DurationVar(&c.StreamMaxAge, "stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events")
 	fs.IntVar(&c.StreamReplicas, "stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")

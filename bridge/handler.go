@@ -19,9 +19,14 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 				op = events.OpSynced
 			}
 			b.enqueue(kind, op, obj)
+			b.watchSecretsOf(obj, !isInInitialList)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			old, cur := oldObj.(client.Object), newObj.(client.Object)
+			if was, is := b.secretNamespace(old), b.secretNamespace(cur); was != is {
+				b.watchSecretsOf(cur, true)
+				b.secrets.release(was)
+			}
 			switch {
 			case old.GetResourceVersion() == cur.GetResourceVersion():
 				b.enqueue(kind, events.OpSynced, cur) // periodic resync
@@ -37,7 +42,16 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 				obj = tombstone.Obj
 			}
 			b.enqueue(kind, events.OpDeleted, obj)
+			b.secrets.release(b.secretNamespace(obj))
 		},
+	}
+}
+
+// watchSecretsOf makes sure the secrets in the namespace of obj's spec.secretRef are watched.
+// announceExisting is false for the objects of the initial list (see secretHandler).
+func (b *Bridge) watchSecretsOf(obj any, announceExisting bool) {
+	if ns := b.secretNamespace(obj); ns != "" {
+		b.secrets.watch(ns, announceExisting)
 	}
 }
 

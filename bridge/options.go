@@ -6,6 +6,10 @@ import (
 	"go.uber.org/zap"
 )
 
+// DefaultMaxInFlight is enough acks outstanding for JetStream's publish throughput, and few
+// enough that an outage holds little in flight (the rest waits, coalesced, in the queue).
+const DefaultMaxInFlight = 256
+
 // Options configure a Bridge.
 type Options struct {
 	// Cluster names the cluster in every event's source (not the API server's address).
@@ -17,8 +21,8 @@ type Options struct {
 	Classes []string
 	// ResyncPeriod is how often every object is re-announced as synced (0: only at start).
 	ResyncPeriod time.Duration
-	// Workers publish concurrently, each waiting for its ack.
-	Workers int
+	// MaxInFlight bounds the published events waiting for their ack at once.
+	MaxInFlight int
 	// PublishTimeout bounds one publish attempt.
 	PublishTimeout time.Duration
 	// MaxRetryDelay caps the backoff between attempts for one object.
@@ -32,8 +36,8 @@ func (o *Options) defaults() {
 	if len(o.Classes) == 0 {
 		o.Classes = []string{"shoot"}
 	}
-	if o.Workers <= 0 {
-		o.Workers = 8
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = DefaultMaxInFlight
 	}
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = 5 * time.Second

@@ -2,12 +2,101 @@ package bridge
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/events"
 )
 
-// Publisher publishes one message and returns once JetStream acknowledged it.
+// Publisher publishes a message without waiting for JetStream's ack; the future resolves
+// with the ack or an error (jetstream.JetStream is one).
 type Publisher interface {
-	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+}
+
+// inFlight is a published event whose ack has not been seen yet.
+type inFlight struct {
+	key    string
+	event  cloudevents.Event
+	future jetstream.PubAckFuture
+	sent   time.Time
+}
+
+// dispatch takes events from the queue and publishes them with at most MaxInFlight acks
+// outstanding, handing each to awaitAcks in publish order. Waiting for every ack before the
+// next publish (one round trip per event and worker) was the bridge's bottleneck. A key stays
+// taken from the queue until its ack is in, so an object has at most one event in flight and
+// its events reach the stream in order. Once ctx is done, what is left in the queue is put
+// back unpublished.
+func (b *Bridge) dispatch(ctx context.Context, acks chan<- inFlight) {
+	defer close(acks)
+	for {
+		key, e, ok := b.queue.next()
+		if !ok {
+			return
+		}
+		b.unacked.Add(1)
+		if ctx.Err() != nil {
+			b.finish(key, e, ctx.Err())
+			continue
+		}
+		msg, err := events.Encode(e)
+		if err != nil {
+			// Our own event failed our own contract: a bug, not a transient fault. Retrying
+			// cannot help; say loudly what it was.
+			b.log.Error("dropping event that does not encode", zap.String("type", e.Type()),
+				zap.String("subject", e.Subject()), zap.Error(err))
+			b.finish(key, e, nil)
+			continue
+		}
+		sent := time.Now()
+		future, err := b.publisher.PublishMsgAsync(msg)
+		if err != nil {
+			b.finish(key, e, fmt.Errorf("publishing %s: %w", msg.Subject, err))
+			continue
+		}
+		acks <- inFlight{key: key, event: e, future: future, sent: sent} // blocks while the window is full
+	}
+}
+
+// awaitAcks waits for the acks of the published events, oldest first (JetStream acks in
+// order), each for at most PublishTimeout from its publish or until ctx is done, and finishes
+// their keys.
+func (b *Bridge) awaitAcks(ctx context.Context, acks <-chan inFlight) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for p := range acks {
+		timer.Reset(b.opts.PublishTimeout - time.Since(p.sent))
+		select {
+		case ack := <-p.future.Ok():
+			b.metrics.latency.Observe(time.Since(p.sent).Seconds())
+			b.metrics.published.WithLabelValues(p.event.Type()).Inc()
+			if ack.Duplicate {
+				b.metrics.duplicates.Inc()
+			}
+			b.finish(p.key, p.event, nil)
+		case err := <-p.future.Err():
+			b.finish(p.key, p.event, fmt.Errorf("publishing %s: %w", p.event.Subject(), err))
+		case <-ctx.Done():
+			b.finish(p.key, p.event, ctx.Err())
+		case <-timer.C:
+			// A late ack is harmless: the retry carries the same Nats-Msg-Id.
+			b.finish(p.key, p.event, fmt.Errorf("publishing %s: no ack within %s", p.event.Subject(), b.opts.PublishTimeout))
+		}
+	}
+}
+
+// finish ends key's turn; a failed event goes back to the queue and is retried with backoff.
+func (b *Bridge) finish(key string, e cloudevents.Event, err error) {
+	if err != nil {
+		b.metrics.publishErrors.Inc()
+		b.log.Debug("publish failed, will retry", zap.String("type", e.Type()), zap.String("name", e.Subject()), zap.Error(err))
+	}
+	b.queue.done(key, e, err != nil)
+	b.unacked.Add(-1)
 }

@@ -16,15 +16,48 @@ import (
 // secretDigestAnnotation holds, in the bridge's cache only, a digest of a secret's data.
 const secretDigestAnnotation = "housekeeper.dev/data-digest"
 
-func secretRefIndex(obj any) ([]string, error) {
-	var ref corev1.SecretReference
+// secretRef is the spec.secretRef of a BackupBucket or BackupEntry.
+func secretRef(obj any) (corev1.SecretReference, bool) {
 	switch o := obj.(type) {
 	case *extensionsv1alpha1.BackupBucket:
-		ref = o.Spec.SecretRef
+		return o.Spec.SecretRef, true
 	case *extensionsv1alpha1.BackupEntry:
-		ref = o.Spec.SecretRef
+		return o.Spec.SecretRef, true
 	}
+	return corev1.SecretReference{}, false
+}
+
+func secretRefIndex(obj any) ([]string, error) {
+	ref, _ := secretRef(obj)
 	return []string{ref.Namespace + "/" + ref.Name}, nil
+}
+
+// secretNamespace is the namespace whose secrets the bridge watches for obj: that of its
+// spec.secretRef if the bridge handles obj, else none.
+func (b *Bridge) secretNamespace(obj any) string {
+	ref, ok := secretRef(obj)
+	if o, isObject := obj.(client.Object); !ok || !isObject || !b.filter.handles(o) {
+		return ""
+	}
+	return ref.Namespace
+}
+
+// secretNamespaceIndex indexes handled objects by secretNamespace.
+func (b *Bridge) secretNamespaceIndex(obj any) ([]string, error) {
+	if ns := b.secretNamespace(obj); ns != "" {
+		return []string{ns}, nil
+	}
+	return nil, nil
+}
+
+// secretUsers counts the handled objects whose spec.secretRef is in namespace.
+func (b *Bridge) secretUsers(namespace string) int {
+	n := 0
+	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries} {
+		keys, _ := inf.GetIndexer().IndexKeys(bySecretNamespace, namespace)
+		n += len(keys)
+	}
+	return n
 }
 
 // digestSecret replaces a secret's data with a digest of it before the informer caches it:
@@ -55,11 +88,20 @@ func digestSecret(obj any) (any, error) {
 	return trimmed, nil
 }
 
-// secretAdded announces again the objects whose spec.secretRef just appeared, so that a
-// bucket or entry waiting for its credentials proceeds.
-func (b *Bridge) secretAdded(obj any, isInInitialList bool) {
-	if !isInInitialList {
-		b.announceSecretUsers(obj.(*corev1.Secret))
+// secretHandler handles the secrets of a namespace. A secret that appears announces again the
+// objects whose spec.secretRef it is, so that a bucket or entry waiting for its credentials
+// proceeds. The initial list is announced only by an informer started for a namespace an
+// object referenced after the bridge's own initial list (announceExisting): at start every
+// object is announced anyway, but a secret created while the new informer listed would
+// otherwise never announce the object that waits for it.
+func (b *Bridge) secretHandler(announceExisting bool) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if s, ok := obj.(*corev1.Secret); ok && (!isInInitialList || announceExisting) {
+				b.announceSecretUsers(s)
+			}
+		},
+		UpdateFunc: b.secretUpdated,
 	}
 }
 

@@ -35,34 +35,40 @@ func Encode(e cloudevents.Event) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg := nats.NewMsg(subject)
-	h := msg.Header
-	h.Set(headerPrefix+"specversion", e.SpecVersion())
-	h.Set(headerPrefix+"id", e.ID())
-	h.Set(headerPrefix+"source", e.Source())
-	h.Set(headerPrefix+"type", e.Type())
+	ext := e.Extensions()
+	// One map of the right size and one slice backing every value: an event is encoded per
+	// change of every object, and growing the header map dominated the encoding.
+	h := make(nats.Header, 10+len(ext))
+	values := make([]string, 0, 10+len(ext))
+	set := func(name, value string) {
+		values = append(values, value)
+		h[name] = values[len(values)-1 : len(values) : len(values)]
+	}
+	set(headerPrefix+"specversion", e.SpecVersion())
+	set(headerPrefix+"id", e.ID())
+	set(headerPrefix+"source", e.Source())
+	set(headerPrefix+"type", e.Type())
 	if e.Subject() != "" {
-		h.Set(headerPrefix+"subject", e.Subject())
+		set(headerPrefix+"subject", e.Subject())
 	}
 	if !e.Time().IsZero() {
-		h.Set(headerPrefix+"time", types.FormatTime(e.Time()))
+		set(headerPrefix+"time", types.FormatTime(e.Time()))
 	}
 	if e.DataSchema() != "" {
-		h.Set(headerPrefix+"dataschema", e.DataSchema())
+		set(headerPrefix+"dataschema", e.DataSchema())
 	}
 	if e.DataContentType() != "" {
-		h.Set(headerContentType, e.DataContentType())
+		set(headerContentType, e.DataContentType())
 	}
-	for name, value := range e.Extensions() {
+	for name, value := range ext {
 		s, err := types.Format(value)
 		if err != nil {
 			return nil, fmt.Errorf("%w: extension %s: %v", ErrInvalidEvent, name, err)
 		}
-		h.Set(headerPrefix+name, s)
+		set(headerPrefix+name, s)
 	}
-	h.Set(HeaderMsgID, e.ID())
-	msg.Data = e.Data()
-	return msg, nil
+	set(HeaderMsgID, e.ID())
+	return &nats.Msg{Subject: subject, Header: h, Data: e.Data()}, nil
 }
 
 // Decode reads a housekeeper event from a NATS message's headers and data (binary mode, or

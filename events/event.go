@@ -1,7 +1,6 @@
 package events
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -59,9 +58,10 @@ func NewObjectEvent(cluster string, kind Kind, op Operation, obj client.Object, 
 		operation += "/" + o.trigger
 	}
 	e := newEvent(cluster, eventType, kind, obj, ID(cluster, string(obj.GetUID()), obj.GetResourceVersion(), operation), o.now())
-	if err := e.SetData(cloudevents.ApplicationJSON, json.RawMessage(data)); err != nil {
-		return cloudevents.Event{}, err
-	}
+	// The snapshot is JSON already: set it as is rather than through SetData, which would
+	// marshal it again.
+	e.SetDataContentType(cloudevents.ApplicationJSON)
+	e.DataEncoded = data
 	return e, nil
 }
 

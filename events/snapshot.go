@@ -3,7 +3,10 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -13,29 +16,23 @@ const MaxDataSize = 32 << 10
 
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
+const apiVersion = "extensions.gardener.cloud/v1alpha1"
+
 // Snapshot is the trimmed JSON of obj used as event data: no managedFields, no
 // last-applied-configuration; if that is still above MaxDataSize, without status,
 // providerConfig and backupBucketProviderStatus too; if still above, ErrDataTooLarge.
 func Snapshot(kind Kind, obj client.Object) ([]byte, error) {
-	raw, err := json.Marshal(obj)
+	data, err := marshalTrimmed(kind, obj)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of %s %s: %w", kind, obj.GetName(), err)
 	}
+	if len(data) <= MaxDataSize {
+		return data, nil
+	}
+	// Rare: a generic pass over the JSON drops the large optional parts.
 	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, err
-	}
-	m["apiVersion"] = "extensions.gardener.cloud/v1alpha1"
-	m["kind"] = string(kind)
-	if meta, ok := m["metadata"].(map[string]any); ok {
-		delete(meta, "managedFields")
-		if ann, ok := meta["annotations"].(map[string]any); ok {
-			delete(ann, lastAppliedAnnotation)
-		}
-	}
-	data, err := json.Marshal(m)
-	if err != nil || len(data) <= MaxDataSize {
-		return data, err
 	}
 	delete(m, "status")
 	if spec, ok := m["spec"].(map[string]any); ok {
@@ -46,4 +43,49 @@ func Snapshot(kind Kind, obj client.Object) ([]byte, error) {
 		return data, err
 	}
 	return nil, fmt.Errorf("%w: %s %s is %d bytes trimmed, limit %d", ErrDataTooLarge, kind, obj.GetName(), len(data), MaxDataSize)
+}
+
+// marshalTrimmed marshals obj with apiVersion and kind and without managedFields and
+// last-applied-configuration. BackupBuckets and BackupEntries are marshalled once, as a
+// shallow copy: obj is often an informer's cached object, shared and never to be modified.
+func marshalTrimmed(kind Kind, obj client.Object) ([]byte, error) {
+	tm := metav1.TypeMeta{APIVersion: apiVersion, Kind: string(kind)}
+	switch o := obj.(type) {
+	case *extensionsv1alpha1.BackupEntry:
+		c := *o
+		c.TypeMeta = tm
+		trimMeta(&c.ObjectMeta)
+		return json.Marshal(&c)
+	case *extensionsv1alpha1.BackupBucket:
+		c := *o
+		c.TypeMeta = tm
+		trimMeta(&c.ObjectMeta)
+		return json.Marshal(&c)
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	m["apiVersion"], m["kind"] = tm.APIVersion, tm.Kind
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		delete(meta, "managedFields")
+		if ann, ok := meta["annotations"].(map[string]any); ok {
+			delete(ann, lastAppliedAnnotation)
+		}
+	}
+	return json.Marshal(m)
+}
+
+// trimMeta drops managedFields and last-applied-configuration from a shallow copy's metadata,
+// copying the annotations before changing them.
+func trimMeta(meta *metav1.ObjectMeta) {
+	meta.ManagedFields = nil
+	if _, ok := meta.Annotations[lastAppliedAnnotation]; ok {
+		meta.Annotations = maps.Clone(meta.Annotations)
+		delete(meta.Annotations, lastAppliedAnnotation)
+	}
 }
