@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
-	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -90,8 +91,10 @@ func TestRBACIsEnough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := events.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
+	// The setup, as the Job of infra/base runs it; a killed worker's event would come back in 3 s.
+	var setupOut, setupErr bytes.Buffer
+	if code := cli.Main(ctx, []string{"--nats-url", env.NATS.URL, "setup", "--ack-wait", "3s", "--log-level", "warn"}, &setupOut, &setupErr); code != 0 {
+		t.Fatalf("housekeeper setup: exit %d: %s", code, setupErr.String())
 	}
 	const cluster = "rbac-test"
 	var wg sync.WaitGroup
@@ -121,7 +124,7 @@ func TestRBACIsEnough(t *testing.T) {
 		purge.New(clientAs("purge"), js, providers, entry.Retention{}, cluster, log.Named("purge")),
 	} {
 		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
-			runtime.WithBackoff(100*time.Millisecond, time.Second), runtime.WithAckWait(3*time.Second))
+			runtime.WithBackoff(100*time.Millisecond, time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
@@ -75,7 +74,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	mode := fs.String("mode", string(runtime.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
 	addr := fs.String("addr", ":8080", "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
-	maxDeliver := fs.Int("max-deliver", 20, "deliveries before a failing event is dead-lettered (pull mode)")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
 	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
@@ -83,8 +81,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	retention := fs.Duration("retention", 0, "how long a deleted BackupEntry's backups are kept before the purge")
 	var byPurpose config.List
 	fs.Var(&byPurpose, "retention-by-purpose", "retention per shoot purpose, e.g. production=168h,evaluation=24h")
-	streamMaxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events")
-	streamReplicas := fs.Int("stream-replicas", 1, "stream replicas")
 	if err := config.Parse(fs, args[1:]); err != nil {
 		return fmt.Errorf("%w: function %s: %v", errUsage, name, err)
 	}
@@ -128,7 +124,8 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if *localRoot != "" {
 		providers = objectstore.NewRegistry(azure.New(), local.New(*localRoot))
 	}
-	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode.
+	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode. The
+	// streams and the consumer are `housekeeper setup`'s: here they must exist.
 	var js jetstream.JetStream
 	if m == runtime.ModePull || name != bucket.Name {
 		nc, err := natsconn.Connect(nopts, "housekeeper-"+name, log)
@@ -139,11 +136,11 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		if js, err = jetstream.New(nc); err != nil {
 			return err
 		}
-		if err := natsconn.EnsureStreams(ctx, js, log, events.WithMaxAge(*streamMaxAge), events.WithReplicas(*streamReplicas)); err != nil {
+		if err := natsconn.RequireStreams(ctx, js, log); err != nil {
 			return err
 		}
 	}
 	fn := functions[name](deps{client: c, js: js, providers: providers, retention: ret, cluster: *cluster, log: log.Named(name)})
-	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency), runtime.WithMaxDeliver(*maxDeliver),
+	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency),
 		runtime.WithBackoff(*backoffBase, *backoffMax))
 }

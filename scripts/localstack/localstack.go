@@ -5,12 +5,14 @@
 package localstack
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
-	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -104,8 +106,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := events.EnsureStreams(ctx, js); err != nil {
-		return err
+	// The one set-up step, as in every deployment: the streams and the functions' consumers.
+	var setupErr bytes.Buffer
+	if code := cli.Main(ctx, []string{"--nats-url", n.URL, "setup", "--log-level", "warn"}, io.Discard, &setupErr); code != 0 {
+		return errors.New(strings.TrimSpace(setupErr.String()))
 	}
 	c, err := kube.NewClient(k.Config)
 	if err != nil {

@@ -40,13 +40,17 @@ type result struct {
 	secretWritesMean float64 // versions of etcd-backup per entry in the create phase
 	secretWritesMax  int
 
+	// createTail and deleteTail are how long the side kept sending requests after the last
+	// entry converged, and after the last entry was gone.
+	createTail, deleteTail time.Duration
+
 	notes []string
 }
 
 // settleQuiet is how long a side must send no request for its phase to count as over.
 const (
 	settleQuiet = 2 * time.Second
-	settleMax   = time.Minute
+	settleMax   = 3 * time.Minute
 )
 
 // runPhase runs one row: inputs, the side, its bucket, then the timed create burst and the
@@ -81,7 +85,7 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 	if err := deployBucket(ctx, e.driver, p, 2*time.Minute); err != nil {
 		b.Fatalf("%s: BackupBucket %s did not succeed: %v", r.label, p.bucket, err)
 	}
-	c0, d0 := settle(b, s, res, "before the create burst")
+	c0, d0, _ := settle(b, s, res, "before the create burst")
 
 	// The create burst: every entry as fast as the driver can, the clock of each entry
 	// starting at its create call.
@@ -98,7 +102,7 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 		b.Fatalf("%s: %s", r.label, notConverged(e, p.entries, budget, short, "Succeeded with observedGeneration == generation and etcd-backup present",
 			func(o entryObs) bool { return !o.converged.IsZero() }))
 	}
-	c1, d1 := settle(b, s, res, "after the create burst")
+	c1, d1, createQuiet := settle(b, s, res, "after the create burst")
 	created := e.obs.snapshot(p.entries)
 
 	// The delete burst, as gardenlet deletes extension objects.
@@ -113,7 +117,7 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 	if !waitFor(e, r, p.entries, budget, "gone", func(o entryObs) bool { return !o.gone.IsZero() }) {
 		b.Fatalf("%s: %s", r.label, notConverged(e, p.entries, budget, short, "gone", func(o entryObs) bool { return !o.gone.IsZero() }))
 	}
-	c2, d2 := settle(b, s, res, "after the delete burst")
+	c2, d2, deleteQuiet := settle(b, s, res, "after the delete burst")
 	deleted := e.obs.snapshot(p.entries)
 	if left := e.obs.secretsLeft(p.entries); len(left) > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("%d etcd-backup secrets left after deletion, e.g. in %s", len(left), left[0]))
@@ -132,13 +136,15 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 	if d0 != nil {
 		res.createDetail, res.deleteDetail = d1.minus(d0), d2.minus(d1)
 	}
-	res.measure(created, deleted)
+	lastConverged, lastGone := res.measure(created, deleted)
+	res.createTail, res.deleteTail = max(createQuiet.Sub(lastConverged), 0), max(deleteQuiet.Sub(lastGone), 0)
 	res.report(b)
 	return res
 }
 
-// measure computes throughput and latencies from the observations.
-func (res *result) measure(created, deleted []entryObs) {
+// measure computes throughput and latencies from the observations and returns when the last
+// entry converged and when the last was gone.
+func (res *result) measure(created, deleted []entryObs) (time.Time, time.Time) {
 	var (
 		first, last time.Time
 		lat         []time.Duration
@@ -172,6 +178,7 @@ func (res *result) measure(created, deleted []entryObs) {
 	}
 	res.deleteAll = delLast.Sub(delFirst)
 	res.delP50, res.delP99 = percentile(delLat, 0.50), percentile(delLat, 0.99)
+	return last, delLast
 }
 
 // percentile is the nearest-rank percentile of ds.
@@ -197,8 +204,9 @@ func (res *result) report(b *testing.B) {
 }
 
 // settle waits until the side has sent no request for settleQuiet and returns its counters
-// then; a side that keeps sending requests for settleMax is noted, not failed.
-func settle(b *testing.B, s side, res *result, when string) (counts, counts) {
+// then, and when they last changed (at the earliest, when settle began); a side that keeps
+// sending requests for settleMax is noted, not failed.
+func settle(b *testing.B, s side, res *result, when string) (counts, counts, time.Time) {
 	var (
 		last      counts
 		lastDet   counts
@@ -215,11 +223,11 @@ func settle(b *testing.B, s side, res *result, when string) (counts, counts) {
 		if last == nil || !reflect.DeepEqual(c, last) {
 			last, lastDet, quietFrom = c, d, now
 		} else if now.Sub(quietFrom) >= settleQuiet {
-			return last, lastDet
+			return last, lastDet, quietFrom
 		}
 		if now.After(end) {
 			res.notes = append(res.notes, fmt.Sprintf("still sending requests %s after %s", when, settleMax))
-			return c, d
+			return c, d, now
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
