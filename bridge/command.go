@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/health"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
@@ -29,8 +28,6 @@ type Command struct {
 	Log            logging.Options
 	Bridge         Options
 	types, classes config.List
-	StreamMaxAge   time.Duration
-	StreamReplicas int
 	LeaderElect    bool
 	LeaderElection LeaderElection
 	HealthAddr     string
@@ -48,8 +45,6 @@ func ParseCommand(args []string) (*Command, error) {
 	fs.Var(&c.classes, "classes", "extension classes to handle, comma-separated (default shoot; unset class means shoot)")
 	fs.DurationVar(&c.Bridge.ResyncPeriod, "resync-period", 30*time.Minute, "re-announce every object this often (0: only at start)")
 	fs.IntVar(&c.Bridge.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "published events awaiting their JetStream ack at once")
-	fs.DurationVar(&c.StreamMaxAge, "stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events")
-	fs.IntVar(&c.StreamReplicas, "stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")
 	fs.StringVar(&c.LeaderElection.Namespace, "leader-election-namespace", "garden", "namespace of the Lease")
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")
@@ -116,7 +111,8 @@ func (c *Command) Run(ctx context.Context) error {
 	g.Go(func() error {
 		run := func(ctx context.Context) error {
 			leading.Store(true)
-			if err := natsconn.EnsureStreams(ctx, js, log, events.WithMaxAge(c.StreamMaxAge), events.WithReplicas(c.StreamReplicas)); err != nil {
+			// The streams are `housekeeper setup`'s: the bridge publishes only once they exist.
+			if err := natsconn.RequireStreams(ctx, js, log); err != nil {
 				return err
 			}
 			g, ctx := errgroup.WithContext(ctx)

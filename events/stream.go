@@ -66,10 +66,14 @@ func StreamConfigs(opts ...StreamOption) (record, deadLetter jetstream.StreamCon
 	return record, deadLetter
 }
 
-// EnsureStreams creates the streams or updates them to the wanted configuration; it is safe to
-// call from every process at start-up. A stream that already has the configuration is left
-// alone: many processes start at once, and an update is a write to the stream (nats-server
-// 2.15.2 even races an update against a consumer being created, as -race shows).
+// ErrNotSetUp says that a stream or a consumer housekeeper needs does not exist (or no longer
+// fits): `housekeeper setup` creates and updates them, and nothing else does.
+var ErrNotSetUp = errors.New("not set up: run `housekeeper setup`")
+
+// EnsureStreams creates the streams or updates them to the wanted configuration: the stream
+// part of `housekeeper setup`. A stream that already has the configuration is left alone, so
+// running it again changes nothing (an update is a write to the stream, and nats-server 2.15.2
+// even races one against a consumer being created, as -race shows).
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOption) error {
 	record, deadLetter := StreamConfigs(opts...)
 	for _, want := range []jetstream.StreamConfig{record, deadLetter} {
@@ -82,6 +86,21 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOp
 		}
 		if err != nil {
 			return fmt.Errorf("ensuring stream %s: %w", want.Name, err)
+		}
+	}
+	return nil
+}
+
+// CheckStreams reports, as ErrNotSetUp, a stream of housekeeper's that does not exist. Processes
+// call it at start-up instead of creating the streams with settings of their own.
+func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
+	for _, name := range []string{RecordStream, DeadLetterStream} {
+		_, err := js.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("stream %s does not exist: %w", name, ErrNotSetUp)
+		}
+		if err != nil {
+			return fmt.Errorf("looking up stream %s: %w", name, err)
 		}
 	}
 	return nil

@@ -133,6 +133,33 @@ func TestEnsureStreams(t *testing.T) {
 	}
 }
 
+// CheckStreams names the stream that is missing and points at the setup; once the setup ran, it
+// is content.
+func TestCheckStreams(t *testing.T) {
+	env := testenv.Start(t, testenv.WithNATS())
+	_, js := env.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := CheckStreams(ctx, js)
+	if !errors.Is(err, ErrNotSetUp) || !strings.Contains(err.Error(), "stream "+RecordStream+" does not exist") ||
+		!strings.Contains(err.Error(), "housekeeper setup") {
+		t.Errorf("no streams: %v", err)
+	}
+	record, _ := StreamConfigs()
+	if _, err := js.CreateStream(ctx, record); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStreams(ctx, js); !errors.Is(err, ErrNotSetUp) || !strings.Contains(err.Error(), "stream "+DeadLetterStream+" does not exist") {
+		t.Errorf("no dead-letter stream: %v", err)
+	}
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStreams(ctx, js); err != nil {
+		t.Errorf("after EnsureStreams: %v", err)
+	}
+}
+
 func TestPublishDeduplicates(t *testing.T) {
 	ctx, js := streamEnv(t)
 	e, err := NewObjectEvent(testCluster, KindBackupBucket, OpCreated, testBucketObj(), at(testNow))

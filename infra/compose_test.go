@@ -43,7 +43,7 @@ func loadCompose(t *testing.T) (*types.Project, string) {
 // and housekeeper's own services built from infra/Dockerfile and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
-	want := []string{"azurite", "bridge", "bucket", "entry", "k3s", "kube-init", "nats", "purge"}
+	want := []string{"azurite", "bridge", "bucket", "entry", "k3s", "kube-init", "nats", "purge", "setup"}
 	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -55,7 +55,7 @@ func TestComposeFile(t *testing.T) {
 		return s
 	}
 	stages := dockerfileStages(t, filepath.Join(root, "infra/Dockerfile"))
-	housekeeperServices := map[string]binary{"bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"}, "purge": {function: "purge"}}
+	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"}, "purge": {function: "purge"}}
 
 	t.Run("images", func(t *testing.T) {
 		for _, s := range project.Services {
@@ -156,10 +156,12 @@ func TestComposeFile(t *testing.T) {
 	t.Run("depends_on", func(t *testing.T) {
 		want := map[string]map[string]string{
 			"kube-init": {"k3s": types.ServiceConditionHealthy},
-			"bridge":    {"nats": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully},
+			// The setup alone creates the streams and consumers: everything else waits for it.
+			"setup":  {"nats": types.ServiceConditionHealthy},
+			"bridge": {"setup": types.ServiceConditionCompletedSuccessfully, "kube-init": types.ServiceConditionCompletedSuccessfully},
 		}
 		for _, fn := range []string{"bucket", "entry", "purge"} {
-			want[fn] = map[string]string{"nats": types.ServiceConditionHealthy, "azurite": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
+			want[fn] = map[string]string{"setup": types.ServiceConditionCompletedSuccessfully, "azurite": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
 		}
 		for _, s := range project.Services {
 			got := map[string]string{}
@@ -173,8 +175,10 @@ func TestComposeFile(t *testing.T) {
 				t.Errorf("%s: depends_on %v, want %v", s.Name, got, want[s.Name])
 			}
 		}
-		if r := svc("kube-init").Restart; r != "no" && r != "" {
-			t.Errorf("kube-init restarts (%q): a one-shot must not, or service_completed_successfully never comes", r)
+		for _, name := range []string{"kube-init", "setup"} {
+			if r := svc(name).Restart; r != "no" && r != "" {
+				t.Errorf("%s restarts (%q): a one-shot must not, or service_completed_successfully never comes", name, r)
+			}
 		}
 	})
 
@@ -220,12 +224,19 @@ func TestComposeFile(t *testing.T) {
 				}
 				env[k] = *v
 			}
-			if !bin.bridge && !slices.Equal(s.Command, []string{"function", bin.function}) {
+			if bin.function != "" && !slices.Equal(s.Command, []string{"function", bin.function}) {
 				t.Errorf("%s: command %q, want [function %s]", name, s.Command, bin.function)
 			}
 			u, err := url.Parse(env["HOUSEKEEPER_NATS_URL"])
 			if err != nil || u.Scheme != "nats" || u.Hostname() != "nats" || u.Port() != natsPort {
 				t.Errorf("%s: HOUSEKEEPER_NATS_URL=%q, want nats://nats:%s (the nats service)", name, env["HOUSEKEEPER_NATS_URL"], natsPort)
+			}
+			if bin.setup {
+				if !slices.Equal(s.Command, []string{"setup"}) {
+					t.Errorf("%s: command %q, want [setup]", name, s.Command)
+				}
+				checkEnv(t, "docker-compose.yaml: "+name, bin, env, nil)
+				continue // talks to NATS only
 			}
 			// The kubeconfig is the one kube-init writes, on the volume they share.
 			kubeconfig := env["HOUSEKEEPER_KUBECONFIG"]

@@ -21,15 +21,20 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 )
 
-// binary is what a container runs: the bridge, or the housekeeper binary's function NAME.
+// binary is what a container runs: the bridge, the housekeeper binary's setup, or its
+// function NAME.
 type binary struct {
 	bridge   bool
+	setup    bool
 	function string
 }
 
 func (b binary) String() string {
-	if b.bridge {
+	switch {
+	case b.bridge:
 		return "housekeeper-bridge"
+	case b.setup:
+		return "housekeeper setup"
 	}
 	return "housekeeper function " + b.function
 }
@@ -51,8 +56,9 @@ func flagFromEnv(name string) string {
 // ignored silently, so a typo in a manifest would go unnoticed without this check.
 //
 // The binaries are asked themselves: the bridge's ParseCommand, and the housekeeper command
-// line up to the point where it loads the kubeconfig (a path that does not exist, so nothing
-// connects anywhere). Flags are passed on the command line, which is what the variables stand for.
+// line up to the point where it loads the kubeconfig (a path that does not exist) or, for the
+// setup, connects to NATS (a port nothing listens on), so nothing connects anywhere. Flags are
+// passed on the command line, which is what the variables stand for.
 func acceptsEnv(bin binary, name, value string) error {
 	flag := flagFromEnv(name)
 	if flag == "" {
@@ -64,18 +70,22 @@ func acceptsEnv(bin binary, name, value string) error {
 		return err
 	}
 	const missing = "/nonexistent/housekeeper-infra-test/kubeconfig"
-	fn := []string{"function", bin.function, "--cluster=test", "--kubeconfig=" + missing}
+	cmd, reached := []string{"function", bin.function, "--cluster=test", "--kubeconfig=" + missing}, "kubeconfig"
+	if bin.setup {
+		// The last --nats-url wins: the one nothing listens on.
+		cmd, reached = []string{"--nats-url=nats://127.0.0.1:1", "setup"}, "connecting to NATS"
+	}
 	var errs []string
-	// Global flags (NATS) come before the command, the function's own after it.
-	for _, args := range [][]string{append([]string{arg}, fn...), append(slices.Clone(fn), arg)} {
+	// Global flags (NATS) come before the command, the command's own after it.
+	for _, args := range [][]string{append([]string{arg}, cmd...), append(slices.Clone(cmd), arg)} {
 		if flag == "kubeconfig" {
 			args = slices.DeleteFunc(args, func(a string) bool { return a == "--kubeconfig="+missing })
 		}
 		var out, stderr bytes.Buffer
 		code := cli.Main(context.Background(), args, &out, &stderr)
 		quietLibraryLogs()
-		// Exit 1 naming the kubeconfig: every flag parsed and was valid.
-		if code == 1 && strings.Contains(stderr.String(), "kubeconfig") {
+		// Exit 1 at the kubeconfig or the connection: every flag parsed and was valid.
+		if code == 1 && strings.Contains(stderr.String(), reached) {
 			return nil
 		}
 		errs = append(errs, strings.SplitN(stderr.String(), "\n", 2)[0])
@@ -126,6 +136,20 @@ func TestAcceptsEnv(t *testing.T) {
 		{binary{function: "bucket"}, "HOUSEKEEPER_KUBECONFIG", "/kube/config", true},
 		{binary{function: "bucket"}, "HOUSEKEEPER_TYPES", "azure", false}, // a bridge flag
 		{binary{function: "bucket"}, "HOUSEKEEPER_NATS_URLS", "nats://nats:4222", false},
+		{binary{function: "bucket"}, "HOUSEKEEPER_KUBE_QPS", "200", true},
+		{binary{function: "bucket"}, "HOUSEKEEPER_KUBE_BURST", "-1", false},
+		// The streams and consumers are the setup's alone.
+		{binary{setup: true}, "HOUSEKEEPER_STREAM_REPLICAS", "3", true},
+		{binary{setup: true}, "HOUSEKEEPER_STREAM_MAX_AGE", "336h", true},
+		{binary{setup: true}, "HOUSEKEEPER_MAX_DELIVER", "20", true},
+		{binary{setup: true}, "HOUSEKEEPER_MAX_DELIVER", "0", false},
+		{binary{setup: true}, "HOUSEKEEPER_ACK_WAIT", "30s", true},
+		{binary{setup: true}, "HOUSEKEEPER_NATS_URL", "nats://nats:4222", true},
+		{binary{setup: true}, "HOUSEKEEPER_KUBECONFIG", "/kube/config", false},
+		{binary{setup: true}, "HOUSEKEEPER_CLUSTER", "seed", false},
+		{binary{bridge: true}, "HOUSEKEEPER_STREAM_REPLICAS", "3", false},
+		{binary{function: "entry"}, "HOUSEKEEPER_STREAM_MAX_AGE", "336h", false},
+		{binary{function: "purge"}, "HOUSEKEEPER_MAX_DELIVER", "20", false},
 	} {
 		err := acceptsEnv(tc.bin, tc.name, tc.value)
 		if (err == nil) != tc.ok {
@@ -177,8 +201,8 @@ func TestManifestEnvironment(t *testing.T) {
 					}
 				}
 			}
-			if workloads != 4 {
-				t.Errorf("%d housekeeper containers, want 4 (bridge, bucket, entry, purge)", workloads)
+			if workloads != 5 {
+				t.Errorf("%d housekeeper containers, want 5 (setup, bridge, bucket, entry, purge)", workloads)
 			}
 			for _, data := range configMaps {
 				for name := range data {
@@ -200,12 +224,14 @@ func binaryOf(c container) (binary, error) {
 	switch {
 	case len(c.Command) == 0 && len(c.Args) >= 1 && c.Args[0] == "forward":
 		return binary{}, errForwarder
+	case len(c.Command) == 0 && slices.Equal(c.Args, []string{"setup"}):
+		return binary{setup: true}, nil
 	case len(c.Command) == 1 && c.Command[0] == "/usr/local/bin/housekeeper-bridge":
 		return binary{bridge: true}, nil
 	case len(c.Command) == 0 && len(c.Args) >= 2 && c.Args[0] == "function":
 		return binary{function: c.Args[1]}, nil
 	}
-	return binary{}, fmt.Errorf("runs neither the bridge nor a function: command %q args %q", c.Command, c.Args)
+	return binary{}, fmt.Errorf("runs neither the setup, the bridge nor a function: command %q args %q", c.Command, c.Args)
 }
 
 // quietLibraryLogs routes client-go's and controller-runtime's logs to stderr at warning level

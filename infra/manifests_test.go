@@ -96,7 +96,8 @@ func TestKustomizationsRender(t *testing.T) {
 		for _, m := range render(t, overlay) {
 			have[identity(m.obj)] = true
 		}
-		for _, k := range append(kinds, "Deployment.apps/housekeeper-bridge", "Namespace/housekeeper", "ClusterRole.rbac.authorization.k8s.io/housekeeper-purge") {
+		for _, k := range append(kinds, "Deployment.apps/housekeeper-bridge", "Job.batch/housekeeper-setup", "Namespace/housekeeper",
+			"ClusterRole.rbac.authorization.k8s.io/housekeeper-purge", "FlowSchema.flowcontrol.apiserver.k8s.io/housekeeper") {
 			if !have[k] {
 				t.Errorf("infra/%s does not render %s", overlay, k)
 			}
@@ -134,12 +135,24 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 					t.Errorf("%s: subject ServiceAccount %v/%v is not rendered", m, s["namespace"], s["name"])
 				}
 			}
+		case "FlowSchema":
+			plc, _, _ := unstructured.NestedString(o.Object, "spec", "priorityLevelConfiguration", "name")
+			if !exists("PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io/" + plc) {
+				t.Errorf("%s: priority level %s is not rendered", m, plc)
+			}
 		case "ScaledObject":
 			target, _, _ := unstructured.NestedString(o.Object, "spec", "scaleTargetRef", "name")
 			dep := byID["Deployment.apps/"+target]
 			if dep == nil {
 				t.Errorf("%s: scaleTargetRef %s is not a rendered Deployment", m, target)
 				continue
+			}
+			// To zero for real: the setup Job, not a first pod, creates the consumer KEDA reads.
+			if n, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "minReplicaCount"); !ok || fmt.Sprint(n) != "0" {
+				t.Errorf("%s: minReplicaCount %v, want 0", m, n)
+			}
+			if _, ok, _ := unstructured.NestedFieldNoCopy(dep.Object, "spec", "replicas"); ok {
+				t.Errorf("%s: Deployment %s sets replicas, which KEDA owns", m, target)
 			}
 			triggers, _, _ := unstructured.NestedSlice(o.Object, "spec", "triggers")
 			for _, tr := range triggers {
@@ -240,6 +253,10 @@ func TestManifestsOnAPIServer(t *testing.T) {
 			cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
 			cs[0].(map[string]any)["ports"] = []any{map[string]any{"name": "http", "containerPort": int64(70000)}}
 			return unstructured.SetNestedSlice(u.Object, cs, "spec", "template", "spec", "containers") == nil
+		},
+		"PriorityLevelConfiguration dealing a hand larger than its queues": func(u *unstructured.Unstructured) bool {
+			return u.GetKind() == "PriorityLevelConfiguration" &&
+				unstructured.SetNestedField(u.Object, int64(64), "spec", "limited", "limitResponse", "queuing", "handSize") == nil
 		},
 		"BackupEntry without spec.bucketName": func(u *unstructured.Unstructured) bool {
 			if u.GetKind() != "BackupEntry" {
@@ -452,7 +469,8 @@ func identity(u *unstructured.Unstructured) string {
 
 func namespaced(u *unstructured.Unstructured) bool {
 	switch u.GetKind() {
-	case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "BackupBucket", "BackupEntry":
+	case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "BackupBucket", "BackupEntry",
+		"FlowSchema", "PriorityLevelConfiguration":
 		return false
 	}
 	return true

@@ -1,6 +1,6 @@
-// Package cli is the housekeeper binary's command line: the operators' tools (replay,
-// resync, dead letters) over the function runtime. Every long run prints progress and a
-// summary.
+// Package cli is the housekeeper binary's command line: the set-up of NATS, the functions, and
+// the operators' tools (replay, resync, dead letters) over the function runtime. Every long
+// run prints progress and a summary.
 package cli
 
 import (
@@ -28,6 +28,9 @@ import (
 const usage = `usage: housekeeper [--nats-url URL ...] COMMAND
 
 commands:
+  setup [--stream-replicas N] [--stream-max-age D] [--ack-wait D] [--max-deliver N] ...
+                         create or update the streams and every function's durable consumer;
+                         run it before the bridge and the functions, and again after a change
   function NAME [--mode pull|http] [--kubeconfig FILE] [--local-root DIR] ...
                          run a function (bucket, entry, purge) until interrupted
   forward --function F --url URL
@@ -80,6 +83,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nc, js, err
 	}
 	switch rest[0] {
+	case "setup":
+		return runSetup(ctx, rest[1:], connect)
 	case "function":
 		return runFunction(ctx, rest[1:], nopts)
 	case "forward":

@@ -37,10 +37,11 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	env := testenv.Start(t, testenv.WithNATS())
 	nc, js := env.Connect(t)
-	if err := events.EnsureStreams(context.Background(), js); err != nil {
-		t.Fatal(err)
+	f := &fixture{t: t, url: env.NATS.URL, nc: nc, js: js}
+	if code, _, errOut := f.cli("setup", "--log-level", "warn"); code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, errOut)
 	}
-	return &fixture{t: t, url: env.NATS.URL, nc: nc, js: js}
+	return f
 }
 
 // cli runs the command line and returns its exit code, stdout and stderr.
@@ -73,6 +74,10 @@ func (f *fixture) runFunction(name string, failing *sync.Map, handled chan<- str
 		handled <- name + ":" + e.Subject()
 		return nil
 	})}
+	// A test function: the setup knows only the real ones.
+	if _, err := runtime.EnsureConsumer(context.Background(), f.js, fn, runtime.DefaultConsumerSettings()); err != nil {
+		f.t.Fatal(err)
+	}
 	w, err := runtime.NewWorker(f.js, fn, prometheus.NewRegistry(), runtime.WithLogger(zaptest.NewLogger(f.t)))
 	if err != nil {
 		f.t.Fatal(err)

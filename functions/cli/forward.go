@@ -36,7 +36,6 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	timeout := fs.Duration("timeout", 5*time.Minute, "longest wait for the function's answer")
 	addr := fs.String("addr", ":8080", "address of /healthz, /readyz and /metrics")
 	concurrency := fs.Int("concurrency", 4, "events forwarded at once")
-	maxDeliver := fs.Int("max-deliver", 20, "deliveries before a failing event is dead-lettered")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay")
 	if err := config.Parse(fs, args); err != nil {
@@ -60,7 +59,7 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	if err != nil {
 		return err
 	}
-	if err := natsconn.EnsureStreams(ctx, js, log); err != nil {
+	if err := natsconn.RequireStreams(ctx, js, log); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
@@ -68,5 +67,5 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	fn := runtime.Function{Name: *name, Types: types, Handler: &runtime.Forwarder{URL: *url, Client: &http.Client{Timeout: *timeout}}}
 	// The ack wait outlasts a slow answer; heartbeats keep it alive meanwhile.
 	return runtime.Serve(ctx, fn, runtime.ModePull, *addr, js, reg, log.Named("forward"),
-		runtime.WithConcurrency(*concurrency), runtime.WithMaxDeliver(*maxDeliver), runtime.WithBackoff(*backoffBase, *backoffMax))
+		runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax))
 }

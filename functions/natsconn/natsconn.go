@@ -4,6 +4,7 @@ package natsconn
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -70,17 +71,18 @@ func (o Options) Auth() []nats.Option {
 	return opts
 }
 
-// EnsureStreams creates or updates housekeeper's streams, retrying until NATS answers: a
-// process may start before NATS does.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, log *zap.Logger, opts ...events.StreamOption) error {
+// RequireStreams waits until NATS answers and then checks that housekeeper's streams exist. A
+// missing stream ends it with events.ErrNotSetUp: only `housekeeper setup` creates them, with
+// one set of settings, so no process starts with settings of its own.
+func RequireStreams(ctx context.Context, js jetstream.JetStream, log *zap.Logger) error {
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := events.EnsureStreams(attempt, js, opts...)
+		err := events.CheckStreams(attempt, js)
 		cancel()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, events.ErrNotSetUp) {
+			return err
 		}
-		log.Warn("cannot ensure streams yet, retrying", zap.Error(err))
+		log.Warn("cannot reach JetStream yet, retrying", zap.Error(err))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

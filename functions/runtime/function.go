@@ -32,8 +32,16 @@ type Function struct {
 
 // Validate checks the definition.
 func (f Function) Validate() error {
-	if f.Name == "" || f.Handler == nil || len(f.Types) == 0 {
-		return fmt.Errorf("function %q: a name, a handler and at least one event type are required", f.Name)
+	if f.Handler == nil {
+		return fmt.Errorf("function %q: a handler is required", f.Name)
+	}
+	return f.validateTypes()
+}
+
+// validateTypes checks what names and filters the function's consumer.
+func (f Function) validateTypes() error {
+	if f.Name == "" || len(f.Types) == 0 {
+		return fmt.Errorf("function %q: a name and at least one event type are required", f.Name)
 	}
 	for _, t := range f.Types {
 		if !events.IsKnownType(t) {

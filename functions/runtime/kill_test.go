@@ -17,10 +17,18 @@ import (
 
 const helperNATSEnv = "HOUSEKEEPER_TEST_HELPER_NATS"
 
+// killable is the function both workers run; its consumer redelivers after 2 s.
+func killable(h Handler) Function {
+	return Function{Name: "killable", Types: []string{events.TypeBucketCreated}, Handler: h}
+}
+
+var killableSettings = ConsumerSettings{AckWait: 2 * time.Second, MaxDeliver: 20, MaxAckPending: 64}
+
 // A worker process killed with SIGKILL in the middle of a handler never acks; JetStream
 // redelivers the event to another worker once the ack wait passes.
 func TestKilledWorkerEventIsRedeliveredToAnotherWorker(t *testing.T) {
 	h := newNATSHarness(t)
+	h.setUp(killable(nil), killableSettings)
 	started, err := h.nc.SubscribeSync("test.handler.started")
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +52,10 @@ func TestKilledWorkerEventIsRedeliveredToAnotherWorker(t *testing.T) {
 	_ = child.Wait()
 
 	c := newCalls()
-	h.run(Function{Name: "killable", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+	h.runWith(killable(HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		c.record(e)
 		return nil
-	})}, WithAckWait(2*time.Second))
+	})), killableSettings)
 	c.wait(t, 1, 15*time.Second)
 	if c.ids[0] != e.ID() {
 		t.Errorf("second worker got %s, want the killed worker's event %s", c.ids[0], e.ID())
@@ -66,12 +74,12 @@ func TestHelperWorkerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	w, err := NewWorker(js, Function{Name: "killable", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+	w, err := NewWorker(js, killable(HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		_ = nc.Publish("test.handler.started", []byte(e.ID()))
 		_ = nc.Flush()
 		<-ctx.Done() // hang until killed
 		return ctx.Err()
-	})}, prometheus.NewRegistry(), WithAckWait(2*time.Second))
+	})), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

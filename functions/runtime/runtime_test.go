@@ -69,9 +69,25 @@ func (h *natsHarness) publish(e cloudevents.Event) uint64 {
 	return ack.Sequence
 }
 
-// run starts a worker for fn until the test ends.
+// setUp creates or updates fn's consumer, as `housekeeper setup` does.
+func (h *natsHarness) setUp(fn Function, s ConsumerSettings) {
+	h.t.Helper()
+	if _, err := EnsureConsumer(context.Background(), h.js, fn, s); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// run sets up fn's consumer with the default settings and starts a worker for fn until the
+// test ends.
 func (h *natsHarness) run(fn Function, opts ...WorkerOption) *Worker {
 	h.t.Helper()
+	return h.runWith(fn, DefaultConsumerSettings(), opts...)
+}
+
+// runWith is run with consumer settings s.
+func (h *natsHarness) runWith(fn Function, s ConsumerSettings, opts ...WorkerOption) *Worker {
+	h.t.Helper()
+	h.setUp(fn, s)
 	opts = append([]WorkerOption{WithLogger(zaptest.NewLogger(h.t)), WithBackoff(200*time.Millisecond, 2*time.Second)}, opts...)
 	w, err := NewWorker(h.js, fn, prometheus.NewRegistry(), opts...)
 	if err != nil {
@@ -206,10 +222,12 @@ func TestInvalidEventsAreDeadLetteredWithoutCallingTheHandler(t *testing.T) {
 func TestRetryableFailureIsDeadLetteredAfterMaxDeliver(t *testing.T) {
 	h := newNATSHarness(t)
 	c := newCalls()
-	h.run(Function{Name: "doomed", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+	settings := DefaultConsumerSettings()
+	settings.MaxDeliver = 3 // the worker takes it from the consumer
+	h.runWith(Function{Name: "doomed", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		c.record(e)
 		return errors.New("still failing")
-	})}, WithMaxDeliver(3), WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	})}, settings, WithBackoff(50*time.Millisecond, 100*time.Millisecond))
 	h.publish(bucketEvent(t, events.OpCreated, "b3", 1))
 	c.wait(t, 3, 10*time.Second)
 	c.none(t, time.Second)
@@ -261,7 +279,7 @@ func TestReplaySinceTime(t *testing.T) {
 	h := newNATSHarness(t)
 	c := newCalls()
 	fn := Function{Name: "fn-t", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error { c.record(e); return nil })}
-	h.run(fn) // creates the function's consumer
+	h.run(fn)
 	h.publish(bucketEvent(t, events.OpCreated, "old", 1))
 	time.Sleep(1100 * time.Millisecond)
 	since := time.Now()

@@ -23,6 +23,9 @@ type Worker struct {
 	metrics *metrics
 	log     *zap.Logger
 	objects *keyLock
+	// From the consumer, once Run has bound it.
+	ackWait    time.Duration
+	maxDeliver int
 }
 
 // NewWorker returns a worker for fn; metrics go to reg (nil: not registered).
@@ -37,27 +40,17 @@ func NewWorker(js jetstream.JetStream, fn Function, reg prometheus.Registerer, o
 	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name)), objects: newKeyLock()}, nil
 }
 
-// ConsumerConfig is the durable consumer of the function.
-func (w *Worker) ConsumerConfig() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:        w.fn.Name,
-		Description:    "housekeeper function " + w.fn.Name,
-		FilterSubjects: w.fn.FilterSubjects(),
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        w.opts.ackWait,
-		MaxDeliver:     w.opts.maxDeliver,
-		MaxAckPending:  max(w.opts.concurrency*4, 64),
-	}
-}
-
-// Run consumes until ctx is done, then lets running handlers finish within the shutdown
-// grace; handlers still running after it are cancelled and their events handed back.
+// Run binds to the function's durable consumer, which `housekeeper setup` created, and
+// consumes until ctx is done; then it lets running handlers finish within the shutdown grace;
+// handlers still running after it are cancelled and their events handed back.
 func (w *Worker) Run(ctx context.Context) error {
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, events.RecordStream, w.ConsumerConfig())
+	cons, err := bindConsumer(ctx, w.js, w.fn)
 	if err != nil {
-		return fmt.Errorf("function %s: creating consumer: %w", w.fn.Name, err)
+		return err
 	}
+	// The consumer's settings, so every replica dead-letters and heartbeats as it delivers.
+	cfg := cons.CachedInfo().Config
+	w.ackWait, w.maxDeliver = cfg.AckWait, cfg.MaxDeliver
 	stopAdvisories, err := w.watchMaxDeliveries(ctx)
 	if err != nil {
 		return err
@@ -68,7 +61,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer cancelHandlers()
 	slots := make(chan struct{}, w.opts.concurrency)
 	var running sync.WaitGroup
-	w.log.Info("consuming", zap.Strings("subjects", w.fn.FilterSubjects()), zap.Int("concurrency", w.opts.concurrency))
+	w.log.Info("consuming", zap.Strings("subjects", cfg.FilterSubjects), zap.Int("concurrency", w.opts.concurrency),
+		zap.Duration("ack_wait", w.ackWait), zap.Int("max_deliver", w.maxDeliver))
 
 	for ctx.Err() == nil {
 		slots <- struct{}{} // wait for a free slot before taking a message
@@ -161,7 +155,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case ClassOf(err) == ClassPermanent:
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
 		w.deadLetter(ctx, log, msg, meta, err.Error())
-	case meta.NumDelivered >= uint64(w.opts.maxDeliver):
+	case meta.NumDelivered >= uint64(w.maxDeliver):
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
 		w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
 	default:
@@ -191,7 +185,7 @@ func (w *Worker) backoff(delivery uint64, err error) time.Duration {
 func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(w.opts.ackWait / 3)
+		t := time.NewTicker(w.ackWait / 3)
 		defer t.Stop()
 		for {
 			select {

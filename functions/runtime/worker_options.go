@@ -11,8 +11,6 @@ type WorkerOption func(*workerOptions)
 
 type workerOptions struct {
 	concurrency   int
-	ackWait       time.Duration
-	maxDeliver    int
 	backoffBase   time.Duration
 	backoffMax    time.Duration
 	shutdownGrace time.Duration
@@ -22,8 +20,6 @@ type workerOptions struct {
 func defaultWorkerOptions() workerOptions {
 	return workerOptions{
 		concurrency:   4,
-		ackWait:       30 * time.Second,
-		maxDeliver:    20,
 		backoffBase:   time.Second,
 		backoffMax:    5 * time.Minute,
 		shutdownGrace: 25 * time.Second,
@@ -33,15 +29,6 @@ func defaultWorkerOptions() workerOptions {
 
 // WithConcurrency bounds the events handled at once (default 4).
 func WithConcurrency(n int) WorkerOption { return func(o *workerOptions) { o.concurrency = max(n, 1) } }
-
-// WithAckWait sets how long JetStream waits for an ack before redelivering (default 30 s).
-// Running handlers send in-progress heartbeats every third of it, so only a dead worker's
-// message is redelivered.
-func WithAckWait(d time.Duration) WorkerOption { return func(o *workerOptions) { o.ackWait = d } }
-
-// WithMaxDeliver sets the deliveries after which a still-failing event is dead-lettered
-// (default 20).
-func WithMaxDeliver(n int) WorkerOption { return func(o *workerOptions) { o.maxDeliver = n } }
 
 // WithBackoff sets the retry delay: base·2^(delivery-1), capped at max (default 1 s … 5 min).
 func WithBackoff(base, max time.Duration) WorkerOption {

@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
@@ -175,11 +174,13 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	if r.js, err = jetstream.New(r.nc); err != nil {
 		return stop, err
 	}
-	if err := events.EnsureStreams(context.Background(), r.js); err != nil {
-		return stop, err
-	}
-
 	env := []string{"HOUSEKEEPER_NATS_URL=" + r.nats.URL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster}
+	// The setup first: the streams and the consumers, which the processes only bind to.
+	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
+	setup.Env = append(os.Environ(), env...)
+	if out, err := setup.CombinedOutput(); err != nil {
+		return stop, fmt.Errorf("housekeeper setup: %v\n%s", err, out)
+	}
 	r.bridge, err = newProcess(r.cfg.Dir, "bridge", []string{filepath.Join(bin, "housekeeper-bridge"),
 		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--health-addr", "127.0.0.1:0", "--resync-period", "1m"}, env)
 	if err != nil {
@@ -189,7 +190,7 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 		for i := range r.cfg.Replicas {
 			p, err := newProcess(r.cfg.Dir, fn+"-"+strconv.Itoa(i), []string{filepath.Join(bin, "housekeeper"), "function", fn,
 				"--kubeconfig", r.kubeconfig, "--local-root", r.localRoot, "--addr", "127.0.0.1:0",
-				"--backoff-base", "200ms", "--backoff-max", "5s", "--max-deliver", "200", "--concurrency", "8"}, env)
+				"--backoff-base", "200ms", "--backoff-max", "5s", "--concurrency", "8"}, env)
 			if err != nil {
 				return stop, err
 			}

@@ -112,9 +112,14 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 			}
 		})
 	}
+	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
+	setup.Env = append(os.Environ(), env...)
+	if out, err := setup.CombinedOutput(); err != nil {
+		t.Fatalf("housekeeper setup for %s: %v\n%s", s.name, err, out)
+	}
 	run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--health-addr", "127.0.0.1:0", "--resync-period", "1m")
 	for _, fn := range []string{"bucket", "entry", "purge"} {
 		run(fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--addr", "127.0.0.1:0",
-			"--backoff-base", "200ms", "--backoff-max", "2s", "--max-deliver", "200")
+			"--backoff-base", "200ms", "--backoff-max", "2s")
 	}
 }

@@ -4,8 +4,10 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -40,11 +43,7 @@ func Start(t testing.TB) *Pipeline {
 	t.Helper()
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS(), testenv.WithAzurite())
 	nc, js := env.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := events.EnsureStreams(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	setUp(t, env.NATS.URL)
 	p := &Pipeline{T: t, Env: env, Client: env.Client(t), NC: nc, JS: js, Log: zaptest.NewLogger(t)}
 
 	b, err := bridge.New(env.Kube.Config, js, nil, bridge.Options{Cluster: Cluster, Logger: p.Log.Named("bridge")})
@@ -55,7 +54,22 @@ func Start(t testing.TB) *Pipeline {
 	return p
 }
 
-// Run runs fn in pull mode until the test ends.
+// ackWait is the ack wait of every consumer setUp creates: a killed worker's event comes back
+// within seconds.
+const ackWait = 3 * time.Second
+
+// setUp runs `housekeeper setup` against the NATS server at url, as every deployment does
+// before the bridge and the functions start: the streams and every function's consumer.
+func setUp(t testing.TB, url string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	args := []string{"--nats-url", url, "setup", "--log-level", "warn", "--ack-wait", ackWait.String()}
+	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
+		t.Fatalf("housekeeper %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
+	}
+}
+
+// Run runs fn in pull mode until the test ends; its consumer is the one setUp created.
 func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
 	p.T.Helper()
 	opts = append([]runtime.WorkerOption{runtime.WithLogger(p.Log.Named(fn.Name)), runtime.WithBackoff(100*time.Millisecond, time.Second)}, opts...)

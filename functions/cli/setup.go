@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/config"
+	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// runSetup creates or updates the streams and the durable consumer of every function, with
+// one set of settings. It is the only thing that does: the bridge and the functions require
+// them and never create them, so it runs first (a Kubernetes Job, a compose service, the first
+// step of every test harness). Running it again changes only what differs.
+func runSetup(ctx context.Context, args []string, connect connector) error {
+	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var logOpts logging.Options
+	logOpts.BindFlags(fs)
+	maxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events: the window replay reaches back into")
+	replicas := fs.Int("stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
+	cs := runtime.DefaultConsumerSettings()
+	fs.DurationVar(&cs.AckWait, "ack-wait", cs.AckWait, "how long JetStream waits for a function's ack before redelivering (running handlers renew it)")
+	fs.IntVar(&cs.MaxDeliver, "max-deliver", cs.MaxDeliver, "deliveries before a failing event is dead-lettered")
+	fs.IntVar(&cs.MaxAckPending, "max-ack-pending", cs.MaxAckPending, "events in flight at once per function, across its replicas")
+	if err := config.Parse(fs, args); err != nil {
+		return fmt.Errorf("%w: setup: %v", errUsage, err)
+	}
+	if *maxAge <= 0 || *replicas < 1 {
+		return fmt.Errorf("%w: setup: --stream-max-age %s and --stream-replicas %d must be positive", errUsage, *maxAge, *replicas)
+	}
+	if err := cs.Validate(); err != nil {
+		return fmt.Errorf("%w: setup: --ack-wait, --max-deliver, --max-ack-pending: %v", errUsage, err)
+	}
+	log, err := logging.New(logOpts)
+	if err != nil {
+		return fmt.Errorf("%w: setup: %v", errUsage, err)
+	}
+	defer func() { _ = log.Sync() }()
+	log = log.Named("setup")
+
+	nc, js, err := connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(*maxAge), events.WithReplicas(*replicas)); err != nil {
+		return err
+	}
+	for _, name := range []string{events.RecordStream, events.DeadLetterStream} {
+		if err := logStream(ctx, js, name, log); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(functionTypes)) {
+		cons, err := runtime.EnsureConsumer(ctx, js, runtime.Function{Name: name, Types: functionTypes[name]}, cs)
+		if err != nil {
+			return err
+		}
+		cfg := cons.CachedInfo().Config
+		log.Info("consumer ready", zap.String("function", name), zap.String("stream", events.RecordStream),
+			zap.String("consumer", cfg.Durable), zap.Strings("subjects", cfg.FilterSubjects),
+			zap.Duration("ack_wait", cfg.AckWait), zap.Int("max_deliver", cfg.MaxDeliver), zap.Int("max_ack_pending", cfg.MaxAckPending))
+	}
+	log.Info("set up: the bridge and the functions can start", zap.String("url", nc.ConnectedUrlRedacted()))
+	return nil
+}
+
+func logStream(ctx context.Context, js jetstream.JetStream, name string, log *zap.Logger) error {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("reading back stream %s: %w", name, err)
+	}
+	cfg := s.CachedInfo().Config
+	log.Info("stream ready", zap.String("stream", name), zap.Strings("subjects", cfg.Subjects),
+		zap.Duration("max_age", cfg.MaxAge), zap.Int("replicas", cfg.Replicas), zap.Uint64("messages", s.CachedInfo().State.Msgs))
+	return nil
+}

@@ -1,0 +1,178 @@
+package infra_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// functionTypes are the event types each function takes, from the functions themselves.
+var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types}
+
+// Scale to zero needs the consumers before any function pod: the setup Job of each overlay, run
+// as its container runs it — the image's entrypoint (the housekeeper binary, built here) with
+// the Job's arguments and environment, its ConfigMap included — against a real nats-server,
+// creates every consumer the overlay reads (each ScaledObject's stream and consumer, each
+// forwarder's function) with the subjects its function takes and the ConfigMap's settings. No
+// function is started. Before the Job ran, the same check finds nothing.
+func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
+	bin := buildHousekeeper(t)
+	for _, overlay := range []string{"overlays/keda", "overlays/knative"} {
+		t.Run(overlay, func(t *testing.T) {
+			objs := render(t, overlay)
+			readers := consumersRead(t, objs)
+			if len(readers) != len(functionTypes) {
+				t.Fatalf("the overlay reads the consumers %v, want one per function %v", slices.Sorted(maps.Keys(readers)), slices.Sorted(maps.Keys(functionTypes)))
+			}
+			env := testenv.Start(t, testenv.WithNATS())
+			nc, err := nats.Connect(env.NATS.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+
+			for name, by := range readers {
+				if _, err := js.Consumer(ctx, events.RecordStream, name); !errors.Is(err, jetstream.ErrStreamNotFound) {
+					t.Fatalf("consumer %s (read by %s) before the setup Job ran: %v, want no stream", name, by, err)
+				}
+			}
+
+			args, jobEnv := setupJob(t, objs)
+			jobEnv["HOUSEKEEPER_NATS_URL"] = env.NATS.URL // the one thing that differs from the cluster
+			for run := range 2 {                          // a second run (the Job re-applied) changes nothing and succeeds
+				cmd := exec.CommandContext(ctx, bin, args...)
+				for k, v := range jobEnv {
+					cmd.Env = append(cmd.Env, k+"="+v)
+				}
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("run %d of the setup Job's container (housekeeper %q): %v\n%s", run+1, args, err, out)
+				}
+			}
+
+			maxDeliver, _ := strconv.Atoi(jobEnv["HOUSEKEEPER_MAX_DELIVER"])
+			ackWait, _ := time.ParseDuration(jobEnv["HOUSEKEEPER_ACK_WAIT"])
+			for name, by := range readers {
+				c, err := js.Consumer(ctx, events.RecordStream, name)
+				if err != nil {
+					t.Errorf("consumer %s/%s (read by %s): %v", events.RecordStream, name, by, err)
+					continue
+				}
+				info := c.CachedInfo()
+				want := runtime.Function{Name: name, Types: functionTypes[name]}.FilterSubjects()
+				if !slices.Equal(slices.Sorted(slices.Values(info.Config.FilterSubjects)), slices.Sorted(slices.Values(want))) {
+					t.Errorf("consumer %s reads %v, function %s takes %v", name, info.Config.FilterSubjects, name, want)
+				}
+				if info.Config.MaxDeliver != maxDeliver || info.Config.AckWait != ackWait {
+					t.Errorf("consumer %s: max deliver %d, ack wait %s; the ConfigMap says %d, %s", name, info.Config.MaxDeliver, info.Config.AckWait, maxDeliver, ackWait)
+				}
+				if info.Delivered.Consumer != 0 || info.NumWaiting != 0 {
+					t.Errorf("consumer %s has been read from: %+v", name, info.Delivered)
+				}
+			}
+			record, err := js.Stream(ctx, events.RecordStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := strconv.Itoa(record.CachedInfo().Config.Replicas), jobEnv["HOUSEKEEPER_STREAM_REPLICAS"]; got != want {
+				t.Errorf("stream %s has %s replicas, the ConfigMap says %s", events.RecordStream, got, want)
+			}
+		})
+	}
+}
+
+// consumersRead maps every durable consumer an overlay reads to what reads it: the
+// nats-jetstream trigger of each ScaledObject, and each forwarder's --function.
+func consumersRead(t *testing.T, objs []manifest) map[string]string {
+	t.Helper()
+	readers := map[string]string{}
+	for _, m := range objs {
+		if m.obj.GetKind() == "ScaledObject" {
+			triggers, _, _ := unstructured.NestedSlice(m.obj.Object, "spec", "triggers")
+			for _, tr := range triggers {
+				tr := tr.(map[string]any)
+				md, _, _ := unstructured.NestedStringMap(tr, "metadata")
+				if tr["type"] != "nats-jetstream" || md["stream"] != events.RecordStream {
+					t.Errorf("%s: trigger %v does not read the stream %s", m, tr["type"], events.RecordStream)
+					continue
+				}
+				readers[md["consumer"]] = m.String()
+			}
+		}
+		for _, c := range containers(m.obj) {
+			if i := slices.Index(c.Args, "--function"); len(c.Args) > 0 && c.Args[0] == "forward" && i > 0 && i+1 < len(c.Args) {
+				readers[c.Args[i+1]] = m.String()
+			}
+		}
+	}
+	return readers
+}
+
+// setupJob is the arguments and environment of the setup Job's one container.
+func setupJob(t *testing.T, objs []manifest) ([]string, map[string]string) {
+	t.Helper()
+	configMaps := map[string]map[string]string{}
+	var jobs []manifest
+	for _, m := range objs {
+		switch m.obj.GetKind() {
+		case "ConfigMap":
+			data, _, _ := unstructured.NestedStringMap(m.obj.Object, "data")
+			configMaps[m.obj.GetName()] = data
+		case "Job":
+			jobs = append(jobs, m)
+		}
+	}
+	if len(jobs) != 1 || len(containers(jobs[0].obj)) != 1 {
+		t.Fatalf("want one Job with one container, got %d Jobs", len(jobs))
+	}
+	c := containers(jobs[0].obj)[0]
+	// No command: the image's entrypoint, the housekeeper binary (infra/Dockerfile's last stage).
+	if len(c.Command) != 0 || dockerfileStages(t, "Dockerfile")["housekeeper"] != "/usr/local/bin/housekeeper" {
+		t.Fatalf("%s: command %q does not run the housekeeper binary", jobs[0], c.Command)
+	}
+	env := map[string]string{}
+	for _, cm := range c.ConfigMaps {
+		maps.Copy(env, configMaps[cm])
+	}
+	for _, e := range c.Env {
+		if e.FromField {
+			t.Fatalf("%s: %s is only known in the pod", jobs[0], e.Name)
+		}
+		env[e.Name] = e.Value
+	}
+	return c.Args, env
+}
+
+// buildHousekeeper builds the housekeeper binary as infra/Dockerfile does.
+func buildHousekeeper(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./functions/cmd/housekeeper")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "housekeeper")
+}
