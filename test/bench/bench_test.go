@@ -55,11 +55,15 @@ func BenchmarkBurst(b *testing.B) {
 	var results []*result
 	for _, r := range burstRows {
 		var res *result
-		if !b.Run(r.id+"-"+benchName(r.label), func(b *testing.B) { res = runPhase(b, e, r, n) }) {
-			break // a failed phase may leave objects the next side would react to
-		}
+		ok := b.Run(r.id+"-"+benchName(r.label), func(b *testing.B) {
+			res = &result{row: r, n: n}
+			runPhase(b, e, res)
+		})
 		if res != nil { // nil: filtered out by -bench
 			results = append(results, res)
+		}
+		if !ok && (res == nil || !res.cleaned) {
+			break // objects of the failed phase may be left for the next side to react to
 		}
 	}
 	printTable(os.Stdout, fmt.Sprintf("Burst of %d BackupEntries, upstream and housekeeper on one kube-apiserver", n), results)
@@ -73,8 +77,11 @@ func BenchmarkBurst5000(b *testing.B) {
 	e := startEnv(b)
 	// housekeeper's default client limits: at 50/100 (row 3) 5,000 entries take over an hour.
 	r := housekeeperRow("r6", "housekeeper, 1 replica each, --kube-qps 200 --kube-burst 400", hkOptions{qps: 200, burst: 400, entryReplicas: 1})
-	res := runPhase(b, e, r, n)
-	printTable(os.Stdout, fmt.Sprintf("Burst of %d BackupEntries, housekeeper alone", n), []*result{res})
+	res := &result{row: r, n: n}
+	defer func() {
+		printTable(os.Stdout, fmt.Sprintf("Burst of %d BackupEntries, housekeeper alone", n), []*result{res})
+	}()
+	runPhase(b, e, res)
 }
 
 // benchName turns a label into a sub-benchmark name.
@@ -94,6 +101,10 @@ func printTable(w io.Writer, title string, results []*result) {
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
 		n := float64(r.n)
+		if r.failure != "" {
+			fmt.Fprintf(w, "| %s | %d | failed: %s | | | | | | | | |\n", r.row.label, r.n, strings.SplitN(r.failure, ":\n", 2)[0])
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f / %d |\n",
 			r.row.label, r.n, r.entriesPerSec, r.p50.Seconds(), r.p99.Seconds(), r.deleteAll.Seconds(),
 			r.create.total(verbs...)/n, r.delete.total(verbs...)/n,
@@ -108,6 +119,10 @@ func printTable(w io.Writer, title string, results []*result) {
 	fmt.Fprintln(w, "Requests per entry, by verb:")
 	fmt.Fprintln(w)
 	for _, r := range results {
+		if r.failure != "" {
+			fmt.Fprintf(w, "- %s: FAILED: %s\n", r.row.label, strings.ReplaceAll(r.failure, "\n", "\n  "))
+			continue
+		}
 		fmt.Fprintf(w, "- %s (delete per entry: p50 %.2f s, p99 %.2f s; requests went on %.1f s after the last entry was ready, %.1f s after the last was gone)\n",
 			r.row.label, r.delP50.Seconds(), r.delP99.Seconds(), r.createTail.Seconds(), r.deleteTail.Seconds())
 		fmt.Fprintf(w, "  - create: %s\n", describe(r.create.byVerb(), r.n))
@@ -130,7 +145,9 @@ func printTable(w io.Writer, title string, results []*result) {
 func printRatios(w io.Writer, results []*result) {
 	byID := map[string]*result{}
 	for _, r := range results {
-		byID[r.row.id] = r
+		if r.failure == "" {
+			byID[r.row.id] = r
+		}
 	}
 	pairs := []struct{ hk, up, what string }{
 		{"r3", "r1", "QPS 50 / burst 100, one replica each"},

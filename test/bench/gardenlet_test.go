@@ -231,3 +231,35 @@ func poll(timeout time.Duration, f func() (bool, string, error)) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// forceCleanup removes a failed phase's objects once its side is stopped: it drops the
+// finalizers of its BackupEntries, BackupBucket and credentials and deletes them, and deletes
+// the etcd-backup secrets left in its namespaces, so that the next side finds nothing of it.
+func forceCleanup(ctx context.Context, e *env, p phaseObjects) error {
+	c := e.driver
+	unfinalize := func(obj client.Object) error {
+		if err := c.Patch(ctx, obj, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		return client.IgnoreNotFound(c.Delete(ctx, obj))
+	}
+	if err := parallel(len(p.entries), driverWorkers, func(i int) error {
+		name := p.entries[i]
+		if err := unfinalize(&extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return err
+		}
+		if err := unfinalize(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: entrySecretName(name), Namespace: gardenNamespace}}); err != nil {
+			return err
+		}
+		return unfinalize(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: etcdBackupSecret, Namespace: gardener.EntryNamespace(name)}})
+	}); err != nil {
+		return err
+	}
+	if err := unfinalize(&extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: p.bucket}}); err != nil {
+		return err
+	}
+	if err := unfinalize(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bucket-" + p.bucket, Namespace: gardenNamespace}}); err != nil {
+		return err
+	}
+	return unfinalize(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "generated-bucket-" + p.bucket, Namespace: gardenNamespace}})
+}

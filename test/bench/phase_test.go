@@ -45,6 +45,9 @@ type result struct {
 	createTail, deleteTail time.Duration
 
 	notes []string
+
+	failure string // why the phase failed; empty if it did not
+	cleaned bool   // after a failure: the phase's objects are gone
 }
 
 // settleQuiet is how long a side must send no request for its phase to count as over.
@@ -53,11 +56,18 @@ const (
 	settleMax   = 3 * time.Minute
 )
 
-// runPhase runs one row: inputs, the side, its bucket, then the timed create burst and the
-// timed delete burst, then the teardown. It fails b when something does not converge.
-func runPhase(b *testing.B, e *env, r row, n int) *result {
+// runPhase runs one row into res: inputs, the side, its bucket, then the timed create burst
+// and the timed delete burst, then the teardown. It fails b when something does not
+// converge, with res.failure saying what; res.cleaned then says whether the phase's objects
+// were removed (finalizers dropped), so that the next phase can still run.
+func runPhase(b *testing.B, e *env, res *result) {
 	ctx := context.Background()
-	res := &result{row: r, n: n}
+	r, n := res.row, res.n
+	defer func() {
+		if b.Failed() && res.failure == "" {
+			res.failure = "failed before the measurement (see the benchmark's log)"
+		}
+	}()
 	p := newPhaseObjects(r.id, n)
 	e.obs.track(p.entries)
 	if err := ensureGardenNamespace(ctx, e.driver); err != nil {
@@ -82,10 +92,24 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 		}
 	}
 	defer stop()
-	if err := deployBucket(ctx, e.driver, p, 2*time.Minute); err != nil {
-		b.Fatalf("%s: BackupBucket %s did not succeed: %v", r.label, p.bucket, err)
+	// fail records why the phase failed, removes its objects and fails b.
+	fail := func(format string, args ...any) {
+		res.failure = fmt.Sprintf(format, args...)
+		stop()
+		if err := forceCleanup(ctx, e, p); err != nil {
+			b.Errorf("%s: removing the phase's objects: %v", r.label, err)
+		} else {
+			res.cleaned = true
+		}
+		b.Fatalf("%s: %s", r.label, res.failure)
 	}
-	c0, d0, _ := settle(b, s, res, "before the create burst")
+	if err := deployBucket(ctx, e.driver, p, 2*time.Minute); err != nil {
+		fail("BackupBucket %s did not succeed: %v", p.bucket, err)
+	}
+	c0, d0, _, err := settle(s, res, "before the create burst")
+	if err != nil {
+		fail("%v", err)
+	}
 
 	// The create burst: every entry as fast as the driver can, the clock of each entry
 	// starting at its create call.
@@ -96,13 +120,16 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 		e.obs.setCreated(name, time.Now())
 		return e.driver.Create(ctx, newEntry(name, p.bucket))
 	}); err != nil {
-		b.Fatalf("%s: creating BackupEntries: %v", r.label, err)
+		fail("creating BackupEntries: %v", err)
 	}
 	if !waitFor(e, r, p.entries, budget, "converged", func(o entryObs) bool { return !o.converged.IsZero() }) {
-		b.Fatalf("%s: %s", r.label, notConverged(e, p.entries, budget, short, "Succeeded with observedGeneration == generation and etcd-backup present",
+		fail("%s", notConverged(e, p.entries, budget, short, "Succeeded with observedGeneration == generation and etcd-backup present",
 			func(o entryObs) bool { return !o.converged.IsZero() }))
 	}
-	c1, d1, createQuiet := settle(b, s, res, "after the create burst")
+	c1, d1, createQuiet, err := settle(s, res, "after the create burst")
+	if err != nil {
+		fail("%v", err)
+	}
 	created := e.obs.snapshot(p.entries)
 
 	// The delete burst, as gardenlet deletes extension objects.
@@ -112,12 +139,15 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 		e.obs.setDeleteStart(name, time.Now())
 		return deleteExtensionObject(ctx, e.driver, newEntry(name, p.bucket))
 	}); err != nil {
-		b.Fatalf("%s: deleting BackupEntries: %v", r.label, err)
+		fail("deleting BackupEntries: %v", err)
 	}
 	if !waitFor(e, r, p.entries, budget, "gone", func(o entryObs) bool { return !o.gone.IsZero() }) {
-		b.Fatalf("%s: %s", r.label, notConverged(e, p.entries, budget, short, "gone", func(o entryObs) bool { return !o.gone.IsZero() }))
+		fail("%s", notConverged(e, p.entries, budget, short, "gone", func(o entryObs) bool { return !o.gone.IsZero() }))
 	}
-	c2, d2, deleteQuiet := settle(b, s, res, "after the delete burst")
+	c2, d2, deleteQuiet, err := settle(s, res, "after the delete burst")
+	if err != nil {
+		fail("%v", err)
+	}
 	deleted := e.obs.snapshot(p.entries)
 	if left := e.obs.secretsLeft(p.entries); len(left) > 0 {
 		res.notes = append(res.notes, fmt.Sprintf("%d etcd-backup secrets left after deletion, e.g. in %s", len(left), left[0]))
@@ -125,7 +155,7 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 
 	// Teardown, not measured: the side deletes its bucket, then stops.
 	if err := deleteBucket(ctx, e.driver, p, 2*time.Minute); err != nil {
-		b.Fatalf("%s: BackupBucket %s was not deleted: %v", r.label, p.bucket, err)
+		fail("BackupBucket %s was not deleted: %v", p.bucket, err)
 	}
 	stop()
 	if err := deleteInputs(ctx, e.driver, p); err != nil {
@@ -139,7 +169,6 @@ func runPhase(b *testing.B, e *env, r row, n int) *result {
 	lastConverged, lastGone := res.measure(created, deleted)
 	res.createTail, res.deleteTail = max(createQuiet.Sub(lastConverged), 0), max(deleteQuiet.Sub(lastGone), 0)
 	res.report(b)
-	return res
 }
 
 // measure computes throughput and latencies from the observations and returns when the last
@@ -206,7 +235,7 @@ func (res *result) report(b *testing.B) {
 // settle waits until the side has sent no request for settleQuiet and returns its counters
 // then, and when they last changed (at the earliest, when settle began); a side that keeps
 // sending requests for settleMax is noted, not failed.
-func settle(b *testing.B, s side, res *result, when string) (counts, counts, time.Time) {
+func settle(s side, res *result, when string) (counts, counts, time.Time, error) {
 	var (
 		last      counts
 		lastDet   counts
@@ -216,18 +245,18 @@ func settle(b *testing.B, s side, res *result, when string) (counts, counts, tim
 	for {
 		c, err := s.requests()
 		if err != nil {
-			b.Fatalf("%s: reading request counters %s: %v", res.row.label, when, err)
+			return nil, nil, time.Time{}, fmt.Errorf("reading request counters %s: %w", when, err)
 		}
 		d := s.detail()
 		now := time.Now()
 		if last == nil || !reflect.DeepEqual(c, last) {
 			last, lastDet, quietFrom = c, d, now
 		} else if now.Sub(quietFrom) >= settleQuiet {
-			return last, lastDet, quietFrom
+			return last, lastDet, quietFrom, nil
 		}
 		if now.After(end) {
 			res.notes = append(res.notes, fmt.Sprintf("still sending requests %s after %s", when, settleMax))
-			return c, d, now
+			return c, d, now, nil
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
