@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,8 +49,6 @@ type Bridge struct {
 	handlersSynced []cache.InformerSynced
 
 	synced atomic.Bool
-	// unacked counts the events taken from the queue and not yet finished.
-	unacked atomic.Int64
 }
 
 // New creates a bridge reading from the API server at cfg and publishing with p; metrics
@@ -143,8 +142,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	publishCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPublishing()
 	acks := make(chan inFlight, b.opts.MaxInFlight)
-	var publishing sync.WaitGroup
-	publishing.Go(func() { b.dispatch(publishCtx, acks) })
+	var dispatchers, publishing sync.WaitGroup
+	// Encoding is most of a dispatcher's work: one per CPU.
+	for range runtime.GOMAXPROCS(0) {
+		dispatchers.Go(func() { b.dispatch(publishCtx, acks) })
+	}
+	publishing.Go(func() { dispatchers.Wait(); close(acks) })
 	publishing.Go(func() { b.awaitAcks(publishCtx, acks) })
 
 	// The secret informers started for the objects of the initial lists are waited for too:
@@ -169,10 +172,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 // flush waits until every queued event is acknowledged or FlushTimeout passed.
 func (b *Bridge) flush() {
 	deadline := time.Now().Add(b.opts.FlushTimeout)
-	for (b.queue.pending() > 0 || b.unacked.Load() > 0) && time.Now().Before(deadline) {
+	for b.queue.pending() > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := b.queue.pending() + int(b.unacked.Load()); n > 0 {
+	if n := b.queue.pending(); n > 0 {
 		b.log.Warn("shutting down with unpublished events; the next start re-emits the objects' state",
 			zap.Int("pending", n))
 	}

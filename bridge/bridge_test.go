@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,9 +54,15 @@ func newHarness(t testing.TB) *harness {
 // start runs a bridge until the returned stop function is called.
 func (h *harness) start(opts Options) (*Bridge, func()) {
 	h.t.Helper()
+	return h.startWith(h.env.Kube.Config, opts)
+}
+
+// startWith runs a bridge talking to the API server through cfg.
+func (h *harness) startWith(cfg *rest.Config, opts Options) (*Bridge, func()) {
+	h.t.Helper()
 	opts.Cluster = cluster
 	opts.Logger = zaptest.NewLogger(h.t)
-	b, err := New(h.env.Kube.Config, h.js, nil, opts)
+	b, err := New(cfg, h.js, nil, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -406,4 +415,124 @@ func cachedSecrets(b *Bridge) []string {
 		keys = append(keys, ns.informer.GetStore().ListKeys()...)
 	}
 	return keys
+}
+
+// secretRequests records the paths of the requests for secrets sent through a config.
+type secretRequests struct {
+	mu    sync.Mutex
+	paths []string
+}
+
+func (r *secretRequests) config(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(req.URL.Path, "/secrets") || strings.Contains(req.URL.Path, "/secrets/") {
+				r.mu.Lock()
+				r.paths = append(r.paths, req.URL.Path)
+				r.mu.Unlock()
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
+}
+
+// namespaces lists the namespaces the recorded requests were for, "" for all namespaces.
+func (r *secretRequests) namespaces() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var namespaces []string
+	for _, p := range r.paths {
+		ns := ""
+		if rest, ok := strings.CutPrefix(p, "/api/v1/namespaces/"); ok {
+			ns, _, _ = strings.Cut(rest, "/")
+		}
+		if !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	slices.Sort(namespaces)
+	return namespaces
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The bridge lists and watches secrets only in the namespaces handled objects reference, so
+// the secrets of other namespaces cost it nothing; a namespace referenced later is watched
+// from then on, and no longer once nothing references it.
+func TestBridgeWatchesSecretsOnlyWhereReferenced(t *testing.T) {
+	h := newHarness(t)
+	secret := func(namespace, name string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Data: map[string][]byte{"storageKey": []byte("key-of-" + name)}}
+	}
+	for _, ns := range []string{"garden", "unrelated", "late", "early"} {
+		h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	h.create(bucket("existing", "azure"))
+	h.create(secret("garden", "backup-existing"))
+	h.create(secret("unrelated", "backup-existing"))
+	// A bucket the bridge does not handle references no watched namespace either.
+	foreign := bucket("foreign", "aws")
+	foreign.Spec.SecretRef.Namespace = "unrelated"
+	h.create(foreign)
+
+	var requests secretRequests
+	b, _ := h.startWith(requests.config(h.env.Kube.Config), Options{Types: []string{"azure"}})
+	if got := b.secrets.watched(); !slices.Equal(got, []string{"garden"}) {
+		t.Errorf("watching secrets in %v, want [garden]", got)
+	}
+	if got := cachedSecrets(b); !slices.Equal(got, []string{"garden/backup-existing"}) {
+		t.Errorf("bridge caches secrets %v, want [garden/backup-existing]", got)
+	}
+
+	// Referenced later, before its secret exists: the namespace is watched and the bucket
+	// announced again when the secret appears.
+	late := bucket("late", "azure")
+	late.Spec.SecretRef.Namespace = "late"
+	h.create(late)
+	h.eventually(10*time.Second, "created event", func() bool { return len(typesOf(h.stream(), string(late.UID))) == 1 })
+	h.eventually(10*time.Second, "secrets in late watched", func() bool {
+		return slices.Contains(b.secrets.watched(), "late") && b.secrets.hasSynced()
+	})
+	h.create(secret("late", late.Spec.SecretRef.Name))
+	h.eventually(10*time.Second, "announcement when the secret appears", func() bool { return len(typesOf(h.stream(), string(late.UID))) == 2 })
+	if got := typesOf(h.stream(), string(late.UID)); got[1] != events.TypeBucketSynced {
+		t.Errorf("events %v, want created then synced", got)
+	}
+
+	// Referenced later, its secret existing already: the secret found by the new watch
+	// announces the bucket, in case it was created while the watch listed.
+	early := bucket("early", "azure")
+	early.Spec.SecretRef.Namespace = "early"
+	h.create(secret("early", early.Spec.SecretRef.Name))
+	h.create(early)
+	h.eventually(10*time.Second, "announcement by the existing secret", func() bool {
+		got := typesOf(h.stream(), string(early.UID))
+		return len(got) > 0 && got[len(got)-1] == events.TypeBucketSynced
+	})
+
+	// Once nothing references them, late and early are no longer watched.
+	for _, obj := range []client.Object{late, early} {
+		if err := h.c.Delete(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.eventually(10*time.Second, "watches of late and early stopped", func() bool {
+		return slices.Equal(b.secrets.watched(), []string{"garden"})
+	})
+	h.create(secret("unrelated", "created-while-running"))
+	time.Sleep(500 * time.Millisecond)
+
+	if got := requests.namespaces(); !slices.Equal(got, []string{"early", "garden", "late"}) {
+		t.Errorf("secrets requested in namespaces %q (\"\": all), want only [early garden late]", got)
+	}
+	for _, key := range cachedSecrets(b) {
+		if !strings.HasPrefix(key, "garden/") {
+			t.Errorf("bridge caches secret %s", key)
+		}
+	}
 }

@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer, q *queue) *metrics {
 	}
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "housekeeper", Subsystem: "bridge", Name: "queue_depth",
-		Help: "Objects whose latest event waits to be published.",
+		Help: "Objects whose latest event is not yet acknowledged (waiting or in flight).",
 	}, func() float64 { return float64(q.pending()) })
 	if reg != nil {
 		reg.MustRegister(m.published, m.duplicates, m.publishErrors, m.latency, depth)

@@ -34,13 +34,11 @@ type inFlight struct {
 // its events reach the stream in order. Once ctx is done, what is left in the queue is put
 // back unpublished.
 func (b *Bridge) dispatch(ctx context.Context, acks chan<- inFlight) {
-	defer close(acks)
 	for {
 		key, e, ok := b.queue.next()
 		if !ok {
 			return
 		}
-		b.unacked.Add(1)
 		if ctx.Err() != nil {
 			b.finish(key, e, ctx.Err())
 			continue
@@ -98,5 +96,4 @@ func (b *Bridge) finish(key string, e cloudevents.Event, err error) {
 		b.log.Debug("publish failed, will retry", zap.String("type", e.Type()), zap.String("name", e.Subject()), zap.Error(err))
 	}
 	b.queue.done(key, e, err != nil)
-	b.unacked.Add(-1)
 }

@@ -16,6 +16,10 @@ type queue struct {
 
 	mu     sync.Mutex
 	latest map[string]cloudevents.Event
+	// taken holds the keys between next and done (events in flight); both counts those
+	// that also have a newer event waiting in latest.
+	taken map[string]struct{}
+	both  int
 }
 
 func newQueue(maxRetryDelay time.Duration) *queue {
@@ -23,12 +27,18 @@ func newQueue(maxRetryDelay time.Duration) *queue {
 	return &queue{
 		work:   workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[string]{Name: "bridge"}),
 		latest: map[string]cloudevents.Event{},
+		taken:  map[string]struct{}{},
 	}
 }
 
 // add queues e for key, replacing an event not yet taken.
 func (q *queue) add(key string, e cloudevents.Event) {
 	q.mu.Lock()
+	if _, waiting := q.latest[key]; !waiting {
+		if _, inFlight := q.taken[key]; inFlight {
+			q.both++
+		}
+	}
 	q.latest[key] = e
 	q.mu.Unlock()
 	q.work.Add(key)
@@ -45,6 +55,9 @@ func (q *queue) next() (key string, e cloudevents.Event, ok bool) {
 		q.mu.Lock()
 		e, found := q.latest[key]
 		delete(q.latest, key)
+		if found {
+			q.taken[key] = struct{}{}
+		}
 		q.mu.Unlock()
 		if found {
 			return key, e, true
@@ -58,23 +71,28 @@ func (q *queue) next() (key string, e cloudevents.Event, ok bool) {
 // and the key retried with backoff; a published one resets the key's backoff.
 func (q *queue) done(key string, e cloudevents.Event, failed bool) {
 	defer q.work.Done(key)
-	if !failed {
-		q.work.Forget(key)
-		return
-	}
 	q.mu.Lock()
-	if _, newer := q.latest[key]; !newer {
+	delete(q.taken, key)
+	_, newer := q.latest[key]
+	switch {
+	case newer:
+		q.both--
+	case failed:
 		q.latest[key] = e
 	}
 	q.mu.Unlock()
-	q.work.AddRateLimited(key)
+	if failed {
+		q.work.AddRateLimited(key)
+	} else {
+		q.work.Forget(key)
+	}
 }
 
-// pending counts the objects waiting to be published.
+// pending counts the objects whose latest event is not yet acknowledged: waiting or in flight.
 func (q *queue) pending() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.latest)
+	return len(q.latest) + len(q.taken) - q.both
 }
 
 func (q *queue) shutdown() { q.work.ShutDown() }

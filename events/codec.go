@@ -22,6 +22,20 @@ const (
 	contentTypeStructured = "application/cloudevents+json"
 )
 
+// extensionHeaders are the headers of the extensions every event has, built once.
+var extensionHeaders = map[string]string{
+	ExtKind: headerPrefix + ExtKind, ExtName: headerPrefix + ExtName, ExtUID: headerPrefix + ExtUID,
+	ExtResourceVersion: headerPrefix + ExtResourceVersion, ExtGeneration: headerPrefix + ExtGeneration,
+}
+
+// extensions returns e's extensions for reading: the map itself where the SDK would copy it.
+func extensions(e cloudevents.Event) map[string]any {
+	if ec, ok := e.Context.(*cloudevents.EventContextV1); ok {
+		return ec.Extensions
+	}
+	return e.Extensions()
+}
+
 // Encode turns e into a NATS message in binary mode on its subject, with Nats-Msg-Id = id.
 func Encode(e cloudevents.Event) (*nats.Msg, error) {
 	if len(e.Data()) > MaxDataSize {
@@ -35,7 +49,7 @@ func Encode(e cloudevents.Event) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	ext := e.Extensions()
+	ext := extensions(e)
 	// One map of the right size and one slice backing every value: an event is encoded per
 	// change of every object, and growing the header map dominated the encoding.
 	h := make(nats.Header, 10+len(ext))
@@ -65,7 +79,11 @@ func Encode(e cloudevents.Event) (*nats.Msg, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: extension %s: %v", ErrInvalidEvent, name, err)
 		}
-		set(headerPrefix+name, s)
+		header, ok := extensionHeaders[name]
+		if !ok {
+			header = headerPrefix + name
+		}
+		set(header, s)
 	}
 	set(HeaderMsgID, e.ID())
 	return &nats.Msg{Subject: subject, Header: h, Data: e.Data()}, nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -98,16 +99,20 @@ func NewPurgeEvent(cluster string, op Operation, entry client.Object, data Purge
 
 func newEvent(cluster, eventType string, kind Kind, obj client.Object, id string, now time.Time) cloudevents.Event {
 	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
-	e.SetID(id)
-	e.SetSource(Source(cluster))
-	e.SetType(eventType)
-	e.SetSubject(obj.GetName())
-	e.SetTime(now.UTC())
-	e.SetExtension(ExtKind, string(kind))
-	e.SetExtension(ExtName, obj.GetName())
-	e.SetExtension(ExtUID, string(obj.GetUID()))
-	e.SetExtension(ExtResourceVersion, obj.GetResourceVersion())
-	e.SetExtension(ExtGeneration, strconv.FormatInt(obj.GetGeneration(), 10))
+	e.SetSource(Source(cluster)) // parsed and checked: a cluster name is configuration
+	name := obj.GetName()
+	// The rest directly: the setters validate and lower-case names and values that are fixed
+	// here, and an event is built for every change of every object.
+	ec := e.Context.(*cloudevents.EventContextV1)
+	ec.ID, ec.Type, ec.Subject = id, eventType, &name
+	ec.Time = &types.Timestamp{Time: now.UTC()}
+	ec.Extensions = map[string]any{
+		ExtKind:            string(kind),
+		ExtName:            name,
+		ExtUID:             string(obj.GetUID()),
+		ExtResourceVersion: obj.GetResourceVersion(),
+		ExtGeneration:      strconv.FormatInt(obj.GetGeneration(), 10),
+	}
 	return e
 }
 
@@ -122,7 +127,7 @@ type Ref struct {
 
 // RefOf reads the object reference from a decoded event's extensions.
 func RefOf(e cloudevents.Event) (Ref, error) {
-	ext := e.Extensions()
+	ext := extensions(e)
 	str := func(key string) string {
 		v, _ := ext[key].(string)
 		return v

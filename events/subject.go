@@ -72,17 +72,24 @@ func DeadLetterSubject(function string) string {
 // separate tokens; characters outside [a-z0-9-] become _xx (hex), so the encoding is
 // reversible and plain DNS labels read as themselves.
 func Token(s string) string {
+	if !strings.ContainsFunc(s, needsEscape) {
+		return s // the common case, without a copy
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' {
+		if !needsEscape(rune(c)) {
 			b.WriteByte(c)
 			continue
 		}
 		fmt.Fprintf(&b, "_%02x", c)
 	}
 	return b.String()
+}
+
+func needsEscape(c rune) bool {
+	return !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-')
 }
 
 // ParseToken reverses Token.
