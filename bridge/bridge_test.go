@@ -204,11 +204,15 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/timestamp", time.Now().Format(time.RFC3339Nano))
 	})
 
-	// A spec change, the operation annotation, a finalizer, deletion and removal publish.
+	// A spec change, the operation annotation, a finalizer taken away, deletion and removal
+	// publish; a finalizer added does not (the function that adds it has the object at hand).
 	h.patch(e, func() { e.Spec.Region = "northeurope" })
 	h.eventually(10*time.Second, "updated event", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
 	h.patch(e, func() { metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/operation", "reconcile") })
+	h.eventually(10*time.Second, "updated event", func() bool { return len(typesOf(h.stream(), uid)) == 3 })
+	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry", "gardener"} })
 	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry"} })
+	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry", "gardener"} })
 	if err := h.c.Delete(context.Background(), e); err != nil {
 		t.Fatal(err)
 	}

@@ -39,9 +39,10 @@ func (f filter) handles(obj client.Object) bool {
 }
 
 // relevantChange reports whether an update can change what a function must do: a new
-// generation (spec), deletion, finalizers, or annotations other than the timestamp bump
-// (the operation annotation, retention and force-deletion annotations). Status writes —
-// the functions' own — are not.
+// generation (spec), deletion, a finalizer taken away, or annotations other than the
+// timestamp bump (the operation annotation, retention and force-deletion annotations). Status
+// writes and added finalizers — the functions' own writes — are not: announcing them would
+// make each new object cost its function a second round.
 func relevantChange(old, cur client.Object) bool {
 	if old.GetGeneration() != cur.GetGeneration() {
 		return true
@@ -49,8 +50,8 @@ func relevantChange(old, cur client.Object) bool {
 	if (old.GetDeletionTimestamp() == nil) != (cur.GetDeletionTimestamp() == nil) {
 		return true
 	}
-	if !slices.Equal(old.GetFinalizers(), cur.GetFinalizers()) {
-		return true
+	if slices.ContainsFunc(old.GetFinalizers(), func(f string) bool { return !slices.Contains(cur.GetFinalizers(), f) }) {
+		return true // a finalizer taken away: if it was ours, it must come back
 	}
 	return !maps.Equal(withoutTimestamp(old.GetAnnotations()), withoutTimestamp(cur.GetAnnotations()))
 }

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -43,7 +44,22 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 			}
 			b.enqueue(kind, events.OpDeleted, obj)
 			b.secrets.release(b.secretNamespace(obj))
+			if e, ok := obj.(*extensionsv1alpha1.BackupEntry); ok {
+				b.entryGone(e)
+			}
 		},
+	}
+}
+
+// entryGone announces again the bucket of a deleted entry if that bucket is being deleted:
+// its deletion waits for its entries to go.
+func (b *Bridge) entryGone(e *extensionsv1alpha1.BackupEntry) {
+	obj, exists, err := b.buckets.GetStore().GetByKey(e.Spec.BucketName)
+	if err != nil || !exists {
+		return
+	}
+	if bucket := obj.(client.Object); bucket.GetDeletionTimestamp() != nil {
+		b.enqueue(events.KindBackupBucket, events.OpSynced, bucket, events.WithTrigger("entry-gone/"+string(e.UID)))
 	}
 }
 

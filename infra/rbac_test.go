@@ -118,9 +118,14 @@ func TestRBACIsEnough(t *testing.T) {
 	background("bridge", func(ctx context.Context) error { return runAsLeader(ctx, bridgeCfg, b.Run) })
 	root := t.TempDir()
 	providers := objectstore.NewRegistry(local.New(root))
+	// The entry function's metadata cache lists and watches with the entry's permissions too.
+	entryMetadata, err := kube.StartCache(runCtx, as("entry"), entry.MetadataCacheOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, fn := range []runtime.Function{
 		bucket.New(clientAs("bucket"), providers, log.Named("bucket")),
-		entry.New(clientAs("entry"), js, entry.Retention{}, cluster, log.Named("entry")),
+		entry.New(clientAs("entry"), entryMetadata, js, entry.Retention{}, cluster, log.Named("entry")),
 		purge.New(clientAs("purge"), js, providers, entry.Retention{}, cluster, log.Named("purge")),
 	} {
 		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
@@ -31,6 +32,7 @@ import (
 
 // deps is what a function is built from.
 type deps struct {
+	config    *rest.Config
 	client    client.Client
 	js        jetstream.JetStream
 	providers objectstore.Registry
@@ -39,14 +41,20 @@ type deps struct {
 	log       *zap.Logger
 }
 
-// functions are the functions this binary runs, by name.
-var functions = map[string]func(deps) runtime.Function{
-	bucket.Name: func(d deps) runtime.Function { return bucket.New(d.client, d.providers, d.log) },
-	entry.Name: func(d deps) runtime.Function {
-		return entry.New(d.client, d.js, d.retention, d.cluster, d.log)
+// functions are the functions this binary runs, by name. ctx bounds what they start.
+var functions = map[string]func(context.Context, deps) (runtime.Function, error){
+	bucket.Name: func(_ context.Context, d deps) (runtime.Function, error) {
+		return bucket.New(d.client, d.providers, d.log), nil
 	},
-	purge.Name: func(d deps) runtime.Function {
-		return purge.New(d.client, d.js, d.providers, d.retention, d.cluster, d.log)
+	entry.Name: func(ctx context.Context, d deps) (runtime.Function, error) {
+		metadata, err := kube.StartCache(ctx, d.config, entry.MetadataCacheOptions())
+		if err != nil {
+			return runtime.Function{}, err
+		}
+		return entry.New(d.client, metadata, d.js, d.retention, d.cluster, d.log), nil
+	},
+	purge.Name: func(_ context.Context, d deps) (runtime.Function, error) {
+		return purge.New(d.client, d.js, d.providers, d.retention, d.cluster, d.log), nil
 	},
 }
 
@@ -116,7 +124,8 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	c, err := kube.NewClient(kube.Instrument(cfg, reg))
+	cfg = kube.Instrument(cfg, reg)
+	c, err := kube.NewClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -140,7 +149,10 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 			return err
 		}
 	}
-	fn := functions[name](deps{client: c, js: js, providers: providers, retention: ret, cluster: *cluster, log: log.Named(name)})
+	fn, err := functions[name](ctx, deps{config: cfg, client: c, js: js, providers: providers, retention: ret, cluster: *cluster, log: log.Named(name)})
+	if err != nil {
+		return err
+	}
 	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency),
 		runtime.WithBackoff(*backoffBase, *backoffMax))
 }

@@ -89,11 +89,13 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 		return nil
 	}
 	if obj != nil {
+		// A conflict or a not-found answer may mean the copy is outdated or the object gone:
+		// the live object decides.
 		err := r.Reconcile(ctx, obj)
-		if !apierrors.IsConflict(err) {
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return err
 		}
-		r.Log.Debug("the event's copy is outdated: reading the object", zap.String("name", ref.Name))
+		r.Log.Debug("the event's copy may be outdated: reading the object", zap.String("name", ref.Name), zap.Error(err))
 	}
 	if obj, err = r.read(ctx, ref.Name); obj == nil {
 		return err
@@ -138,7 +140,8 @@ func (r *Reconciler) read(ctx context.Context, name string) (extensionsv1alpha1.
 	return obj, nil
 }
 
-// Reconcile converges obj. A write that finds obj outdated returns a conflict error.
+// Reconcile converges obj. A write that finds obj outdated returns a conflict error, one that
+// finds it gone a not-found error.
 func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
 	log := r.Log.With(zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()))
 	if obj.GetAnnotations()[AnnotationOperation] == OperationWaitForState {

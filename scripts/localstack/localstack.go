@@ -165,7 +165,7 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 	retention := entry.Retention{}
 	for _, fn := range []runtime.Function{
 		bucket.New(s.client, providers, log.Named(bucket.Name)),
-		entry.New(s.client, s.js, retention, Cluster, log.Named(entry.Name)),
+		entry.New(s.client, nil, s.js, retention, Cluster, log.Named(entry.Name)),
 		purge.New(s.client, s.js, providers, retention, Cluster, log.Named(purge.Name)),
 	} {
 		w, err := runtime.NewWorker(s.js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
