@@ -25,7 +25,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -45,7 +44,7 @@ func start(t *testing.T, withoutPurge bool) *fixture {
 	p.Run(bucket.New(p.Client, providers, p.Log.Named("bucket")))
 	p.Run(entry.New(p.Client, nil, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
 	if !withoutPurge {
-		p.Run(purge.New(p.Client, p.JS, providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")), runtime.WithAckWait(3*time.Second))
+		p.Run(purge.New(p.Client, p.JS, providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")))
 	}
 	cred, err := azblob.NewSharedKeyCredential(stack.AzuriteAccount, stack.AzuriteKey)
 	if err != nil {
@@ -339,7 +338,7 @@ func TestKilledPurgeFinishesAfterRedelivery(t *testing.T) {
 	left := len(f.list(name + "/"))
 	t.Logf("killed the purge with %d of %d blobs left", left, len(inside))
 
-	f.Run(purge.New(f.Client, f.JS, objectstore.NewRegistry(azure.New()), entry.Retention{}, pipeline.Cluster, f.Log.Named("purge")), runtime.WithAckWait(3*time.Second))
+	f.Run(purge.New(f.Client, f.JS, objectstore.NewRegistry(azure.New()), entry.Retention{}, pipeline.Cluster, f.Log.Named("purge")))
 	f.waitGone(name)
 	if n := len(f.list(name + "/")); n != 0 {
 		t.Errorf("%d blobs left under the prefix", n)

@@ -63,7 +63,7 @@ func runSlowPurge(t *testing.T, setting string) {
 	}
 	js, _ := jetstream.New(nc)
 	fn := purge.New(c, js, objectstore.NewRegistry(slowProvider{azure.New()}), entry.Retention{}, pipeline.Cluster, zaptest.NewLogger(t))
-	w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithAckWait(3*time.Second))
+	w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
