@@ -20,7 +20,7 @@ faults: tools ## the fault suite, full form: faults injected, time to converge, 
 	$(GO) run ./scripts/cmd/faults
 
 bench: tools ## benchmarks, printed as tables
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
 
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt would change: $$out"; exit 1; }
