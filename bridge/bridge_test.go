@@ -210,6 +210,10 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 	h.eventually(10*time.Second, "updated event", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
 	h.patch(e, func() { metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/operation", "reconcile") })
 	h.eventually(10*time.Second, "updated event", func() bool { return len(typesOf(h.stream(), uid)) == 3 })
+	// The function removing the operation annotation and gardenlet confirming the deletion
+	// publish nothing either.
+	h.patch(e, func() { delete(e.Annotations, "gardener.cloud/operation") })
+	h.patch(e, func() { metav1.SetMetaDataAnnotation(&e.ObjectMeta, "confirmation.gardener.cloud/deletion", "true") })
 	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry", "gardener"} })
 	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry"} })
 	h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry", "gardener"} })

@@ -8,9 +8,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// timestampAnnotation is bumped by gardenlet to force an update event; the bump alone carries
-// no new desired state.
-const timestampAnnotation = "gardener.cloud/timestamp"
+// Annotations whose change alone carries no new desired state: gardenlet bumps the timestamp
+// to force an update event and confirms a deletion before it deletes (the deletion itself is
+// the event), and the functions remove the operation annotation once they act on it.
+const (
+	timestampAnnotation            = "gardener.cloud/timestamp"
+	deletionConfirmationAnnotation = "confirmation.gardener.cloud/deletion"
+	operationAnnotation            = "gardener.cloud/operation"
+)
 
 // filter selects the objects this bridge is responsible for.
 type filter struct {
@@ -39,10 +44,10 @@ func (f filter) handles(obj client.Object) bool {
 }
 
 // relevantChange reports whether an update can change what a function must do: a new
-// generation (spec), deletion, a finalizer taken away, or annotations other than the
-// timestamp bump (the operation annotation, retention and force-deletion annotations). Status
-// writes and added finalizers — the functions' own writes — are not: announcing them would
-// make each new object cost its function a second round.
+// generation (spec), deletion, a finalizer taken away, or annotations set or changed other than
+// those above (the operation annotation set, retention and force-deletion annotations). Status
+// writes, added finalizers and a removed operation annotation — the functions' own writes — are
+// not: announcing them would make each new object cost its function a second round.
 func relevantChange(old, cur client.Object) bool {
 	if old.GetGeneration() != cur.GetGeneration() {
 		return true
@@ -53,14 +58,13 @@ func relevantChange(old, cur client.Object) bool {
 	if slices.ContainsFunc(old.GetFinalizers(), func(f string) bool { return !slices.Contains(cur.GetFinalizers(), f) }) {
 		return true // a finalizer taken away: if it was ours, it must come back
 	}
-	return !maps.Equal(withoutTimestamp(old.GetAnnotations()), withoutTimestamp(cur.GetAnnotations()))
-}
-
-func withoutTimestamp(annotations map[string]string) map[string]string {
-	if _, ok := annotations[timestampAnnotation]; !ok {
-		return annotations
+	was, is := maps.Clone(old.GetAnnotations()), maps.Clone(cur.GetAnnotations())
+	for _, a := range []string{timestampAnnotation, deletionConfirmationAnnotation} {
+		delete(was, a)
+		delete(is, a)
 	}
-	m := maps.Clone(annotations)
-	delete(m, timestampAnnotation)
-	return m
+	if _, kept := is[operationAnnotation]; !kept {
+		delete(was, operationAnnotation) // removed: acted on
+	}
+	return !maps.Equal(was, is)
 }
