@@ -71,9 +71,10 @@ func TestMigratedEntryKeepsItsBackups(t *testing.T) {
 		_, annotated := migrated.Annotations[gardener.AnnotationOperation]
 		return gardener.IsMigrated(migrated) && !annotated && len(migrated.Finalizers) == 0, s + fmt.Sprintf(" finalizers %v", migrated.Finalizers)
 	})
-	// The annotation's removal was an event: once the entry function has handled it, the
-	// object must still be without finalizer.
-	f.Handled(entry.Name, events.TypeEntryUpdated, migrated)
+	// Once the entry function has handled the migrate event and every event after it (the
+	// finalizer's removal; the annotation's removal, its own write, is no event), the object
+	// must still be without finalizer.
+	f.Drained(entry.Name)
 	if e := f.entry(name); len(e.Finalizers) != 0 || !gardener.IsMigrated(e) {
 		t.Fatalf("after the migrate annotation's removal: finalizers %v, lastOperation %+v", e.Finalizers, e.Status.LastOperation)
 	}

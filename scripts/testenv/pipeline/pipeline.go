@@ -143,14 +143,29 @@ func (p *Pipeline) Handled(function, eventType string, obj client.Object) {
 		if rv := msg.Header.Get(header); rv != obj.GetResourceVersion() {
 			return false, "last event carries resourceVersion " + rv
 		}
-		consumer, err := p.JS.Consumer(ctx, events.RecordStream, function)
-		if err != nil {
-			return false, err.Error()
-		}
-		info, err := consumer.Info(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
+		return p.drained(ctx, function)
 	})
+}
+
+// Drained waits until function's consumer has nothing pending and nothing unacknowledged: it
+// has handled every event published so far.
+func (p *Pipeline) Drained(function string) {
+	p.T.Helper()
+	p.Eventually(30*time.Second, function+" has handled every event", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return p.drained(ctx, function)
+	})
+}
+
+func (p *Pipeline) drained(ctx context.Context, function string) (bool, string) {
+	consumer, err := p.JS.Consumer(ctx, events.RecordStream, function)
+	if err != nil {
+		return false, err.Error()
+	}
+	info, err := consumer.Info(ctx)
+	if err != nil {
+		return false, err.Error()
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
 }
