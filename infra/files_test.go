@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -466,15 +465,7 @@ func readStreamConfig(t *testing.T, file string) jetstream.StreamConfig {
 // (events.EnsureStreams) then finds nothing to change: the files are what it would create.
 func TestStreamConfigFilesOnNATS(t *testing.T) {
 	env := testenv.Start(t, testenv.WithNATS())
-	nc, err := nats.Connect(env.NATS.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := env.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	created := map[string]jetstream.StreamConfig{}

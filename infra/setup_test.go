@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -42,15 +41,7 @@ func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 				t.Fatalf("the overlay reads the consumers %v, want one per function %v", slices.Sorted(maps.Keys(readers)), slices.Sorted(maps.Keys(functionTypes)))
 			}
 			env := testenv.Start(t, testenv.WithNATS())
-			nc, err := nats.Connect(env.NATS.URL)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, js := env.Connect(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 

@@ -19,9 +19,14 @@ func Instrument(cfg *rest.Config, reg prometheus.Registerer) *rest.Config {
 		Help: "Kubernetes API requests sent, by verb (get includes lists).",
 	}, []string{"verb"})
 	reg.MustRegister(requests)
+	return OnRequest(cfg, func(r *http.Request) { requests.WithLabelValues(Verb(r)).Inc() })
+}
+
+// OnRequest makes cfg call observe with every request it sends, and returns cfg.
+func OnRequest(cfg *rest.Config, observe func(*http.Request)) *rest.Config {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			requests.WithLabelValues(verbOf(r)).Inc()
+			observe(r)
 			return rt.RoundTrip(r)
 		})
 	})
@@ -32,7 +37,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func verbOf(r *http.Request) string {
+// Verb is the Kubernetes verb of an API request: get (lists included), watch, create, update,
+// patch or delete.
+func Verb(r *http.Request) string {
 	switch r.Method {
 	case http.MethodGet:
 		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {

@@ -81,24 +81,6 @@ func describe(byVerb map[string]float64, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-// verbOf maps a request to its verb as housekeeper's metric does (functions/kube/metrics.go):
-// GET is get (lists included) unless it is a watch; POST create; PUT update.
-func verbOf(r *http.Request) string {
-	switch r.Method {
-	case http.MethodGet:
-		if w := r.URL.Query().Get("watch"); w == "true" || w == "1" {
-			return "watch"
-		}
-		return "get"
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	default:
-		return strings.ToLower(r.Method)
-	}
-}
-
 // requestCounter counts the requests of a rest.Config's clients by verb, and by verb and
 // resource for the breakdown.
 type requestCounter struct {
@@ -114,15 +96,12 @@ func newRequestCounter() *requestCounter {
 
 // instrument makes cfg count every request it sends.
 func (c *requestCounter) instrument(cfg *rest.Config) {
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			verb := verbOf(r)
-			c.mu.Lock()
-			c.byVerb[verb]++
-			c.byResource[verb+" "+resourceOf(r.URL.Path)]++
-			c.mu.Unlock()
-			return rt.RoundTrip(r)
-		})
+	kube.OnRequest(cfg, func(r *http.Request) {
+		verb := kube.Verb(r)
+		c.mu.Lock()
+		c.byVerb[verb]++
+		c.byResource[verb+" "+resourceOf(r.URL.Path)]++
+		c.mu.Unlock()
 	})
 }
 
@@ -142,10 +121,6 @@ func (c *requestCounter) snapshot() (map[string]float64, map[string]float64) {
 	}
 	return v, r
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // resourceOf is the resource (and subresource) of an API path: /api/v1/namespaces/x/secrets/y
 // is "secrets", /apis/g/v/backupentries/x/status "backupentries/status".
