@@ -4,7 +4,7 @@ GO    ?= go
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help run test bench faults lint crds tools controlplane azurite
+.PHONY: help run test bench faults lint crds tools controlplane azurite s3 etcdbr
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,10 +30,16 @@ lint: ## gofmt, go vet, staticcheck
 crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module into infra/crds
 	scripts/generate-crds.sh
 
-tools: controlplane azurite ## build/install kube-apiserver, etcd and Azurite into the cache (once)
+tools: controlplane azurite etcdbr s3 ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite and the S3 server (versitygw) into the cache (once)
 
 controlplane:
 	@scripts/install-controlplane.sh >/dev/null
 
 azurite:
 	@scripts/install-azurite.sh >/dev/null
+
+s3:
+	@scripts/install-s3.sh >/dev/null
+
+etcdbr:
+	@scripts/install-etcdbr.sh >/dev/null

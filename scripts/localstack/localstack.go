@@ -1,7 +1,8 @@
 // Package localstack runs housekeeper's whole stack on one machine without Docker — a real
 // kube-apiserver and etcd, nats-server with JetStream, Azurite, the bridge and every function —
-// applies the examples, plays etcd-backup-restore by writing snapshots under each entry, and
-// shows a live status table until the purge of the deleted example has completed.
+// applies the examples, runs a real etcd with etcd-backup-restore for each example shoot, saving
+// full and delta snapshots through the shoot's etcd-backup secret, and shows a live status
+// table until the purge of the deleted example has completed.
 package localstack
 
 import (
@@ -43,7 +44,8 @@ const Done = "all examples Succeeded, purge completed"
 
 // Options configure Run.
 type Options struct {
-	// Dir holds the kubeconfig, the logs, JetStream's store and the local buckets.
+	// Dir holds the kubeconfig, the logs, JetStream's store, the local buckets and the shoots'
+	// etcd data.
 	Dir string
 	// ExitWhenDone returns once Done is reached, instead of running until ctx ends.
 	ExitWhenDone bool
@@ -116,11 +118,19 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	s := &session{opts: o, client: c, js: js, azurite: az, kubeconfig: kubeconfig, natsURL: n.URL,
-		localRoot: filepath.Join(o.Dir, "buckets")}
-	if err := os.RemoveAll(s.localRoot); err != nil {
+	etcdbr, err := stack.NewEtcdBR(nil)
+	if err != nil {
 		return err
 	}
+	s := &session{opts: o, client: c, js: js, azurite: az, kubeconfig: kubeconfig, natsURL: n.URL,
+		localRoot: filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
+		etcdbr: etcdbr, shoots: map[string]*shoot{}}
+	for _, dir := range []string{s.localRoot, s.etcdRoot} {
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	defer s.stopShoots() // before Azurite stops
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
@@ -151,6 +161,11 @@ type session struct {
 	kubeconfig string
 	natsURL    string
 	localRoot  string
+	// etcdRoot holds each shoot's etcd data, scratch and credentials directories.
+	etcdRoot string
+	etcdbr   *stack.EtcdBR
+	// shoots are the example shoots' etcds, by BackupEntry name; play starts them.
+	shoots map[string]*shoot
 }
 
 // startComponents runs the bridge and the functions in this process, as their binaries would.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -51,16 +52,39 @@ func TestLocalStackRunsTheExamplesToCompletion(t *testing.T) {
 			t.Errorf("final status lacks %q:\n%s", want, last)
 		}
 	}
+	// The table shows each live entry's snapshots, full and delta.
+	for _, name := range []string{"shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44"} {
+		m := regexp.MustCompile(name + `.*\b\d+ \((\d+) full, (\d+) delta\)`).FindStringSubmatch(last)
+		if m == nil || m[1] == "0" || m[2] == "0" {
+			t.Errorf("final status shows no full and delta snapshots of %s: %v\n%s", name, m, last)
+		}
+	}
 	if strings.Contains(last, "shoot--dev--gamma--2a9e61d0") {
 		t.Errorf("the deleted entry is still listed:\n%s", last)
 	}
 	if !strings.Contains(text, "SCHEDULED PURGES") || !strings.Contains(text, "shoot--dev--gamma--2a9e61d0  due") {
 		t.Errorf("the scheduled purge was never shown:\n%s", text)
 	}
-	// The local bucket still holds the live entry's snapshots.
+	// The local bucket still holds the live entry's snapshots, real ones from
+	// etcd-backup-restore, written with its umask (files 0600).
 	beta, _ := filepath.Glob(filepath.Join(dir, "buckets", "example-local", "shoot--dev--beta--7f3b0c44", "etcd-main", "v2", "*"))
-	if len(beta) != snapshotsPerEntry {
-		t.Errorf("%d snapshots under the live local entry, want %d", len(beta), snapshotsPerEntry)
+	var full, delta int
+	for _, f := range beta {
+		switch name := filepath.Base(f); {
+		case strings.HasPrefix(name, "Full-"):
+			full++
+		case strings.HasPrefix(name, "Incr-"):
+			delta++
+		}
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("snapshot %s: %v, want mode 0600", f, fi)
+		}
+	}
+	if full == 0 || delta == 0 {
+		t.Errorf("%d full and %d delta snapshots under the live local entry, want both: %v", full, delta, beta)
+	}
+	if !strings.Contains(text, "stopped the etcd of shoot--dev--gamma--2a9e61d0") {
+		t.Errorf("the deleted shoot's etcd was never stopped:\n%s", text)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); err != nil {
 		t.Errorf("kubeconfig not written: %v", err)

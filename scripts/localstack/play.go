@@ -14,17 +14,12 @@ import (
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	examples "github.com/housekeeper-dev/housekeeper/infra/examples"
 )
@@ -32,11 +27,9 @@ import (
 // LabelDeleteAfterReady marks the example entries deleted once they are ready.
 const LabelDeleteAfterReady = "examples.housekeeper.dev/delete-after-ready"
 
-// snapshotsPerEntry is how many fake etcd snapshots are written under each entry.
-const snapshotsPerEntry = 12
-
-// play applies the examples, plays etcd-backup-restore, deletes the marked entry, and shows
-// the status until ctx is done (or, with ExitWhenDone, until everything is done).
+// play applies the examples, runs each example shoot's etcd with etcd-backup-restore, deletes
+// the marked entry once its snapshots are in the bucket, and shows the status until ctx is
+// done (or, with ExitWhenDone, until everything is done).
 func (s *session) play(ctx context.Context) error {
 	files, err := fs.Glob(examples.Files, "*.yaml")
 	if err != nil {
@@ -52,11 +45,14 @@ func (s *session) play(ctx context.Context) error {
 			return err
 		}
 	}
-	written, err := s.writeSnapshots(ctx)
-	if err != nil {
+	fmt.Fprintln(s.opts.Out, "starting etcd and etcd-backup-restore for each shoot, configured from its etcd-backup secret …")
+	if err := s.startShoots(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "wrote %d fake etcd snapshots under the entries' prefixes, as etcd-backup-restore would\n", written)
+	fmt.Fprintln(s.opts.Out, "waiting for a full and a delta snapshot of every shoot …")
+	if err := s.waitSnapshots(ctx); err != nil {
+		return err
+	}
 	doomed, err := s.deleteMarked(ctx)
 	if err != nil {
 		return err
@@ -115,40 +111,6 @@ func (s *session) waitReady(ctx context.Context) error {
 	}
 }
 
-// writeSnapshots writes fake snapshots under every entry's prefix with the entry's own
-// etcd-backup secret, proving the secret works.
-func (s *session) writeSnapshots(ctx context.Context) (int, error) {
-	entries := &extensionsv1alpha1.BackupEntryList{}
-	if err := s.client.List(ctx, entries); err != nil {
-		return 0, err
-	}
-	providers := objectstore.NewRegistry(azure.New(), local.New(s.localRoot))
-	n := 0
-	for _, e := range entries.Items {
-		ref := entry.SecretRef(&e)
-		secret := &corev1.Secret{}
-		if err := s.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
-			return n, fmt.Errorf("entry %s: reading its %s secret: %w", e.Name, ref.Name, err)
-		}
-		provider, err := providers.Get(e.Spec.Type)
-		if err != nil {
-			return n, err
-		}
-		store, err := provider.Open(string(secret.Data[entry.DataKeyBucketName]), secret.Data)
-		if err != nil {
-			return n, err
-		}
-		for i := range snapshotsPerEntry {
-			key := fmt.Sprintf("%setcd-main/v2/Full-%08d-%08d-%d.gz", gardener.EntryPrefix(e.Name), i*100, i*100+99, time.Now().Unix()+int64(i))
-			if err := store.Put(ctx, key, []byte("fake etcd snapshot")); err != nil {
-				return n, fmt.Errorf("entry %s: writing %s: %w", e.Name, key, err)
-			}
-			n++
-		}
-	}
-	return n, nil
-}
-
 func (s *session) deleteMarked(ctx context.Context) ([]string, error) {
 	entries := &extensionsv1alpha1.BackupEntryList{}
 	if err := s.client.List(ctx, entries, client.MatchingLabels{LabelDeleteAfterReady: "true"}); err != nil {
@@ -156,7 +118,15 @@ func (s *session) deleteMarked(ctx context.Context) ([]string, error) {
 	}
 	var names []string
 	for _, e := range entries.Items {
-		fmt.Fprintf(s.opts.Out, "deleting BackupEntry %s (retention %s) …\n", e.Name, e.Annotations[entry.AnnotationRetention])
+		// Gardener deletes the shoot's control plane, etcd among it, before its BackupEntry.
+		sh := s.shoots[e.Name]
+		sh.stop()
+		c, err := sh.count(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(s.opts.Out, "stopped the etcd of %s; deleting its BackupEntry (retention %s) with %s snapshots under %s …\n",
+			e.Name, e.Annotations[entry.AnnotationRetention], c, sh.prefix)
 		if err := s.client.Delete(ctx, &e); err != nil {
 			return nil, err
 		}
@@ -166,7 +136,7 @@ func (s *session) deleteMarked(ctx context.Context) ([]string, error) {
 }
 
 // watch redraws the status every two seconds; Done is printed once when the examples are
-// Succeeded and the deleted entries are gone.
+// Succeeded and the deleted entries are gone, with every snapshot under their prefixes.
 func (s *session) watch(ctx context.Context, doomed []string) error {
 	tty := isTerminal(s.opts.Out)
 	done := false
@@ -184,7 +154,7 @@ func (s *session) watch(ctx context.Context, doomed []string) error {
 			fmt.Fprint(s.opts.Out, "\033[H\033[2J")
 		}
 		s.render(rows, purges, len(dead))
-		if !done && s.finished(rows, doomed) {
+		if !done && s.finished(ctx, rows, doomed) {
 			done = true
 			fmt.Fprintf(s.opts.Out, "\n%s\n", Done)
 			if s.opts.ExitWhenDone {
@@ -199,9 +169,14 @@ func (s *session) watch(ctx context.Context, doomed []string) error {
 	}
 }
 
-func (s *session) finished(rows []row, doomed []string) bool {
+func (s *session) finished(ctx context.Context, rows []row, doomed []string) bool {
 	for _, r := range rows {
 		if r.state != "Succeeded" || slices.Contains(doomed, r.name) {
+			return false
+		}
+	}
+	for _, name := range doomed {
+		if c, err := s.shoots[name].count(ctx); err != nil || c.full+c.delta != 0 {
 			return false
 		}
 	}
@@ -211,6 +186,7 @@ func (s *session) finished(rows []row, doomed []string) bool {
 type row struct {
 	kind, name, typ, operation, state, description string
 	progress                                       int32
+	snapshots                                      string // of a shoot's etcd-main, for an entry
 }
 
 func (s *session) rows(ctx context.Context) ([]row, error) {
@@ -238,6 +214,13 @@ func (s *session) rows(ctx context.Context) ([]row, error) {
 	}
 	for i := range entries.Items {
 		add("BackupEntry", &entries.Items[i])
+		if sh := s.shoots[entries.Items[i].Name]; sh != nil {
+			c, err := sh.count(ctx)
+			if err != nil {
+				return nil, err
+			}
+			rows[len(rows)-1].snapshots = c.String()
+		}
 	}
 	return rows, nil
 }
@@ -269,9 +252,9 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 	out := s.opts.Out
 	fmt.Fprintf(out, "housekeeper local stack — %s (Ctrl-C stops it)\n\n", time.Now().Format(time.TimeOnly))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tNAME\tTYPE\tOPERATION\tSTATE\tPROGRESS\tDESCRIPTION")
+	fmt.Fprintln(tw, "KIND\tNAME\tTYPE\tOPERATION\tSTATE\tPROGRESS\tSNAPSHOTS\tDESCRIPTION")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\t%s\n", r.kind, r.name, r.typ, r.operation, r.state, r.progress, truncate(r.description, 90))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\t%s\t%s\n", r.kind, r.name, r.typ, r.operation, r.state, r.progress, r.snapshots, truncate(r.description, 90))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out, "\nSCHEDULED PURGES")
@@ -286,8 +269,8 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 		fmt.Fprintf(out, "  %s  due %s  in %s\n", p.entry, p.due.Local().Format(time.TimeOnly), left)
 	}
 	fmt.Fprintf(out, "\nDEAD LETTERS: %d\n", deadLetters)
-	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     %s\nAzurite:  %s\nbuckets:  %s\nlogs:     %s\n",
-		s.kubeconfig, s.natsURL, s.azurite.Endpoint, s.localRoot, s.opts.Dir)
+	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     %s\nAzurite:  %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
+		s.kubeconfig, s.natsURL, s.azurite.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
 }
 
 func truncate(s string, n int) string {

@@ -1,0 +1,128 @@
+package stack
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+)
+
+// etcd-backup-restore's --storage-provider values for housekeeper's provider types (etcd-druid's
+// StorageProviderFromInfraProvider).
+var storageProviders = map[string]string{azure.Type: "ABS", local.Type: "Local"}
+
+// BackupStore is where etcd-backup-restore keeps the snapshots of a shoot's etcd-main,
+// configured from the shoot's etcd-backup secret as gardenlet and etcd-druid configure it.
+type BackupStore struct {
+	// Provider is --storage-provider: ABS or Local.
+	Provider string
+	// Container is the secret's bucketName, which etcd-druid passes as STORAGE_CONTAINER.
+	Container string
+	// Prefix is --store-prefix, <entry>/etcd-main: snapshots land under <Prefix>/v2/.
+	Prefix string
+	// EndpointOverride is --store-endpoint-override (Azurite's endpoint), from the secret's
+	// endpoint key; etcd-druid takes it from the Etcd resource.
+	EndpointOverride string
+	// CredentialsDir holds the secret's data as files, as its volume mount does
+	// (AZURE_APPLICATION_CREDENTIALS for ABS).
+	CredentialsDir string
+	// Home is $HOME for Local: $HOME/<container> is the bucket directory, where etcd-druid
+	// mounts <hostPath>/<container>; here HOME is the secret's hostPath itself.
+	Home string
+}
+
+// BackupStore writes the data of entryName's etcd-backup secret as files into credentialsDir
+// (readable by RunAs only) and returns the store etcd-backup-restore is configured with for
+// providerType (the BackupEntry's spec.type).
+func (b *EtcdBR) BackupStore(providerType, entryName string, secretData map[string][]byte, credentialsDir string) (*BackupStore, error) {
+	provider, ok := storageProviders[providerType]
+	if !ok {
+		return nil, fmt.Errorf("etcd-backup-restore: no storage provider for type %q", providerType)
+	}
+	container := string(secretData[entry.DataKeyBucketName])
+	if container == "" {
+		return nil, fmt.Errorf("etcd-backup secret of %s has no %s", entryName, entry.DataKeyBucketName)
+	}
+	if err := b.ownedDir(credentialsDir); err != nil {
+		return nil, err
+	}
+	for key, value := range secretData {
+		file := filepath.Join(credentialsDir, key)
+		if err := os.WriteFile(file, value, 0o600); err != nil {
+			return nil, err
+		}
+		if b.RunAs != nil {
+			if err := os.Chown(file, int(b.RunAs.Uid), int(b.RunAs.Gid)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s := &BackupStore{
+		Provider:       provider,
+		Container:      container,
+		Prefix:         gardener.EntryPrefix(entryName) + "etcd-main",
+		CredentialsDir: credentialsDir,
+	}
+	switch providerType {
+	case azure.Type:
+		s.EndpointOverride = string(secretData[azure.KeyEndpoint])
+	case local.Type:
+		s.Home = string(secretData[local.KeyHostPath])
+		if s.Home == "" {
+			return nil, fmt.Errorf("etcd-backup secret of %s has no %s", entryName, local.KeyHostPath)
+		}
+	}
+	return s, nil
+}
+
+// SnapshotPrefix is the key prefix of the snapshots in the bucket: <entry>/etcd-main/v2/.
+func (s *BackupStore) SnapshotPrefix() string { return s.Prefix + "/v2/" }
+
+// Args are the store flags of etcdbrctl snapshot, server and restore.
+func (s *BackupStore) Args() []string {
+	args := []string{"--storage-provider=" + s.Provider, "--store-prefix=" + s.Prefix}
+	if s.EndpointOverride != "" {
+		args = append(args, "--store-endpoint-override="+s.EndpointOverride)
+	}
+	return args
+}
+
+// Env is the store environment of the etcd-backup-restore container.
+func (s *BackupStore) Env() []string {
+	env := []string{"STORAGE_CONTAINER=" + s.Container}
+	switch s.Provider {
+	case "ABS":
+		env = append(env, "AZURE_APPLICATION_CREDENTIALS="+s.CredentialsDir)
+	case "Local":
+		env = append(env, "HOME="+s.Home)
+	}
+	return env
+}
+
+// Snapshot is what the name of an object etcd-backup-restore saved says about it:
+// <prefix>/v2/{Full,Incr}-<first revision>-<last revision>-<unix time>[.gz][.final].
+type Snapshot struct {
+	// Kind is "Full" or "Incr" (a delta snapshot).
+	Kind                        string
+	FirstRevision, LastRevision int64
+}
+
+// ParseSnapshot reads a snapshot's object key; ok is false for any other object.
+func ParseSnapshot(key string) (s Snapshot, ok bool) {
+	parts := strings.Split(key[strings.LastIndex(key, "/")+1:], "-")
+	if len(parts) != 4 || (parts[0] != "Full" && parts[0] != "Incr") {
+		return Snapshot{}, false
+	}
+	first, err1 := strconv.ParseInt(parts[1], 10, 64)
+	last, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return Snapshot{}, false
+	}
+	return Snapshot{Kind: parts[0], FirstRevision: first, LastRevision: last}, true
+}

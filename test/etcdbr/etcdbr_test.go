@@ -1,0 +1,409 @@
+// Package etcdbr_test runs etcd-backup-restore (etcdbrctl v0.44.1) against the secrets
+// housekeeper writes: for each provider (azure on Azurite, local) the real pipeline — bridge,
+// bucket and entry functions, and the purge as a process of its own — creates a bucket and
+// two BackupEntries; a real etcd is backed up through one entry's etcd-backup secret, restored
+// into a fresh data directory and read back; then the entry is deleted, and exactly its
+// snapshots are purged while the neighbour entry's stay.
+//
+// etcd and etcdbrctl run as uid 65532 with umask 0077 and the purge runs as uid 65532, as
+// etcd-druid and infra/ deploy them; switching users needs root, so the test fails without it.
+package etcdbr_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
+)
+
+// etcdDruidUser is the uid and gid etcd-druid runs etcd and etcd-backup-restore as, and the
+// purge's runAsUser/runAsGroup in infra/keda/purge.yaml and infra/knative/purge.yaml.
+const etcdDruidUser = 65532
+
+var etcdDruidCredential = &syscall.Credential{Uid: etcdDruidUser, Gid: etcdDruidUser}
+
+// A short delta period and a handful of keys: every snapshot kind within seconds.
+var snapshotOptions = stack.SnapshotOptions{
+	FullSnapshotSchedule: "0 0 * * *", // the full snapshot is the one taken at start
+	DeltaSnapshotPeriod:  time.Second,
+	MaxBackups:           7,
+}
+
+func TestEtcdBackupRestoreWithHousekeepersSecrets(t *testing.T) {
+	if uid := os.Geteuid(); uid != 0 {
+		t.Fatalf("this test runs etcd-backup-restore and the purge as uid %d, as deployed, which needs root; it runs as uid %d", etcdDruidUser, uid)
+	}
+	f := start(t)
+	for _, provider := range []string{azure.Type, local.Type} {
+		t.Run(provider, func(t *testing.T) { f.backupRestorePurge(t, provider) })
+	}
+}
+
+type fixture struct {
+	*pipeline.Pipeline
+	// dir is readable by uid 65532: binaries, the kubeconfig, the local buckets, etcd data.
+	dir       string
+	localRoot string
+	providers objectstore.Registry
+	etcdbr    *stack.EtcdBR
+	// purgeExited says why the purge process is gone, or "" while it runs.
+	purgeExited func() string
+}
+
+// start runs the pipeline with the bucket and entry functions in this process and the purge
+// as a process of uid 65532.
+func start(t *testing.T) *fixture {
+	binDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "housekeeper-etcdbr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := pipeline.Start(t)
+	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets")}
+	f.providers = objectstore.NewRegistry(azure.New(), local.New(f.localRoot))
+	p.Run(bucket.New(p.Client, f.providers, p.Log.Named("bucket")))
+	p.Run(entry.New(p.Client, nil, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
+	f.startPurgeProcess(t)
+
+	// The cache under $HOME is not reachable by uid 65532: run copies of the binaries.
+	bin := filepath.Join(dir, "bin")
+	for _, name := range []string{"etcd", "etcdbrctl"} {
+		copyFile(t, filepath.Join(binDir, name), filepath.Join(bin, name), 0o755)
+	}
+	logs := f.logFile(t, "etcd-backup-restore.log")
+	f.etcdbr = &stack.EtcdBR{BinDir: bin, Logs: logs, RunAs: etcdDruidCredential}
+
+	f.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "azure-credentials", Namespace: "garden"}, Data: map[string][]byte{
+		azure.KeyStorageAccount: []byte(stack.AzuriteAccount),
+		azure.KeyStorageKey:     []byte(stack.AzuriteKey),
+		azure.KeyEndpoint:       []byte(p.Env.Azurite.Endpoint),
+	}})
+	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
+	return f
+}
+
+// shoot is one BackupEntry with its control-plane namespace.
+type shoot struct {
+	entry, namespace string
+}
+
+func (f *fixture) backupRestorePurge(t *testing.T, provider string) {
+	ctx := context.Background()
+	bucketName := "etcdbr-" + provider
+	f.create(t, &extensionsv1alpha1.BackupBucket{
+		ObjectMeta: metav1.ObjectMeta{Name: bucketName},
+		Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider}, Region: "local",
+			SecretRef: corev1.SecretReference{Name: provider + "-credentials", Namespace: "garden"},
+		},
+	})
+	f.waitSucceeded(t, &extensionsv1alpha1.BackupBucket{}, bucketName)
+	target := shoot{entry: "shoot--etcdbr--" + provider + "--0a1b2c3d", namespace: "shoot--etcdbr--" + provider}
+	neighbour := shoot{entry: "shoot--etcdbr--" + provider + "-next--4e5f6a7b", namespace: "shoot--etcdbr--" + provider + "-next"}
+	for _, s := range []shoot{target, neighbour} {
+		f.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespace}})
+		f.create(t, &extensionsv1alpha1.BackupEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: s.entry},
+			Spec: extensionsv1alpha1.BackupEntrySpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider}, BucketName: bucketName, Region: "local",
+				SecretRef: corev1.SecretReference{Name: bucket.GeneratedSecretPrefix + bucketName, Namespace: "garden"},
+			},
+		})
+	}
+	for _, s := range []shoot{target, neighbour} {
+		f.waitSucceeded(t, &extensionsv1alpha1.BackupEntry{}, s.entry)
+	}
+
+	// Back up both shoots' etcds through their etcd-backup secrets: the target's with keys
+	// in a full and in delta snapshots, the neighbour's with a full one.
+	written, targetPrefix := f.backUp(t, provider, target, 3, 3)
+	_, neighbourPrefix := f.backUp(t, provider, neighbour, 2, 0)
+	bucketStore := f.bucket(t, provider, target)
+	targetObjects := f.list(t, bucketStore, targetPrefix)
+	neighbourObjects := f.list(t, bucketStore, neighbourPrefix)
+	if len(targetObjects) == 0 || len(neighbourObjects) == 0 {
+		t.Fatalf("snapshots: %d of the target, %d of the neighbour; want some of each", len(targetObjects), len(neighbourObjects))
+	}
+	everything := f.list(t, bucketStore, "")
+	if want := slices.Sorted(slices.Values(append(slices.Clone(targetObjects), neighbourObjects...))); !slices.Equal(everything, want) {
+		t.Fatalf("the bucket holds %v, want just the two shoots' snapshots %v", everything, want)
+	}
+	if provider == local.Type {
+		f.checkWrittenAsEtcdDruidUser(t, bucketName, target.entry)
+	}
+
+	// Restore the target's etcd from its snapshots into a fresh data directory, with the
+	// same secret, and read the keys back.
+	restoreDir := filepath.Join(f.dir, target.entry, "restore")
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(restoreDir, "data", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoreStore := f.backupStore(t, provider, target, filepath.Join(restoreDir, "credentials"))
+	restoreCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := f.etcdbr.Restore(restoreCtx, restoreStore, member, filepath.Join(restoreDir, "data", "temp")); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := f.etcdbr.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := restored.Get(ctx, keyPrefix)
+	restored.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(written) {
+		t.Errorf("restored %d keys, wrote %d: %v", len(got), len(written), got)
+	}
+	for k, v := range written {
+		if got[k] != v {
+			t.Errorf("restored %s = %q, wrote %q", k, got[k], v)
+		}
+	}
+	t.Logf("%s: backed up %d keys in %d snapshots of %s (%v), restored them all", provider, len(written), len(targetObjects), target.entry, targetObjects)
+
+	// Delete the target's entry: the purge removes exactly its snapshots.
+	e := &extensionsv1alpha1.BackupEntry{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: target.entry}, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Client.Delete(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(90*time.Second, target.entry+" purged and gone", func() (bool, string) {
+		if why := f.purgeExited(); why != "" {
+			t.Fatal(why)
+		}
+		err := f.Client.Get(ctx, client.ObjectKey{Name: target.entry}, &extensionsv1alpha1.BackupEntry{})
+		if err == nil {
+			return false, "still there"
+		}
+		return strings.Contains(err.Error(), "not found"), err.Error()
+	})
+	if left := f.list(t, bucketStore, target.entry+"/"); len(left) != 0 {
+		t.Errorf("%d objects of the purged entry left: %v", len(left), left)
+	}
+	if after := f.list(t, bucketStore, ""); !slices.Equal(after, neighbourObjects) {
+		t.Errorf("after the purge the bucket holds %v, want exactly the neighbour's %v", after, neighbourObjects)
+	}
+	if provider == local.Type {
+		if _, err := os.Lstat(filepath.Join(f.localRoot, bucketName, target.entry)); !os.IsNotExist(err) {
+			t.Errorf("the purged entry's directory is still there: %v", err)
+		}
+	}
+}
+
+const keyPrefix = "/registry/etcdbr/"
+
+// backUp runs the shoot's etcd with etcdbrctl snapshot configured from its etcd-backup
+// secret: full keys written before the first (full) snapshot, delta keys after it, and
+// waits until a snapshot holds the last write. It returns what was written and the
+// snapshots' key prefix.
+func (f *fixture) backUp(t *testing.T, provider string, s shoot, full, delta int) (map[string]string, string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(f.dir, s.entry, "backup")
+	store := f.backupStore(t, provider, s, filepath.Join(dir, "credentials"))
+	bucketStore := f.bucket(t, provider, s)
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "data", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := f.etcdbr.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Stop()
+	written := map[string]string{}
+	var revision int64
+	put := func(n int) {
+		for range n {
+			key := fmt.Sprintf("%s%s/%d", keyPrefix, s.entry, len(written))
+			value := fmt.Sprintf("value %d of %s", len(written), s.entry)
+			if revision, err = etcd.Put(ctx, key, value); err != nil {
+				t.Fatal(err)
+			}
+			written[key] = value
+		}
+	}
+	put(full)
+	opts := snapshotOptions
+	opts.TempDir = filepath.Join(dir, "data", "temp")
+	snapshotter, err := f.etcdbr.StartSnapshotter(etcd, store, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snapshotter.Stop()
+	f.waitSnapshot(t, bucketStore, store.SnapshotPrefix(), "Full", revision)
+	if delta > 0 {
+		put(delta)
+		f.waitSnapshot(t, bucketStore, store.SnapshotPrefix(), "Incr", revision)
+	}
+	return written, store.SnapshotPrefix()
+}
+
+// waitSnapshot waits until a snapshot of kind under prefix covers revision.
+func (f *fixture) waitSnapshot(t *testing.T, bucketStore objectstore.Store, prefix, kind string, revision int64) {
+	t.Helper()
+	f.Eventually(60*time.Second, fmt.Sprintf("a %s snapshot under %s up to revision %d", kind, prefix, revision), func() (bool, string) {
+		keys := f.list(t, bucketStore, prefix)
+		for _, k := range keys {
+			if s, ok := stack.ParseSnapshot(k); ok && s.Kind == kind && s.LastRevision >= revision {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%v", keys)
+	})
+}
+
+// bucket opens the shoot's bucket through housekeeper's provider with the shoot's
+// etcd-backup secret.
+func (f *fixture) bucket(t *testing.T, provider string, s shoot) objectstore.Store {
+	t.Helper()
+	p, err := f.providers.Get(provider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := f.secret(t, s)
+	bucketStore, err := p.Open(string(secret.Data[entry.DataKeyBucketName]), secret.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bucketStore
+}
+
+// backupStore is etcd-backup-restore's store configured from the shoot's etcd-backup secret,
+// its data written as files into credentialsDir.
+func (f *fixture) backupStore(t *testing.T, provider string, s shoot, credentialsDir string) *stack.BackupStore {
+	t.Helper()
+	store, err := f.etcdbr.BackupStore(provider, s.entry, f.secret(t, s).Data, credentialsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// secret is the etcd-backup secret the entry function wrote into the shoot's namespace.
+func (f *fixture) secret(t *testing.T, s shoot) *corev1.Secret {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := f.Client.Get(context.Background(), client.ObjectKey{Namespace: s.namespace, Name: entry.SecretName}, secret); err != nil {
+		t.Fatalf("the etcd-backup secret of %s: %v", s.entry, err)
+	}
+	return secret
+}
+
+func (f *fixture) list(t *testing.T, store objectstore.Store, prefix string) []string {
+	t.Helper()
+	var keys []string
+	if err := store.List(context.Background(), prefix, func(page []string) error {
+		keys = append(keys, page...)
+		return nil
+	}); err != nil {
+		t.Fatalf("listing %q: %v", prefix, err)
+	}
+	return keys
+}
+
+// checkWrittenAsEtcdDruidUser shows what the purge has to cope with: etcd-backup-restore's
+// files are 0600 and its directories 0700, owned by uid 65532.
+func (f *fixture) checkWrittenAsEtcdDruidUser(t *testing.T, bucketName, entryName string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(filepath.Join(f.localRoot, bucketName, entryName), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		want := os.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != want || st.Uid != etcdDruidUser || st.Gid != etcdDruidUser {
+			t.Errorf("%s: mode %v owner %d:%d, want %v %d:%d", path, fi.Mode().Perm(), st.Uid, st.Gid, want, etcdDruidUser, etcdDruidUser)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n < 4 { // the entry, etcd-main, v2 and a snapshot at least
+		t.Errorf("walked %d paths under the entry's directory: %v", n, err)
+	}
+}
+
+func (f *fixture) waitSucceeded(t *testing.T, obj extensionsv1alpha1.Object, name string) {
+	t.Helper()
+	f.Eventually(60*time.Second, name+" Succeeded", func() (bool, string) {
+		if err := f.Client.Get(context.Background(), client.ObjectKey{Name: name}, obj); err != nil {
+			return false, err.Error()
+		}
+		op := obj.GetExtensionStatus().GetLastOperation()
+		if op == nil {
+			return false, "no lastOperation"
+		}
+		return op.State == gardencorev1beta1.LastOperationStateSucceeded, fmt.Sprintf("%s/%s %q", op.Type, op.State, op.Description)
+	})
+}
+
+func (f *fixture) create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := f.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %s: %v", obj.GetName(), err)
+	}
+}
+
+func (f *fixture) logFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	file, err := os.Create(filepath.Join(f.Env.LogDir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = file.Close() })
+	return file
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
