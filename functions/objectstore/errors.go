@@ -12,7 +12,8 @@ var (
 	// ErrInvalidCredentials: a credential key is present but unusable, e.g. a storage key
 	// that is not base64 or an endpoint that is not a URL (the message names the key).
 	ErrInvalidCredentials = errors.New("invalid credentials")
-	// ErrInvalidBucketName: the bucket name breaks the naming rules (the message says how).
+	// ErrInvalidBucketName: the bucket name breaks the naming rules, or (S3, whose bucket
+	// names are global) another account owns a bucket of that name; the message says which.
 	ErrInvalidBucketName = errors.New("invalid bucket name")
 	// ErrUnauthenticated: the store rejected the credentials themselves (Azure: HTTP 403
 	// AuthenticationFailed — a wrong storage key).
@@ -24,6 +25,10 @@ var (
 	ErrBucketNotFound = errors.New("bucket not found")
 	// ErrThrottled: the store asks to slow down (HTTP 429, 503 ServerBusy); retry later.
 	ErrThrottled = errors.New("throttled")
+	// ErrObjectLocked: the store refuses to delete an object (version) that object lock
+	// protects — a retention period that has not ended, or a legal hold (S3). Retrying does not
+	// help until the lock ends or someone lifts it.
+	ErrObjectLocked = errors.New("object locked")
 	// ErrInvalidKey: an object key is unusable: empty, too long, or (local) absolute,
 	// escaping the bucket directory or holding "." or ".." segments.
 	ErrInvalidKey = errors.New("invalid object key")

@@ -11,7 +11,7 @@ import (
 // MaxPageSize is the most keys List hands to its callback at once (Azure's list page limit).
 const MaxPageSize = 5000
 
-// Store is one bucket (an Azure container, a local directory).
+// Store is one bucket (an Azure container, an S3 bucket, a local directory).
 //
 // Keys are object names relative to the bucket, with "/" as the separator; etcd-backup-restore
 // writes them as "<entry>/etcd-main/v2/Full-...". Methods are safe for concurrent use.
@@ -23,9 +23,11 @@ type Store interface {
 	// List calls fn with the keys under prefix (a plain string prefix, not a directory: pass
 	// a trailing "/" to stay inside one), in pages of at most MaxPageSize keys, in lexical
 	// (byte) order across pages. fn is never called with an empty page; an error from fn
-	// stops the listing and is returned as it is. A missing bucket is ErrBucketNotFound.
+	// stops the listing and is returned as it is. A missing bucket is ErrBucketNotFound. In a
+	// versioned bucket (S3) a key is listed while any version or delete marker of it is left.
 	List(ctx context.Context, prefix string, fn func(keys []string) error) error
-	// DeleteKeys deletes the keys, with their snapshots. A key that does not exist counts as
+	// DeleteKeys deletes the keys, with their snapshots (Azure) or every version and delete
+	// marker (S3). A key that does not exist counts as
 	// deleted. failed names each key that was not deleted and why (a classified error); a
 	// caller retries just those. err reports that the call as a whole failed (a missing
 	// bucket, bad credentials, a cancelled context): then failed is nil and any key may or
@@ -37,7 +39,7 @@ type Store interface {
 
 // Provider opens stores of one provider type with credentials from a Kubernetes secret's data.
 type Provider interface {
-	// Type is the BackupBucket spec.type the provider serves: "azure", "local".
+	// Type is the BackupBucket spec.type the provider serves: "azure", "aws", "local".
 	Type() string
 	// Open returns the store for bucket. It validates the bucket name and the credential
 	// keys (ErrInvalidBucketName, ErrMissingCredentials, ErrInvalidCredentials) and sends
@@ -46,6 +48,24 @@ type Provider interface {
 	// BackupSecretData returns the keys etcd-backup-restore reads, for the secret housekeeper
 	// generates for a bucket (generated-bucket-<name>), taken from the bucket's credentials.
 	BackupSecretData(credentials map[string][]byte) (map[string][]byte, error)
+}
+
+// Regional is a Provider whose buckets live in a region (aws). The region comes from the
+// BackupBucket's or BackupEntry's spec.region through [InRegion].
+type Regional interface {
+	Provider
+	// InRegion returns the provider for buckets in region, which takes precedence over a
+	// region in the credentials, as upstream provider-aws has it.
+	InRegion(region string) Provider
+}
+
+// InRegion returns p for buckets in region (spec.region): p.InRegion(region) if p is
+// [Regional] and region is set, p itself otherwise.
+func InRegion(p Provider, region string) Provider {
+	if r, ok := p.(Regional); ok && region != "" {
+		return r.InRegion(region)
+	}
+	return p
 }
 
 // Registry chooses a provider by spec.type.

@@ -1,6 +1,6 @@
 // Package testenv starts, for one test, the real components it asks for — kube-apiserver and
-// etcd with housekeeper's CRDs, nats-server with JetStream, Azurite — on free loopback ports.
-// It stops them when the test ends and keeps their logs when the test failed.
+// etcd with housekeeper's CRDs, nats-server with JetStream, Azurite, an S3 server — on free
+// loopback ports. It stops them when the test ends and keeps their logs when the test failed.
 package testenv
 
 import (
@@ -28,6 +28,7 @@ type Env struct {
 	Kube    *stack.Kube
 	NATS    *stack.NATS
 	Azurite *stack.Azurite
+	S3      *stack.S3
 
 	// LogDir holds one log file per component; it is kept when the test fails.
 	LogDir string
@@ -36,7 +37,7 @@ type Env struct {
 // Option chooses a component.
 type Option func(*options)
 
-type options struct{ kube, nats, azurite bool }
+type options struct{ kube, nats, azurite, s3 bool }
 
 // WithKube starts kube-apiserver and etcd with the BackupBucket and BackupEntry CRDs.
 func WithKube() Option { return func(o *options) { o.kube = true } }
@@ -46,6 +47,9 @@ func WithNATS() Option { return func(o *options) { o.nats = true } }
 
 // WithAzurite starts Azurite's blob service in memory.
 func WithAzurite() Option { return func(o *options) { o.azurite = true } }
+
+// WithS3 starts an S3 server (versitygw) with versioning, its data in the log directory.
+func WithS3() Option { return func(o *options) { o.s3 = true } }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
@@ -107,6 +111,14 @@ func Start(t testing.TB, opts ...Option) *Env {
 		}
 		env.Azurite = azurite
 		t.Cleanup(azurite.Stop)
+	}
+	if o.s3 {
+		s3, err := stack.StartS3(filepath.Join(logDir, "s3"), env.logFile(t, "s3.log"))
+		if err != nil {
+			t.Fatalf("s3: %v", err)
+		}
+		env.S3 = s3
+		t.Cleanup(s3.Stop)
 	}
 	return env
 }
