@@ -213,7 +213,7 @@ func TestInvalidEventsAreDeadLetteredWithoutCallingTheHandler(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	dls := h.deadLetters("picky")
-	if len(dls) != 1 || dls[0].Reason != `invalid event: invalid event: header ce-specversion is "0.3", want "1.0"` {
+	if len(dls) != 1 || dls[0].Reason != `invalid event: header ce-specversion is "0.3", want "1.0"` {
 		t.Fatalf("dead letters %+v", dls)
 	}
 	c.none(t, 500*time.Millisecond)

@@ -119,7 +119,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
-		w.deadLetter(ctx, log, msg, meta, "invalid event: "+err.Error())
+		w.deadLetter(ctx, log, msg, meta, err.Error())
 		return
 	}
 	log = log.With(zap.String("type", e.Type()), zap.String("id", e.ID()), zap.String("name", e.Subject()))
