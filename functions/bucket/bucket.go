@@ -146,12 +146,15 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 	return names, nil
 }
 
-// open opens the bucket's store with the credentials of spec.secretRef.
+// open opens the bucket's store with the credentials of spec.secretRef, in spec.region for a
+// provider whose buckets have one. The provider it returns writes that region into the
+// generated secret.
 func (a *Actuator) open(b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provider, objectstore.Store, error) {
 	provider, err := a.Providers.Get(b.Spec.Type)
 	if err != nil {
 		return nil, nil, gardener.StoreError(err)
 	}
+	provider = objectstore.InRegion(provider, b.Spec.Region)
 	store, err := provider.Open(b.Name, credentials)
 	if err != nil {
 		return nil, nil, gardener.StoreError(err)

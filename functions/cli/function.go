@@ -26,6 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -129,9 +130,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if err != nil {
 		return err
 	}
-	providers := objectstore.NewRegistry(azure.New())
+	providers := objectstore.NewRegistry(azure.New(), s3.New())
 	if *localRoot != "" {
-		providers = objectstore.NewRegistry(azure.New(), local.New(*localRoot))
+		providers = objectstore.NewRegistry(azure.New(), s3.New(), local.New(*localRoot))
 	}
 	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode. The
 	// streams and the consumer are `housekeeper setup`'s: here they must exist.

@@ -10,8 +10,10 @@ import (
 )
 
 // StoreError classifies an object-store error and attaches the Gardener error code: bad
-// input (credentials, names, types) is permanent until someone corrects it, throttling and
-// other failures are retried.
+// input (credentials, names, types) is permanent until someone corrects it, and so is an
+// object that object lock protects (retrying cannot end a retention period; someone has to
+// lift the lock or re-trigger the operation after it ends); throttling and other failures
+// are retried.
 func StoreError(err error) error {
 	switch {
 	case err == nil:
@@ -22,6 +24,8 @@ func StoreError(err error) error {
 		return runtime.Permanent(err, gardencorev1beta1.ErrorInfraUnauthorized)
 	case errors.Is(err, objectstore.ErrMissingCredentials), errors.Is(err, objectstore.ErrInvalidCredentials), errors.Is(err, objectstore.ErrInvalidBucketName),
 		errors.Is(err, objectstore.ErrUnknownType), errors.Is(err, objectstore.ErrInvalidKey):
+		return runtime.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
+	case errors.Is(err, objectstore.ErrObjectLocked):
 		return runtime.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
 	case errors.Is(err, objectstore.ErrThrottled):
 		return runtime.Retryable(err, gardencorev1beta1.ErrorInfraRateLimitsExceeded)

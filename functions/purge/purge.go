@@ -266,14 +266,14 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 }
 
 // open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
-// opened, as upstream does, with the entry's own spec.type and spec.secretRef. Any other entry
+// opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any other entry
 // uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
 // is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. An
 // absent BackupBucket object never means the backups are gone: only the store can say that.
 //
 // A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
 func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
-	providerType, secretRef := be.Spec.Type, be.Spec.SecretRef
+	providerType, region, secretRef := be.Spec.Type, be.Spec.Region, be.Spec.SecretRef
 	source := gardener.IsSourceEntry(be.Name)
 	if !source {
 		if store := p.stores.get(be.Spec.BucketName); store != nil {
@@ -282,7 +282,7 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 		bucket := &extensionsv1alpha1.BackupBucket{}
 		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
 		case err == nil:
-			providerType, secretRef = bucket.Spec.Type, bucket.Spec.SecretRef
+			providerType, region, secretRef = bucket.Spec.Type, bucket.Spec.Region, bucket.Spec.SecretRef
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
 		}
@@ -295,7 +295,7 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 	if err != nil {
 		return nil, err
 	}
-	store, err := provider.Open(be.Spec.BucketName, credentials)
+	store, err := objectstore.InRegion(provider, region).Open(be.Spec.BucketName, credentials)
 	if err != nil {
 		return nil, gardener.StoreError(err)
 	}
@@ -350,9 +350,17 @@ func firstPage(ctx context.Context, store objectstore.Store, prefix string) ([]s
 	return page, err
 }
 
+// firstError names one failed key and its error: a locked one if any, since no retry helps
+// there and the operator must act.
 func firstError(failed map[string]error) error {
+	var first error
 	for k, err := range failed {
-		return fmt.Errorf("%s: %w", k, err)
+		if errors.Is(err, objectstore.ErrObjectLocked) {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		if first == nil {
+			first = fmt.Errorf("%s: %w", k, err)
+		}
 	}
-	return nil
+	return first
 }

@@ -38,10 +38,10 @@ type Pipeline struct {
 	Log    *zap.Logger
 }
 
-// Start starts the components and the bridge.
-func Start(t testing.TB) *Pipeline {
+// Start starts the components and the bridge; extra adds components (testenv.WithS3).
+func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 	t.Helper()
-	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS(), testenv.WithAzurite())
+	env := testenv.Start(t, append([]testenv.Option{testenv.WithKube(), testenv.WithNATS(), testenv.WithAzurite()}, extra...)...)
 	nc, js := env.Connect(t)
 	setUp(t, env.NATS.URL)
 	p := &Pipeline{T: t, Env: env, Client: env.Client(t), NC: nc, JS: js, Log: zaptest.NewLogger(t)}
