@@ -2,7 +2,7 @@ package conformance
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -45,8 +45,8 @@ type seedEnv struct {
 	kubeconfig string        // file for processes
 	kube       *stack.Kube
 
-	// holdExtensionDeletes, while set, makes gardenlet's deletes of extension BackupEntries on
-	// this seed fail (gardenlet retries), so a test can choose when gardenlet's delete lands.
+	// holdExtensionDeletes, while set, blocks gardenlet's deletes of extension BackupEntries on
+	// this seed, so a test can choose when gardenlet's delete lands.
 	holdExtensionDeletes atomic.Bool
 }
 
@@ -186,8 +186,18 @@ type holdingClient struct {
 }
 
 func (c *holdingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if _, ok := obj.(*extensionsv1alpha1.BackupEntry); ok && c.seed.holdExtensionDeletes.Load() {
-		return errors.New("conformance test holds the deletion of extension BackupEntries on this seed")
+	if _, ok := obj.(*extensionsv1alpha1.BackupEntry); ok {
+		// Block rather than fail: a failed delete is retried within a second, and gardenlet's
+		// retries of a migration race with its own cache (a retry has been seen to finish the
+		// migration while the extension object still existed). A blocked delete lands once,
+		// when the test releases it.
+		for c.seed.holdExtensionDeletes.Load() {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("conformance test held the deletion of extension BackupEntries on this seed: %w", ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
 	return c.Client.Delete(ctx, obj, opts...)
 }
