@@ -9,17 +9,17 @@ import (
 )
 
 // RequestsMetric counts a process's Kubernetes API requests by verb (get covers lists;
-// watch counts the watches opened). The burst benchmark reads it.
+// watch counts the watches opened) and resource. The burst benchmark reads it.
 const RequestsMetric = "housekeeper_kube_requests_total"
 
 // Instrument makes cfg count its requests into reg and returns cfg.
 func Instrument(cfg *rest.Config, reg prometheus.Registerer) *rest.Config {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: RequestsMetric,
-		Help: "Kubernetes API requests sent, by verb (get includes lists).",
-	}, []string{"verb"})
+		Help: "Kubernetes API requests sent, by verb (get includes lists) and resource.",
+	}, []string{"verb", "resource"})
 	reg.MustRegister(requests)
-	return OnRequest(cfg, func(r *http.Request) { requests.WithLabelValues(Verb(r)).Inc() })
+	return OnRequest(cfg, func(r *http.Request) { requests.WithLabelValues(Verb(r), Resource(r.URL.Path)).Inc() })
 }
 
 // OnRequest makes cfg call observe with every request it sends, and returns cfg.
@@ -52,5 +52,31 @@ func Verb(r *http.Request) string {
 		return "update"
 	default:
 		return strings.ToLower(r.Method)
+	}
+}
+
+// Resource is the resource (and subresource) an API path names: /api/v1/namespaces/x/secrets/y
+// is "secrets", /apis/g/v/backupentries/x/status "backupentries/status". Anything else is
+// "other", so the metric's labels stay few.
+func Resource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "other"
+	}
+	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return "other"
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
 	}
 }

@@ -181,23 +181,36 @@ func errOrStatus(err error, resp *http.Response) string {
 }
 
 func (h *housekeeper) requests() (counts, error) {
-	out := counts{}
+	byVerb, _, err := h.scrape()
+	return byVerb, err
+}
+
+// detail is the requests by process, then "verb resource".
+func (h *housekeeper) detail() counts {
+	_, byResource, err := h.scrape()
+	if err != nil {
+		return nil
+	}
+	return byResource
+}
+
+// scrape reads every process's request counter.
+func (h *housekeeper) scrape() (byVerb, byResource counts, err error) {
+	byVerb, byResource = counts{}, counts{}
 	for _, p := range h.procs {
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
+			return nil, nil, fmt.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
 		default:
 		}
-		v, err := scrapeRequests(p.addr)
+		v, r, err := scrapeRequests(p.addr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out[p.name] = v
+		byVerb[p.name], byResource[p.name] = v, r
 	}
-	return out, nil
+	return byVerb, byResource, nil
 }
-
-func (h *housekeeper) detail() counts { return nil }
 
 // stop ends every process (SIGTERM, then SIGKILL after 10 s) and nats-server.
 func (h *housekeeper) stop() error {

@@ -100,7 +100,7 @@ func (c *requestCounter) instrument(cfg *rest.Config) {
 		verb := kube.Verb(r)
 		c.mu.Lock()
 		c.byVerb[verb]++
-		c.byResource[verb+" "+resourceOf(r.URL.Path)]++
+		c.byResource[verb+" "+kube.Resource(r.URL.Path)]++
 		c.mu.Unlock()
 	})
 }
@@ -122,45 +122,20 @@ func (c *requestCounter) snapshot() (map[string]float64, map[string]float64) {
 	return v, r
 }
 
-// resourceOf is the resource (and subresource) of an API path: /api/v1/namespaces/x/secrets/y
-// is "secrets", /apis/g/v/backupentries/x/status "backupentries/status".
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return path
-	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 0:
-		return path
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
-}
-
 // scrapeRequests reads housekeeper's request counter from a process's /metrics, without
-// watches.
-func scrapeRequests(addr string) (map[string]float64, error) {
+// watches: by verb, and by "verb resource".
+func scrapeRequests(addr string) (byVerb, byResource map[string]float64, err error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
+		return nil, nil, fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
 	}
-	out := map[string]float64{}
-	prefix := kube.RequestsMetric + `{verb="`
+	byVerb, byResource = map[string]float64{}, map[string]float64{}
+	prefix := kube.RequestsMetric + "{"
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -169,17 +144,29 @@ func scrapeRequests(addr string) (map[string]float64, error) {
 		if !ok {
 			continue
 		}
-		verb, value, ok := strings.Cut(rest, `"} `)
+		labels, value, ok := strings.Cut(rest, "} ")
 		if !ok {
-			return nil, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
+			return nil, nil, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
 		}
+		resource, verb := labelValue(labels, "resource"), labelValue(labels, "verb")
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s/metrics: cannot parse %q: %v", addr, line, err)
+		if err != nil || verb == "" {
+			return nil, nil, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
 		}
 		if verb != "watch" {
-			out[verb] = v
+			byVerb[verb] += v
+			byResource[verb+" "+resource] += v
 		}
 	}
-	return out, sc.Err()
+	return byVerb, byResource, sc.Err()
+}
+
+// labelValue is the value of label name in a Prometheus text label set (`a="x",b="y"`).
+func labelValue(labels, name string) string {
+	for _, pair := range strings.Split(labels, ",") {
+		if k, v, ok := strings.Cut(pair, "="); ok && k == name {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
 }
