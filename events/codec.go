@@ -95,15 +95,15 @@ func Encode(e cloudevents.Event) (*nats.Msg, error) {
 func Decode(header nats.Header, data []byte) (cloudevents.Event, error) {
 	h := make(map[string]string, len(header))
 	for k, v := range header {
-		if len(v) == 0 {
-			continue
-		}
 		lk := strings.ToLower(k)
-		if prev, ok := h[lk]; ok && prev != v[0] {
-			// Which one wins would depend on map order: the same message could decode differently.
-			return cloudevents.Event{}, fmt.Errorf("%w: header %s is given twice with different values", ErrInvalidEvent, lk)
+		for _, value := range v {
+			if prev, ok := h[lk]; ok && prev != value {
+				// Which one wins would depend on map or value order: the same message could
+				// decode differently.
+				return cloudevents.Event{}, fmt.Errorf("%w: header %s is given twice with different values", ErrInvalidEvent, lk)
+			}
+			h[lk] = value
 		}
-		h[lk] = v[0]
 	}
 	var (
 		e   cloudevents.Event

@@ -3,11 +3,14 @@ package events
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/types"
 	"github.com/nats-io/nats.go"
 )
 
@@ -21,11 +24,14 @@ var fuzzHeaders = []string{
 // extraBit marks the one additional header whose name is fuzzed too.
 const extraBit = 1 << 12
 
+// fuzzArgs is one fuzz input. Bit i of repeated gives fuzzHeaders[i] (if present) the second
+// value again, so multi-valued headers are tried too.
 type fuzzArgs struct {
-	present          uint16
-	values           [12]string
-	extraKey, extraV string
-	data             []byte
+	present, repeated uint16
+	values            [12]string
+	second            string
+	extraKey, extraV  string
+	data              []byte
 }
 
 func argsOf(h nats.Header, data []byte) fuzzArgs {
@@ -34,6 +40,10 @@ func argsOf(h nats.Header, data []byte) fuzzArgs {
 		if v, ok := h[k]; ok {
 			a.present |= 1 << i
 			a.values[i] = v[0]
+			if len(v) > 1 {
+				a.repeated |= 1 << i
+				a.second = v[1]
+			}
 		}
 	}
 	var extra []string
@@ -58,19 +68,36 @@ func (a fuzzArgs) header() nats.Header {
 	for i, k := range fuzzHeaders {
 		if a.present&(1<<i) != 0 {
 			h.Set(k, a.values[i])
+			if a.repeated&(1<<i) != 0 {
+				h.Add(k, a.second)
+			}
 		}
 	}
 	return h
 }
 
-func addSeed(f *testing.F, a fuzzArgs) {
-	v := a.values
-	f.Add(a.present, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], a.extraKey, a.extraV, a.data)
+// conflicting reports whether a header holds two different values.
+func conflicting(h nats.Header) bool {
+	for _, v := range h {
+		for _, value := range v {
+			if value != v[0] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-// FuzzDecode feeds Decode arbitrary header values and data. Decode must never panic, every
-// rejection must wrap ErrInvalidEvent, and whatever it accepts must re-encode with Encode and
-// decode again to the same event.
+func addSeed(f *testing.F, a fuzzArgs) {
+	v := a.values
+	f.Add(a.present, a.repeated, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], a.second, a.extraKey, a.extraV, a.data)
+}
+
+// FuzzDecode feeds Decode arbitrary header values, repeated headers and data. Decode must
+// never panic, every rejection must wrap ErrInvalidEvent, a header with two different values
+// must be rejected, and whatever it accepts must re-encode with Encode and decode again to the
+// same event: every attribute, every extension and the data. The corpus it found is kept in
+// testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	// Valid messages of every shape: object events, purge events, structured mode.
 	bucket, _ := NewObjectEvent(testCluster, KindBackupBucket, OpCreated, testBucketObj(), at(testNow))
@@ -108,11 +135,18 @@ func FuzzDecode(f *testing.F) {
 		h := cloneHeader(valid.Header)
 		addSeed(f, argsOf(h, mutate(h, append([]byte(nil), valid.Data...))))
 	}
+	// Repeated headers: the same value twice (fine) and two values (ambiguous).
+	for _, second := range []string{valid.Header.Get("ce-id"), "another-id"} {
+		h := cloneHeader(valid.Header)
+		h.Add("ce-id", second)
+		addSeed(f, argsOf(h, valid.Data))
+	}
 
-	f.Fuzz(func(t *testing.T, present uint16, specversion, id, source, typ, subject, tm, ct, kind, name, uid, rv, gen, extraKey, extraV string, data []byte) {
+	f.Fuzz(func(t *testing.T, present, repeated uint16, specversion, id, source, typ, subject, tm, ct, kind, name, uid, rv, gen, second, extraKey, extraV string, data []byte) {
 		a := fuzzArgs{
-			present:  present,
+			present: present, repeated: repeated,
 			values:   [12]string{specversion, id, source, typ, subject, tm, ct, kind, name, uid, rv, gen},
+			second:   second,
 			extraKey: extraKey, extraV: extraV, data: data,
 		}
 		h := a.header()
@@ -129,6 +163,9 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
+		if conflicting(h) {
+			t.Fatalf("Decode accepted a header with two different values: %v", h)
+		}
 		msg, err := Encode(e)
 		if err != nil {
 			t.Fatalf("Decode accepted an event Encode rejects: %v\nheaders %v\ndata %q", err, h, data)
@@ -143,10 +180,54 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded event does not decode: %v\nfirst headers %v\nre-encoded headers %v", err, h, msg.Header)
 		}
-		if d.ID() != e.ID() || d.Type() != e.Type() || d.Subject() != e.Subject() || string(d.Data()) != string(e.Data()) {
-			t.Fatalf("round trip changed the event:\nfirst  %s\nsecond %s", e, d)
+		if diff := eventDiff(e, d); diff != "" {
+			t.Fatalf("round trip changed the event: %s\nfirst  %s\nsecond %s", diff, e, d)
 		}
 	})
+}
+
+// eventDiff names the first attribute, extension or data that differs between a and b ("" if
+// none). Extensions compare by their canonical string: a structured event's number and a
+// binary event's header string are the same value.
+func eventDiff(a, b cloudevents.Event) string {
+	attrs := []struct {
+		name   string
+		av, bv string
+	}{
+		{"specversion", a.SpecVersion(), b.SpecVersion()},
+		{"id", a.ID(), b.ID()},
+		{"source", a.Source(), b.Source()},
+		{"type", a.Type(), b.Type()},
+		{"subject", a.Subject(), b.Subject()},
+		{"datacontenttype", a.DataContentType(), b.DataContentType()},
+		{"dataschema", a.DataSchema(), b.DataSchema()},
+		{"data", string(a.Data()), string(b.Data())},
+	}
+	for _, attr := range attrs {
+		if attr.av != attr.bv {
+			return fmt.Sprintf("%s %q became %q", attr.name, attr.av, attr.bv)
+		}
+	}
+	if !a.Time().Equal(b.Time()) {
+		return fmt.Sprintf("time %s became %s", a.Time(), b.Time())
+	}
+	ae, be := formatted(a.Extensions()), formatted(b.Extensions())
+	if !maps.Equal(ae, be) {
+		return fmt.Sprintf("extensions %v became %v", ae, be)
+	}
+	return ""
+}
+
+func formatted(ext map[string]any) map[string]string {
+	out := make(map[string]string, len(ext))
+	for k, v := range ext {
+		s, err := types.Format(v)
+		if err != nil {
+			s = fmt.Sprintf("unformattable %T", v)
+		}
+		out[k] = s
+	}
+	return out
 }
 
 func mustEncode(tb testing.TB, e cloudevents.Event) *nats.Msg {

@@ -23,7 +23,9 @@ func TestStreamConfigs(t *testing.T) {
 		t.Errorf("record stream %+v", record)
 	}
 	if dl.Name != "HOUSEKEEPER_DEADLETTER" || !slices.Equal(dl.Subjects, []string{"housekeeper-deadletter.>"}) ||
-		dl.Retention != jetstream.LimitsPolicy || dl.MaxAge != 30*24*time.Hour || dl.Storage != jetstream.FileStorage {
+		dl.Retention != jetstream.LimitsPolicy || dl.MaxAge != 30*24*time.Hour || dl.Storage != jetstream.FileStorage ||
+		dl.Duplicates != 10*time.Minute { // as events/README.md says
+
 		t.Errorf("dead-letter stream %+v", dl)
 	}
 
@@ -35,6 +37,9 @@ func TestStreamConfigs(t *testing.T) {
 	// JetStream refuses a duplicate window longer than the max age.
 	if record.Duplicates != 2*time.Minute {
 		t.Errorf("duplicate window %s with max age 2m, want 2m", record.Duplicates)
+	}
+	if _, dl = StreamConfigs(WithDeadLetterMaxAge(time.Minute)); dl.Duplicates != time.Minute {
+		t.Errorf("dead-letter duplicate window %s with max age 1m, want 1m", dl.Duplicates)
 	}
 }
 
@@ -371,13 +376,17 @@ func TestRescheduleReplaces(t *testing.T) {
 	}
 }
 
-// Purging the schedule subject cancels a pending purge (the record stream allows purges).
+// Purging the schedule subject cancels a pending purge (the record stream allows purges). The
+// proof is positive: a control schedule due a second after the cancelled one fires, and the
+// cancelled one never came before it (scheduled messages fire in time order).
 func TestCancelSchedule(t *testing.T) {
 	ctx, js := streamEnv(t)
-	const name = "shoot--dev--cancelled"
+	const name, control = "shoot--dev--cancelled", "shoot--dev--control"
 	msg, _ := purgeDue(t, name, testNow)
-	target := msg.Subject
-	schedule(ctx, t, js, name, msg, time.Now().Add(2*time.Second))
+	controlMsg, _ := purgeDue(t, control, testNow.Add(time.Hour)) // another id: same uid, another due time
+	now := time.Now()
+	schedule(ctx, t, js, name, msg, now.Add(2*time.Second))
+	schedule(ctx, t, js, control, controlMsg, now.Add(3*time.Second))
 
 	stream, err := js.Stream(ctx, RecordStream)
 	if err != nil {
@@ -386,11 +395,22 @@ func TestCancelSchedule(t *testing.T) {
 	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(PurgeScheduleSubject(name))); err != nil {
 		t.Fatalf("purging the schedule subject: %v", err)
 	}
-	cons, err := js.OrderedConsumer(ctx, RecordStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{target}})
+	cons, err := js.OrderedConsumer(ctx, RecordStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{msg.Subject, controlMsg.Subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fired, err := cons.Next(jetstream.FetchMaxWait(4 * time.Second)); err == nil {
-		t.Errorf("a cancelled purge fired: %s %q", fired.Subject(), fired.Headers().Get("ce-id"))
+	fired, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+	if err != nil {
+		t.Fatalf("the control schedule did not fire: %v", err)
+	}
+	if fired.Subject() != controlMsg.Subject {
+		t.Fatalf("a cancelled purge fired: %s %q", fired.Subject(), fired.Headers().Get("ce-id"))
+	}
+	extra, err := cons.Next(jetstream.FetchMaxWait(500 * time.Millisecond))
+	switch {
+	case err == nil:
+		t.Errorf("after the control, another purge fired: %s %q", extra.Subject(), extra.Headers().Get("ce-id"))
+	case !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages):
+		t.Errorf("looking for a purge after the control: %v", err)
 	}
 }
