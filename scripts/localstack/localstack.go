@@ -1,8 +1,8 @@
 // Package localstack runs housekeeper's whole stack on one machine without Docker — a real
-// kube-apiserver and etcd, nats-server with JetStream, Azurite, the bridge and every function —
-// applies the examples, runs a real etcd with etcd-backup-restore for each example shoot, saving
-// full and delta snapshots through the shoot's etcd-backup secret, and shows a live status
-// table until the purge of the deleted example has completed.
+// kube-apiserver and etcd, nats-server with JetStream, Azurite, an S3 server, the bridge and
+// every function — applies the examples, runs a real etcd with etcd-backup-restore for each
+// example shoot, saving full and delta snapshots through the shoot's etcd-backup secret, and
+// shows a live status table until the purge of the deleted example has completed.
 package localstack
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -98,6 +99,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer az.Stop()
+	s3srv, stopS3, err := startS3(o)
+	if err != nil {
+		return err
+	}
+	defer stopS3()
 
 	nc, err := nats.Connect(n.URL, nats.MaxReconnects(-1))
 	if err != nil {
@@ -122,7 +128,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &session{opts: o, client: c, js: js, azurite: az, kubeconfig: kubeconfig, natsURL: n.URL,
+	s := &session{opts: o, client: c, js: js, azurite: az, s3: s3srv, kubeconfig: kubeconfig, natsURL: n.URL,
 		localRoot: filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
 		etcdbr: etcdbr, shoots: map[string]*shoot{}}
 	for _, dir := range []string{s.localRoot, s.etcdRoot} {
@@ -158,6 +164,7 @@ type session struct {
 	client     client.Client
 	js         jetstream.JetStream
 	azurite    *stack.Azurite
+	s3         *stack.S3
 	kubeconfig string
 	natsURL    string
 	localRoot  string
@@ -176,7 +183,7 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 		return err
 	}
 	g.Go(func() error { return b.Run(ctx) })
-	providers := objectstore.NewRegistry(azure.New(), local.New(s.localRoot))
+	providers := objectstore.NewRegistry(azure.New(), s3.New(), local.New(s.localRoot))
 	retention := entry.Retention{}
 	for _, fn := range []runtime.Function{
 		bucket.New(s.client, providers, log.Named(bucket.Name)),

@@ -47,13 +47,13 @@ func TestLocalStackRunsTheExamplesToCompletion(t *testing.T) {
 		t.Fatalf("output does not reach %q:\n%s", Done, text)
 	}
 	last := text[strings.LastIndex(text, "housekeeper local stack"):]
-	for _, want := range []string{"example-azure", "example-local", "shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "DEAD LETTERS: 0"} {
+	for _, want := range []string{"example-azure", "example-local", "example-s3", "shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17", "DEAD LETTERS: 0"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("final status lacks %q:\n%s", want, last)
 		}
 	}
 	// The table shows each live entry's snapshots, full and delta.
-	for _, name := range []string{"shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44"} {
+	for _, name := range []string{"shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17"} {
 		m := regexp.MustCompile(name + `.*\b\d+ \((\d+) full, (\d+) delta\)`).FindStringSubmatch(last)
 		if m == nil || m[1] == "0" || m[2] == "0" {
 			t.Errorf("final status shows no full and delta snapshots of %s: %v\n%s", name, m, last)

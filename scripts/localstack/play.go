@@ -69,6 +69,9 @@ func (s *session) apply(ctx context.Context, name string) error {
 		if key == "AZURITE_ENDPOINT" {
 			return s.azurite.Endpoint
 		}
+		if key == "S3_ENDPOINT" {
+			return s.s3.Endpoint
+		}
 		return "$" + key
 	}))
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
@@ -269,8 +272,8 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 		fmt.Fprintf(out, "  %s  due %s  in %s\n", p.entry, p.due.Local().Format(time.TimeOnly), left)
 	}
 	fmt.Fprintf(out, "\nDEAD LETTERS: %d\n", deadLetters)
-	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     %s\nAzurite:  %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
-		s.kubeconfig, s.natsURL, s.azurite.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
+	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     %s\nAzurite:  %s\nS3:       %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
+		s.kubeconfig, s.natsURL, s.azurite.Endpoint, s.s3.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
 }
 
 func truncate(s string, n int) string {

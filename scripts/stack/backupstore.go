@@ -11,16 +11,17 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 )
 
 // etcd-backup-restore's --storage-provider values for housekeeper's provider types (etcd-druid's
 // StorageProviderFromInfraProvider).
-var storageProviders = map[string]string{azure.Type: "ABS", local.Type: "Local"}
+var storageProviders = map[string]string{azure.Type: "ABS", s3.Type: "S3", local.Type: "Local"}
 
 // BackupStore is where etcd-backup-restore keeps the snapshots of a shoot's etcd-main,
 // configured from the shoot's etcd-backup secret as gardenlet and etcd-druid configure it.
 type BackupStore struct {
-	// Provider is --storage-provider: ABS or Local.
+	// Provider is --storage-provider: ABS, S3 or Local.
 	Provider string
 	// Container is the secret's bucketName, which etcd-druid passes as STORAGE_CONTAINER.
 	Container string
@@ -30,7 +31,7 @@ type BackupStore struct {
 	// endpoint key; etcd-druid takes it from the Etcd resource.
 	EndpointOverride string
 	// CredentialsDir holds the secret's data as files, as its volume mount does
-	// (AZURE_APPLICATION_CREDENTIALS for ABS).
+	// (AZURE_APPLICATION_CREDENTIALS for ABS, AWS_APPLICATION_CREDENTIALS for S3).
 	CredentialsDir string
 	// Home is $HOME for Local: $HOME/<container> is the bucket directory, where etcd-druid
 	// mounts <hostPath>/<container>; here HOME is the secret's hostPath itself.
@@ -72,6 +73,8 @@ func (b *EtcdBR) BackupStore(providerType, entryName string, secretData map[stri
 	switch providerType {
 	case azure.Type:
 		s.EndpointOverride = string(secretData[azure.KeyEndpoint])
+	case s3.Type:
+		s.EndpointOverride = string(secretData[s3.KeyEndpoint])
 	case local.Type:
 		s.Home = string(secretData[local.KeyHostPath])
 		if s.Home == "" {
@@ -99,6 +102,11 @@ func (s *BackupStore) Env() []string {
 	switch s.Provider {
 	case "ABS":
 		env = append(env, "AZURE_APPLICATION_CREDENTIALS="+s.CredentialsDir)
+	case "S3":
+		// An etcd-druid pod has no AWS_* settings. An AWS_CA_BUNDLE inherited from this
+		// machine would fail etcd-backup-restore's config loading (it brings its own
+		// http.Client, which the SDK cannot give a CA bundle); empty means unset.
+		env = append(env, "AWS_APPLICATION_CREDENTIALS="+s.CredentialsDir, "AWS_CA_BUNDLE=")
 	case "Local":
 		env = append(env, "HOME="+s.Home)
 	}
