@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -384,21 +385,34 @@ func TestBridgeDeliversFinalStateAfterNATSOutage(t *testing.T) {
 	}
 }
 
-// A bucket waiting for its secret, or whose credentials are corrected, is announced again;
-// metadata-only secret updates (gardenlet's finalizer patches) announce nothing.
+// A bucket that found its secret missing, or whose credentials are corrected, is announced
+// again; a bucket that has not tried yet finds its secret itself and is not (gardenlet creates
+// the secret, then the object); metadata-only secret updates (gardenlet's finalizer patches)
+// announce nothing.
 func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T) {
 	h := newHarness(t)
 	b := bucket("waits-for-secret", "azure")
 	h.create(b)
+	untried := bucket("not-tried-yet", "azure")
+	h.create(untried)
 	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
 	_, _ = h.start(Options{})
 	uid := string(b.UID)
-	h.eventually(10*time.Second, "synced event", func() bool { return len(typesOf(h.stream(), uid)) == 1 })
+	h.eventually(10*time.Second, "synced events", func() bool {
+		return len(typesOf(h.stream(), uid)) == 1 && len(typesOf(h.stream(), string(untried.UID))) == 1
+	})
+	h.reportSecretMissing(b)
 
+	// The untried bucket's secret comes first: when the waiting bucket's announcement is out,
+	// the same informer has handled the untried one's secret too.
+	h.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: untried.Spec.SecretRef.Name, Namespace: "garden"}})
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.Spec.SecretRef.Name, Namespace: "garden"},
 		Data: map[string][]byte{"storageAccount": []byte("acc"), "storageKey": []byte("wrong")}}
 	h.create(secret)
 	h.eventually(10*time.Second, "announcement when the secret appears", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
+	if got := typesOf(h.stream(), string(untried.UID)); len(got) != 1 {
+		t.Errorf("events %v: a bucket that never found its secret missing was announced when it appeared", got)
+	}
 
 	h.patch(secret, func() { secret.Finalizers = []string{"extensions.gardener.cloud/backupbucket"} })
 	h.patch(secret, func() { secret.Data["storageKey"] = []byte("right") })
@@ -411,6 +425,33 @@ func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T
 		if strings.Contains(string(r.event.Data()), "right") || strings.Contains(string(r.event.Data()), "wrong") {
 			t.Errorf("secret value in event data: %s", r.event.Data())
 		}
+	}
+
+	// The other order: the secret appears while the function is still trying, and the bucket
+	// reports it missing afterwards. The report finds the secret there and announces it.
+	late := bucket("reports-late", "azure")
+	h.create(late)
+	h.eventually(10*time.Second, "created event", func() bool { return len(typesOf(h.stream(), string(late.UID))) == 1 })
+	h.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: late.Spec.SecretRef.Name, Namespace: "garden"}})
+	h.reportSecretMissing(late)
+	h.eventually(10*time.Second, "announcement when a bucket reports a present secret missing", func() bool {
+		return len(typesOf(h.stream(), string(late.UID))) == 2
+	})
+}
+
+// reportSecretMissing writes the status the bucket function writes when spec.secretRef names
+// no secret.
+func (h *harness) reportSecretMissing(b *extensionsv1alpha1.BackupBucket) {
+	h.t.Helper()
+	description := fmt.Sprintf("secret %s/%s referenced by spec.secretRef does not exist", b.Spec.SecretRef.Namespace, b.Spec.SecretRef.Name)
+	b.Status.LastOperation = &gardencorev1beta1.LastOperation{Type: "Create", State: "Error", Progress: 50,
+		Description: description, LastUpdateTime: metav1.Now()}
+	b.Status.LastError = &gardencorev1beta1.LastError{Description: description, Codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem}}
+	if !gardener.WaitsForSecret(b) {
+		h.t.Fatalf("the status written for %s does not say it waits for its secret", b.Name)
+	}
+	if err := h.c.Status().Update(context.Background(), b); err != nil {
+		h.t.Fatal(err)
 	}
 }
 
@@ -506,18 +547,24 @@ func TestBridgeWatchesSecretsOnlyWhereReferenced(t *testing.T) {
 	h.eventually(10*time.Second, "secrets in late watched", func() bool {
 		return slices.Contains(b.secrets.watched(), "late") && b.secrets.hasSynced()
 	})
+	h.reportSecretMissing(late)
 	h.create(secret("late", late.Spec.SecretRef.Name))
 	h.eventually(10*time.Second, "announcement when the secret appears", func() bool { return len(typesOf(h.stream(), string(late.UID))) == 2 })
 	if got := typesOf(h.stream(), string(late.UID)); got[1] != events.TypeBucketSynced {
 		t.Errorf("events %v, want created then synced", got)
 	}
 
-	// Referenced later, its secret existing already: the secret found by the new watch
-	// announces the bucket, in case it was created while the watch listed.
+	// Referenced later, its secret existing already: should the function have read before
+	// the secret was there, its report finds the secret in the new watch's cache and the
+	// bucket is announced again.
 	early := bucket("early", "azure")
 	early.Spec.SecretRef.Namespace = "early"
 	h.create(secret("early", early.Spec.SecretRef.Name))
 	h.create(early)
+	h.eventually(10*time.Second, "secrets in early watched", func() bool {
+		return slices.Contains(b.secrets.watched(), "early") && b.secrets.hasSynced()
+	})
+	h.reportSecretMissing(early)
 	h.eventually(10*time.Second, "announcement by the existing secret", func() bool {
 		got := typesOf(h.stream(), string(early.UID))
 		return len(got) > 0 && got[len(got)-1] == events.TypeBucketSynced

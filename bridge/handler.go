@@ -32,6 +32,9 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 			case old.GetResourceVersion() == cur.GetResourceVersion():
 				b.enqueue(kind, events.OpSynced, cur) // periodic resync
 			case !relevantChange(old, cur):
+				if b.secretAppearedWhileWaiting(old, cur) { // a status write: no news, but late
+					b.enqueue(kind, events.OpSynced, cur, events.WithTrigger("secret-present"))
+				}
 			case cur.GetDeletionTimestamp() != nil:
 				b.enqueue(kind, events.OpDeleting, cur)
 			default:

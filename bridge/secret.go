@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 // secretDigestAnnotation holds, in the bridge's cache only, a digest of a secret's data.
@@ -89,16 +90,16 @@ func digestSecret(obj any) (any, error) {
 }
 
 // secretHandler handles the secrets of a namespace. A secret that appears announces again the
-// objects whose spec.secretRef it is, so that a bucket or entry waiting for its credentials
-// proceeds. The initial list is announced only by an informer started for a namespace an
-// object referenced after the bridge's own initial list (announceExisting): at start every
-// object is announced anyway, but a secret created while the new informer listed would
-// otherwise never announce the object that waits for it.
+// objects that found it missing (gardener.WaitsForSecret), so that they proceed; an object
+// that has not tried yet finds the secret itself, so gardenlet's usual order — the secret,
+// then the object — costs no second event. The initial list is announced only by an informer
+// started for a namespace an object referenced after the bridge's own initial list
+// (announceExisting): at start every object is announced anyway.
 func (b *Bridge) secretHandler(announceExisting bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			if s, ok := obj.(*corev1.Secret); ok && (!isInInitialList || announceExisting) {
-				b.announceSecretUsers(s)
+				b.announceSecretUsers(s, gardener.WaitsForSecret)
 			}
 		},
 		UpdateFunc: b.secretUpdated,
@@ -110,17 +111,32 @@ func (b *Bridge) secretHandler(announceExisting bool) cache.ResourceEventHandler
 func (b *Bridge) secretUpdated(oldObj, newObj any) {
 	old, cur := oldObj.(*corev1.Secret), newObj.(*corev1.Secret)
 	if old.Annotations[secretDigestAnnotation] != cur.Annotations[secretDigestAnnotation] {
-		b.announceSecretUsers(cur)
+		b.announceSecretUsers(cur, func(extensionsv1alpha1.Object) bool { return true })
 	}
 }
 
-func (b *Bridge) announceSecretUsers(s *corev1.Secret) {
+// secretAppearedWhileWaiting covers the other order of the race an appearing secret runs with
+// its user: the user reports the secret missing only after the secret's informer delivered it.
+func (b *Bridge) secretAppearedWhileWaiting(old, cur client.Object) bool {
+	was, wasObject := old.(extensionsv1alpha1.Object)
+	is, isObject := cur.(extensionsv1alpha1.Object)
+	if !wasObject || !isObject || !gardener.WaitsForSecret(is) || gardener.WaitsForSecret(was) {
+		return false
+	}
+	ref, _ := secretRef(cur)
+	return b.secrets.has(ref.Namespace, ref.Name)
+}
+
+// announceSecretUsers announces again the objects whose spec.secretRef is s and that need to
+// hear of it.
+func (b *Bridge) announceSecretUsers(s *corev1.Secret, needs func(extensionsv1alpha1.Object) bool) {
 	key := s.Namespace + "/" + s.Name
 	trigger := events.WithTrigger("secret/" + string(s.UID) + "/" + s.ResourceVersion)
 	for kind, inf := range map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries} {
 		users, _ := inf.GetIndexer().ByIndex(bySecretRef, key)
 		for _, u := range users {
-			if o := u.(client.Object); o.GetDeletionTimestamp() == nil || len(o.GetFinalizers()) > 0 {
+			o := u.(extensionsv1alpha1.Object)
+			if (o.GetDeletionTimestamp() == nil || len(o.GetFinalizers()) > 0) && needs(o) {
 				b.enqueue(kind, events.OpSynced, u, trigger)
 			}
 		}

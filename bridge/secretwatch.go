@@ -107,6 +107,18 @@ func (w *secretWatch) start(namespace string, announceExisting bool) error {
 	return nil
 }
 
+// has says whether the secret namespace/name is in the cache of a running informer.
+func (w *secretWatch) has(namespace, name string) bool {
+	w.mu.Lock()
+	ns := w.namespaces[namespace]
+	w.mu.Unlock()
+	if ns == nil {
+		return false
+	}
+	_, exists, err := ns.informer.GetStore().GetByKey(namespace + "/" + name)
+	return err == nil && exists
+}
+
 // hasSynced reports whether every informer running now delivered its initial list.
 func (w *secretWatch) hasSynced() bool {
 	w.mu.Lock()
