@@ -8,6 +8,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 )
 
 func TestValidateBucketName(t *testing.T) {
@@ -75,5 +76,25 @@ func TestRegistry(t *testing.T) {
 	}
 	if _, err := (objectstore.Registry{}).Get("azure"); !errors.Is(err, objectstore.ErrUnknownType) {
 		t.Errorf("empty registry: %v, want ErrUnknownType", err)
+	}
+}
+
+// spec.region reaches a Regional provider and passes by the others.
+func TestInRegion(t *testing.T) {
+	az := azure.New()
+	if got := objectstore.InRegion(az, "westeurope"); got != objectstore.Provider(az) {
+		t.Errorf("InRegion of a provider without regions returned %v, want the provider itself", got)
+	}
+	plain := s3.New()
+	if got := objectstore.InRegion(plain, ""); got != objectstore.Provider(plain) {
+		t.Errorf("InRegion with no region returned %v, want the provider itself", got)
+	}
+	creds := map[string][]byte{s3.KeyAccessKeyID: []byte("id"), s3.KeySecretAccessKey: []byte("key"), s3.KeyRegion: []byte("us-east-1")}
+	data, err := objectstore.InRegion(plain, "eu-west-1").BackupSecretData(creds)
+	if err != nil || string(data[s3.KeyRegion]) != "eu-west-1" {
+		t.Errorf("InRegion(aws, eu-west-1): region %q, %v; want the spec's region over the secret's", data[s3.KeyRegion], err)
+	}
+	if data, _ := plain.BackupSecretData(creds); string(data[s3.KeyRegion]) != "us-east-1" {
+		t.Errorf("InRegion changed the provider it was given: region %q", data[s3.KeyRegion])
 	}
 }
