@@ -25,7 +25,7 @@ progress() {
       *) n=$((n + 1)); if (( n % 100 == 0 )); then log "versitygw: $n packages compiled"; fi ;;
     esac
   done
-  log "versitygw: $n packages compiled"
+  log "versitygw: $n packages compiled (the others came from Go's build cache)"
 }
 
 if [[ -x "$bin" ]]; then
@@ -39,6 +39,7 @@ else
       "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" 2>&1) | progress
   [[ -x "$dir/bin.tmp/versitygw" ]] || { log "versitygw: the build produced no binary"; exit 1; }
   mv "$dir/bin.tmp/versitygw" "$bin" && rm -rf "$dir/bin.tmp"
+  log "versitygw $VERSITYGW_VERSION installed at $bin"
 fi
 log "versitygw: $("$bin" --version | head -1 | tr -s ' ')"
 echo "$bin"
