@@ -591,3 +591,47 @@ func TestBridgeWatchesSecretsOnlyWhereReferenced(t *testing.T) {
 		}
 	}
 }
+
+// A secret the bridge found by listing, not by watching, announces its users on a data change
+// only: gardenlet's finalizer patch on it is no news either (the listed copy used to pass the
+// bridge's digest twice and so differ from every later copy).
+func TestBridgeIgnoresMetadataUpdatesOfListedSecrets(t *testing.T) {
+	h := newHarness(t)
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	b := bucket("listed-secret", "azure")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.Spec.SecretRef.Name, Namespace: "garden"},
+		Data: map[string][]byte{"storageKey": []byte("first")}}
+	h.create(secret)
+	h.create(b)
+	_, _ = h.start(Options{})
+	uid := string(b.UID)
+	h.eventually(10*time.Second, "synced event", func() bool { return len(typesOf(h.stream(), uid)) == 1 })
+
+	h.patch(secret, func() { secret.Finalizers = []string{"extensions.gardener.cloud/backupbucket"} })
+	h.patch(secret, func() { secret.Data["storageKey"] = []byte("second") })
+	// The data change is announced; the finalizer patch, handled before it, must not be.
+	h.eventually(10*time.Second, "announcement of the data change", func() bool { return len(typesOf(h.stream(), uid)) >= 2 })
+	time.Sleep(500 * time.Millisecond)
+	if got := typesOf(h.stream(), uid); len(got) != 2 {
+		t.Errorf("events %v, want the synced event and one for the data change: a metadata-only update announced the bucket", got)
+	}
+}
+
+func TestDigestSecretIsIdempotent(t *testing.T) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "garden"}, Data: map[string][]byte{"k": []byte("v")}}
+	once, err := digestSecret(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := digestSecret(once.(*corev1.Secret).DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := once.(*corev1.Secret).Annotations[secretDigestAnnotation], twice.(*corev1.Secret).Annotations[secretDigestAnnotation]
+	if a == "" || a != b {
+		t.Errorf("digest %q, then %q after a second pass", a, b)
+	}
+	if once.(*corev1.Secret).Data != nil {
+		t.Error("the digested secret still holds data")
+	}
+}

@@ -63,10 +63,15 @@ func (b *Bridge) secretUsers(namespace string) int {
 
 // digestSecret replaces a secret's data with a digest of it before the informer caches it:
 // the bridge must notice a changed credential but never hold one.
+// It must be idempotent: client-go may hand it an object it transformed already (a listed
+// object passes it twice), whose digest must not become that of no data at all.
 func digestSecret(obj any) (any, error) {
 	s, ok := obj.(*corev1.Secret)
 	if !ok {
 		return obj, nil
+	}
+	if _, digested := s.Annotations[secretDigestAnnotation]; digested && s.Data == nil && s.StringData == nil {
+		return s, nil
 	}
 	h := sha256.New()
 	keys := make([]string, 0, len(s.Data))
