@@ -58,3 +58,7 @@ func EntryNamespace(entryName string) string {
 func EntryPrefix(entryName string) string {
 	return strings.TrimPrefix(entryName, SourcePrefix) + "/"
 }
+
+// EtcdMainPrefix is the store prefix etcd-druid gives etcd-backup-restore for the shoot's
+// etcd-main: its snapshots land under <prefix>/v2/.
+func EtcdMainPrefix(entryName string) string { return EntryPrefix(entryName) + "etcd-main" }

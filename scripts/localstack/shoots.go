@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
@@ -74,7 +75,7 @@ func (s *session) startShoot(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	sh := &shoot{entry: e.Name, logs: logs}
 	br := *s.etcdbr
 	br.Logs = logs
-	store, err := br.BackupStore(e.Spec.Type, e.Name, secret.Data, filepath.Join(dir, "credentials"))
+	store, err := br.BackupStore(e.Spec.Type, string(secret.Data[entry.DataKeyBucketName]), gardener.EtcdMainPrefix(e.Name), secret.Data, filepath.Join(dir, "credentials"))
 	if err != nil {
 		sh.stop()
 		return nil, err

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
@@ -38,17 +36,18 @@ type BackupStore struct {
 	Home string
 }
 
-// BackupStore writes the data of entryName's etcd-backup secret as files into credentialsDir
+// BackupStore writes the data of an entry's etcd-backup secret as files into credentialsDir
 // (readable by RunAs only) and returns the store etcd-backup-restore is configured with for
-// providerType (the BackupEntry's spec.type).
-func (b *EtcdBR) BackupStore(providerType, entryName string, secretData map[string][]byte, credentialsDir string) (*BackupStore, error) {
+// providerType (the BackupEntry's spec.type): container is the secret's bucketName, prefix
+// <entry>/etcd-main. (The caller derives both: this package is below the functions, whose
+// tests start it.)
+func (b *EtcdBR) BackupStore(providerType, container, prefix string, secretData map[string][]byte, credentialsDir string) (*BackupStore, error) {
 	provider, ok := storageProviders[providerType]
 	if !ok {
 		return nil, fmt.Errorf("etcd-backup-restore: no storage provider for type %q", providerType)
 	}
-	container := string(secretData[entry.DataKeyBucketName])
-	if container == "" {
-		return nil, fmt.Errorf("etcd-backup secret of %s has no %s", entryName, entry.DataKeyBucketName)
+	if container == "" || prefix == "" {
+		return nil, fmt.Errorf("etcd-backup-restore: store of %s needs a container (the secret's bucketName) and a prefix", prefix)
 	}
 	if err := b.ownedDir(credentialsDir); err != nil {
 		return nil, err
@@ -67,7 +66,7 @@ func (b *EtcdBR) BackupStore(providerType, entryName string, secretData map[stri
 	s := &BackupStore{
 		Provider:       provider,
 		Container:      container,
-		Prefix:         gardener.EntryPrefix(entryName) + "etcd-main",
+		Prefix:         prefix,
 		CredentialsDir: credentialsDir,
 	}
 	switch providerType {
@@ -78,7 +77,7 @@ func (b *EtcdBR) BackupStore(providerType, entryName string, secretData map[stri
 	case local.Type:
 		s.Home = string(secretData[local.KeyHostPath])
 		if s.Home == "" {
-			return nil, fmt.Errorf("etcd-backup secret of %s has no %s", entryName, local.KeyHostPath)
+			return nil, fmt.Errorf("etcd-backup secret for %s has no %s", prefix, local.KeyHostPath)
 		}
 	}
 	return s, nil

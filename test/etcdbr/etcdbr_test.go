@@ -28,6 +28,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
@@ -305,7 +306,8 @@ func (f *fixture) bucket(t *testing.T, provider string, s shoot) objectstore.Sto
 // its data written as files into credentialsDir.
 func (f *fixture) backupStore(t *testing.T, provider string, s shoot, credentialsDir string) *stack.BackupStore {
 	t.Helper()
-	store, err := f.etcdbr.BackupStore(provider, s.entry, f.secret(t, s).Data, credentialsDir)
+	data := f.secret(t, s).Data
+	store, err := f.etcdbr.BackupStore(provider, string(data[entry.DataKeyBucketName]), gardener.EtcdMainPrefix(s.entry), data, credentialsDir)
 	if err != nil {
 		t.Fatal(err)
 	}
