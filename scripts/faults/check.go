@@ -3,6 +3,7 @@ package faults
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -10,27 +11,27 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
-	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
-// Invariant is one checked property with its result.
+// Invariant is one checked property with its result. Observed counts what the check looked
+// at; a check that observed nothing fails, since it proved nothing.
 type Invariant struct {
-	Name   string
-	Pass   bool
-	Detail string
+	Name     string
+	Pass     bool
+	Observed int
+	Detail   string
 }
 
 func allPass(results []Invariant) bool {
@@ -42,66 +43,152 @@ func allPass(results []Invariant) bool {
 	return true
 }
 
-// check evaluates the invariants; final adds the ones that only make sense at the end (logs).
-func (w *workload) check(ctx context.Context, final bool) []Invariant {
+// check evaluates the invariants; final adds the ones that only make sense at the end (purge
+// counts, exits, logs).
+func (w *workload) check(ctx context.Context, watch *purgeWatch, final bool) []Invariant {
 	w.mu.Lock()
 	live, gone := maps.Clone(w.live), maps.Clone(w.gone)
 	keep := map[string][]string{}
 	for b, keys := range w.keep {
 		keep[b] = slices.Clone(keys)
 	}
+	buckets := maps.Clone(w.buckets)
 	canaries := slices.Clone(w.canaries)
 	w.mu.Unlock()
 
+	stats := watch.stats(w.r.faultWindows())
 	results := []Invariant{
+		w.checkBuckets(ctx, buckets),
 		w.checkLiveEntries(ctx, live),
 		w.checkGoneEntries(ctx, gone),
 		w.checkKeptBlobs(ctx, keep),
-		w.checkPurgeTimes(ctx, gone),
+		checkNoEarlyPurge(stats),
+		checkDuePurgesDone(stats),
 		w.checkDeadLetters(ctx),
 	}
 	if final {
-		results = append(results, w.checkLogs(canaries))
+		results = append(results, checkPurgesOverlappedFaults(stats), checkExits(w.r.processes()),
+			w.checkLogsForCrashes(), w.checkLogsForSecrets(buckets, canaries))
 	}
 	return results
 }
 
+func (w *workload) checkBuckets(ctx context.Context, buckets map[string]bucketInfo) Invariant {
+	inv := Invariant{Name: "every bucket is Succeeded at its generation, without an operation annotation, with its generated secret"}
+	var bad []string
+	for name, info := range buckets {
+		if problem := w.bucketProblem(ctx, name, info); problem != "" {
+			bad = append(bad, name+": "+problem)
+		}
+	}
+	return verdict(inv, bad, len(buckets), "buckets")
+}
+
+func (w *workload) bucketProblem(ctx context.Context, name string, info bucketInfo) string {
+	b := &extensionsv1alpha1.BackupBucket{}
+	if err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, b); err != nil {
+		return err.Error()
+	}
+	if problem := reconciled(b, b.Status.DefaultStatus); problem != "" {
+		return problem
+	}
+	ref := b.Status.GeneratedSecretRef
+	if ref == nil {
+		return "no status.generatedSecretRef"
+	}
+	want, err := w.backupSecretData(info)
+	if err != nil {
+		return err.Error()
+	}
+	return w.secretProblem(ctx, ref.Namespace, ref.Name, want)
+}
+
+// reconciled says what keeps an object from being reconciled to its latest spec ("" if
+// nothing): lastOperation Succeeded, observedGeneration == generation, no operation annotation.
+func reconciled(obj client.Object, status extensionsv1alpha1.DefaultStatus) string {
+	if op := status.LastOperation; op == nil || op.State != gardencorev1beta1.LastOperationStateSucceeded {
+		return fmt.Sprintf("lastOperation %+v", op)
+	}
+	if status.ObservedGeneration != obj.GetGeneration() {
+		return fmt.Sprintf("observedGeneration %d, generation %d", status.ObservedGeneration, obj.GetGeneration())
+	}
+	if op, ok := obj.GetAnnotations()[gardener.AnnotationOperation]; ok {
+		return fmt.Sprintf("annotation %s=%s was not removed", gardener.AnnotationOperation, op)
+	}
+	return ""
+}
+
+// backupSecretData is what etcd-backup-restore must read for a bucket, computed from the
+// credentials the workload gave it, not from anything housekeeper wrote.
+func (w *workload) backupSecretData(info bucketInfo) (map[string][]byte, error) {
+	provider, err := w.providers.Get(info.typ)
+	if err != nil {
+		return nil, err
+	}
+	return provider.BackupSecretData(info.credentials)
+}
+
+// secretProblem compares a secret's data with want, naming keys but never values.
+func (w *workload) secretProblem(ctx context.Context, namespace, name string, want map[string][]byte) string {
+	secret := &corev1.Secret{}
+	if err := w.r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, secret); err != nil {
+		return "secret " + namespace + "/" + name + ": " + err.Error()
+	}
+	if maps.EqualFunc(secret.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
+		return ""
+	}
+	var differ []string
+	for k := range maps.Keys(secret.Data) {
+		if string(secret.Data[k]) != string(want[k]) {
+			differ = append(differ, k)
+		}
+	}
+	for k := range maps.Keys(want) {
+		if _, ok := secret.Data[k]; !ok {
+			differ = append(differ, k+" (missing)")
+		}
+	}
+	slices.Sort(differ)
+	return fmt.Sprintf("secret %s/%s differs in %s", namespace, name, strings.Join(differ, ", "))
+}
+
 func (w *workload) checkLiveEntries(ctx context.Context, live map[string]entryInfo) Invariant {
-	inv := Invariant{Name: "every live entry has a correct etcd-backup secret and lastOperation Succeeded"}
+	inv := Invariant{Name: "every live entry is Succeeded at its generation, without an operation annotation, with a correct etcd-backup secret"}
 	var bad []string
 	for name, info := range live {
 		if problem := w.liveEntryProblem(ctx, name, info); problem != "" {
 			bad = append(bad, name+": "+problem)
 		}
 	}
-	return verdict(inv, bad, fmt.Sprintf("%d entries", len(live)))
+	return verdict(inv, bad, len(live), "entries")
 }
 
 func (w *workload) liveEntryProblem(ctx context.Context, name string, info entryInfo) string {
-	c := w.r.client
 	e := &extensionsv1alpha1.BackupEntry{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, e); err != nil {
+	if err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, e); err != nil {
 		return err.Error()
 	}
 	if string(e.UID) != info.uid {
 		return "uid changed"
 	}
-	if op := e.Status.LastOperation; op == nil || op.State != gardencorev1beta1.LastOperationStateSucceeded {
-		return fmt.Sprintf("lastOperation %+v", op)
+	if problem := reconciled(e, e.Status.DefaultStatus); problem != "" {
+		return problem
 	}
+	w.mu.Lock()
+	bucketInfo := w.buckets[info.bucket]
+	w.mu.Unlock()
+	want, err := w.backupSecretData(bucketInfo)
+	if err != nil {
+		return err.Error()
+	}
+	want[entry.DataKeyBucketName] = []byte(info.bucket)
 	ref := entry.SecretRef(e)
+	if problem := w.secretProblem(ctx, ref.Namespace, ref.Name, want); problem != "" {
+		return problem
+	}
 	secret := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
-		return "etcd-backup secret: " + err.Error()
-	}
-	source := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: e.Spec.SecretRef.Namespace, Name: e.Spec.SecretRef.Name}, source); err != nil {
-		return "spec.secretRef: " + err.Error()
-	}
-	want := maps.Clone(source.Data)
-	want[entry.DataKeyBucketName] = []byte(e.Spec.BucketName)
-	if !maps.EqualFunc(secret.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
-		return "etcd-backup secret data differs from spec.secretRef data + bucketName"
+	if err := w.r.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		return err.Error()
 	}
 	if secret.Annotations[entry.AnnotationCreatedBy] != name {
 		return "etcd-backup secret created-by " + secret.Annotations[entry.AnnotationCreatedBy]
@@ -125,7 +212,7 @@ func (w *workload) checkGoneEntries(ctx context.Context, gone map[string]entryIn
 			bad = append(bad, fmt.Sprintf("%s: %d objects left under its prefix", name, len(keys)))
 		}
 	}
-	return verdict(inv, bad, fmt.Sprintf("%d entries", len(gone)))
+	return verdict(inv, bad, len(gone), "entries")
 }
 
 func (w *workload) checkKeptBlobs(ctx context.Context, keep map[string][]string) Invariant {
@@ -145,7 +232,7 @@ func (w *workload) checkKeptBlobs(ctx context.Context, keep map[string][]string)
 			}
 		}
 	}
-	return verdict(inv, bad, fmt.Sprintf("%d blobs", total))
+	return verdict(inv, bad, total, "blobs")
 }
 
 func (w *workload) list(ctx context.Context, bucketName, prefix string) ([]string, error) {
@@ -159,73 +246,49 @@ func (w *workload) list(ctx context.Context, bucketName, prefix string) ([]strin
 	return keys, err
 }
 
-// checkPurgeTimes reads every purge-completed event: none may be earlier than its due time,
-// and the due time must be the deletion plus the retention the workload set.
-func (w *workload) checkPurgeTimes(ctx context.Context, gone map[string]entryInfo) Invariant {
-	inv := Invariant{Name: "no purge ran before its due time"}
-	completed, err := w.purgeEvents(ctx)
-	if err != nil {
-		return Invariant{Name: inv.Name, Detail: err.Error()}
-	}
+// checkNoEarlyPurge: while an entry was not due, every blob under its prefix was there.
+func checkNoEarlyPurge(s purgeStats) Invariant {
+	inv := Invariant{Name: "no purge ran before its due time (blobs sampled until due)"}
+	return verdict(inv, s.early, s.samples, "samples before due")
+}
+
+// checkDuePurgesDone: every deletion past its due time had its prefix seen empty.
+func checkDuePurgesDone(s purgeStats) Invariant {
+	inv := Invariant{Name: "every purge that came due completed (prefix seen empty)"}
 	var bad []string
-	for _, p := range completed {
-		if p.at.Before(p.data.DueAt) {
-			bad = append(bad, fmt.Sprintf("%s purged at %s, due %s", p.data.Entry, p.at.Format(time.RFC3339Nano), p.data.DueAt.Format(time.RFC3339)))
-		}
-		if info, ok := gone[p.data.Entry]; ok && p.data.UID == info.uid && p.data.DueAt.Before(info.deletedAt.Add(info.retention).Add(-2*time.Second)) {
-			bad = append(bad, fmt.Sprintf("%s due %s, before its deletion plus %s retention", p.data.Entry, p.data.DueAt.Format(time.RFC3339), info.retention))
-		}
+	if s.purged < s.due {
+		bad = append(bad, fmt.Sprintf("%d of %d due purges not seen completed", s.due-s.purged, s.due))
 	}
-	return verdict(inv, bad, fmt.Sprintf("%d purges", len(completed)))
+	return verdict(inv, bad, s.purged, fmt.Sprintf("of %d due purges completed", s.due))
 }
 
-type purgeEvent struct {
-	at   time.Time
-	data events.PurgeData
+// checkPurgesOverlappedFaults: the suite broke the stack while purges ran, not only before.
+func checkPurgesOverlappedFaults(s purgeStats) Invariant {
+	inv := Invariant{Name: "faults overlapped purges and deletions in flight"}
+	return verdict(inv, nil, s.overlapped, fmt.Sprintf("purges overlapped a fault; %d deletions were sent during one", s.deletionsInFaults))
 }
 
-func (w *workload) purgeEvents(ctx context.Context) ([]purgeEvent, error) {
-	filter, _ := events.SubjectFilter(events.TypePurgeCompleted)
-	cons, err := w.r.js.OrderedConsumer(ctx, events.RecordStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
-	if err != nil {
-		return nil, err
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []purgeEvent
-	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for msg := range batch.Messages() {
+// checkExits: no process ended unless the suite killed or stopped it, even if a restart hid it.
+func checkExits(processes []*process) Invariant {
+	inv := Invariant{Name: "no process exited unless the fault injector or the shutdown ended it"}
+	var bad []string
+	n := 0
+	for _, p := range processes {
+		for _, e := range p.runs() {
 			n++
-			e, err := events.Decode(msg.Headers(), msg.Data())
-			if err != nil {
-				return nil, fmt.Errorf("purge-completed event does not decode: %w", err)
+			if !e.caused {
+				bad = append(bad, e.process+": "+e.status)
 			}
-			var data events.PurgeData
-			if err := json.Unmarshal(e.Data(), &data); err != nil {
-				return nil, err
-			}
-			out = append(out, purgeEvent{at: e.Time(), data: data})
 		}
-		if n == 0 {
-			break
-		}
-		pending -= uint64(n)
 	}
-	return out, nil
+	return verdict(inv, bad, n, "exits recorded")
 }
 
 func (w *workload) checkDeadLetters(ctx context.Context) Invariant {
 	inv := Invariant{Name: "no dead letters except those the workload provoked"}
 	dls, err := runtime.ListDeadLetters(ctx, w.r.js, "")
 	if err != nil {
-		return Invariant{Name: inv.Name, Detail: err.Error()}
+		return verdict(inv, []string{err.Error()}, 0, "")
 	}
 	var bad []string
 	provoked := 0
@@ -239,49 +302,130 @@ func (w *workload) checkDeadLetters(ctx context.Context) Invariant {
 	if provoked == 0 {
 		bad = append(bad, "the provoked invalid event was not dead-lettered")
 	}
-	return verdict(inv, bad, fmt.Sprintf("%d provoked", provoked))
+	return verdict(inv, bad, provoked, "provoked dead letters")
 }
 
-// checkLogs searches every log of the run for secret values: the storage key and the canary
-// value in every bucket's credentials.
-func (w *workload) checkLogs(canaries []string) Invariant {
-	inv := Invariant{Name: "no secret value appears in any log line"}
-	secrets := append([]string{stack.AzuriteKey}, canaries...)
-	logs, _ := filepath.Glob(filepath.Join(w.r.cfg.Dir, "*.log"))
+// crashSigns start the lines the Go runtime and the race detector write.
+var crashSigns = []string{"panic: ", "fatal error: ", "WARNING: DATA RACE"}
+
+// checkLogsForCrashes searches every log for panics and data races.
+func (w *workload) checkLogsForCrashes() Invariant {
+	inv := Invariant{Name: "no panic or data race in any log"}
 	var bad []string
-	lines := 0
-	for _, path := range logs {
-		f, err := os.Open(path)
-		if err != nil {
-			bad = append(bad, err.Error())
-			continue
-		}
-		scanner := bufio.NewScanner(f)
-		scanner.Buffer(make([]byte, 1<<20), 16<<20)
-		for scanner.Scan() {
-			lines++
-			for _, s := range secrets {
-				if strings.Contains(scanner.Text(), s) {
-					bad = append(bad, fmt.Sprintf("%s line %d", filepath.Base(path), lines))
-				}
+	lines, err := w.scanLogs(func(log string, n int, line string) {
+		for _, sign := range crashSigns {
+			if strings.HasPrefix(line, sign) {
+				bad = append(bad, fmt.Sprintf("%s line %d: %s", log, n, line))
 			}
 		}
-		f.Close()
+	})
+	if err != nil {
+		bad = append(bad, err.Error())
 	}
-	return verdict(inv, bad, fmt.Sprintf("%d lines in %d logs", lines, len(logs)))
+	return verdict(inv, bad, lines, "log lines")
 }
 
-func verdict(inv Invariant, bad []string, summary string) Invariant {
+// checkLogsForSecrets searches every log for secret values — the storage key and every
+// bucket's credentials with its canary — as they are, in base64 and as JSON strings.
+func (w *workload) checkLogsForSecrets(buckets map[string]bucketInfo, canaries []string) Invariant {
+	inv := Invariant{Name: "no secret value appears in any log line (raw, base64, JSON)"}
+	values := append([]string{stack.AzuriteKey}, canaries...)
+	for _, info := range buckets {
+		for k, v := range info.credentials {
+			if k != azure.KeyStorageAccount && k != azure.KeyEndpoint { // names and addresses, not secrets
+				values = append(values, string(v))
+			}
+		}
+	}
+	renderings := secretRenderings(values)
+	var bad []string
+	lines, err := w.scanLogs(func(log string, n int, line string) {
+		for _, s := range renderings {
+			if strings.Contains(line, s) {
+				bad = append(bad, fmt.Sprintf("%s line %d", log, n))
+				return
+			}
+		}
+	})
+	if err != nil {
+		bad = append(bad, err.Error())
+	}
+	return verdict(inv, bad, lines, fmt.Sprintf("log lines searched for %d renderings", len(renderings)))
+}
+
+// secretRenderings returns each value as it is, in standard and URL base64 (a []byte in JSON
+// is standard base64) and as a JSON string (escaped).
+func secretRenderings(values []string) []string {
+	set := map[string]bool{}
+	for _, v := range values {
+		quoted, _ := json.Marshal(v)
+		for _, r := range []string{v, base64.StdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte(v)),
+			strings.Trim(string(quoted), `"`)} {
+			set[r] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// scanLogs calls fn with every line of every process's log. It fails when a log is missing or
+// empty: a search that read nothing proved nothing.
+func (w *workload) scanLogs(fn func(log string, n int, line string)) (int, error) {
+	logs := []string{"kube-apiserver-etcd.log"}
+	for _, p := range w.r.processes() {
+		logs = append(logs, p.name+".log")
+	}
+	var empty []string
+	total := 0
+	for _, name := range logs {
+		n, err := scanLog(filepath.Join(w.r.cfg.Dir, name), func(n int, line string) { fn(name, n, line) })
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			empty = append(empty, name)
+		}
+		total += n
+	}
+	if len(empty) > 0 {
+		return total, fmt.Errorf("no lines read from %s", strings.Join(empty, ", "))
+	}
+	return total, nil
+}
+
+func scanLog(path string, fn func(n int, line string)) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 16<<20)
+	n := 0
+	for scanner.Scan() {
+		n++
+		fn(n, scanner.Text())
+	}
+	return n, scanner.Err()
+}
+
+// verdict passes inv if nothing was bad and something was observed; detail says what was
+// counted.
+func verdict(inv Invariant, bad []string, observed int, detail string) Invariant {
+	inv.Observed = observed
+	inv.Detail = detail
+	if observed == 0 {
+		bad = append(bad, "observed nothing")
+	}
 	inv.Pass = len(bad) == 0
-	inv.Detail = summary
 	if !inv.Pass {
 		slices.Sort(bad)
+		total := len(bad)
 		more := ""
 		if len(bad) > 5 {
 			more = fmt.Sprintf(" (+%d more)", len(bad)-5)
 			bad = bad[:5]
 		}
-		inv.Detail = fmt.Sprintf("%d violations: %s%s", len(bad), strings.Join(bad, "; "), more)
+		inv.Detail = fmt.Sprintf("%s; %d violations: %s%s", detail, total, strings.Join(bad, "; "), more)
 	}
 	return inv
 }

@@ -20,7 +20,10 @@ type Config struct {
 	Converge time.Duration
 	// Replicas of each function.
 	Replicas int
-	Seed     uint64
+	// Seed draws the workload and the faults; 0 picks one from the clock.
+	Seed uint64
+	// Short marks the short form, for the command that reproduces a run.
+	Short bool
 	// Dir holds binaries, logs and stores; it is kept for inspection.
 	Dir string
 	Out io.Writer
@@ -41,8 +44,17 @@ func Short() Config {
 	return Config{
 		Buckets: 4, Entries: 60, Deletions: 24, Recreations: 4, Updates: 30,
 		MaxRetention: 15 * time.Second,
-		// Long enough for a whole round of the six kinds even with the longest gaps.
+		// Long enough for a whole round of the eight kinds even with the longest gaps; faults go
+		// on until the last purge is due.
 		FaultPeriod: 60 * time.Second, FaultEvery: 3 * time.Second,
-		Converge: 3 * time.Minute, Replicas: 2,
+		Converge: 3 * time.Minute, Replicas: 2, Short: true,
 	}
+}
+
+// form is the flag of the command's form that reproduces a run.
+func (c Config) form() string {
+	if c.Short {
+		return " -short"
+	}
+	return ""
 }

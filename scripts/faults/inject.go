@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -14,61 +15,97 @@ import (
 
 // Fault kinds, as the report names them.
 const (
-	faultKillWorker   = "function worker killed (SIGKILL)"
-	faultRestartNATS  = "nats-server stopped and restarted"
-	faultRestartKube  = "kube-apiserver restarted"
-	faultKillBridge   = "bridge killed (SIGKILL)"
-	faultReplayStream = "whole stream replayed to every function"
-	faultDuplicates   = "events published twice"
+	faultKillWorker     = "function worker killed (SIGKILL)"
+	faultKillNATS       = "nats-server killed (SIGKILL) and restarted"
+	faultRestartKube    = "kube-apiserver killed and restarted"
+	faultKillEtcd       = "etcd killed (SIGKILL) and restarted"
+	faultRestartAzurite = "Azurite restarted"
+	faultKillBridge     = "bridge killed (SIGKILL)"
+	faultReplayStream   = "whole stream replayed to every function"
+	faultDuplicates     = "events published twice"
 )
 
-var faultKinds = []string{faultKillWorker, faultRestartNATS, faultRestartKube, faultKillBridge, faultReplayStream, faultDuplicates}
+var faultKinds = []string{faultKillWorker, faultKillNATS, faultRestartKube, faultKillEtcd, faultRestartAzurite,
+	faultKillBridge, faultReplayStream, faultDuplicates}
 
-// injectFaults breaks the stack at random moments until ctx ends; every kind comes up in each
-// round of len(faultKinds) faults, in random order.
-func (r *rig) injectFaults(ctx context.Context, w *workload) {
-	var round []string
+// faultStep is one fault of the plan: when, what, and the choices it needs.
+type faultStep struct {
+	gap  time.Duration // before the fault
+	kind string
+	// victim picks a worker; down is how long a killed process stays down.
+	victim int
+	down   time.Duration
+	// pick draws the events publishDuplicates sends again.
+	pick *rand.Rand
+}
+
+// faultPlan draws the faults from the run's seed alone, so a seed reproduces them: every kind
+// comes up in each round of len(faultKinds) faults, in random order.
+type faultPlan struct {
+	rand       *rand.Rand
+	every      time.Duration
+	round      []string
+	numWorkers int
+}
+
+func newFaultPlan(cfg Config) *faultPlan {
+	return &faultPlan{rand: newRand(cfg, 42), every: cfg.FaultEvery, numWorkers: len(functionNames) * cfg.Replicas}
+}
+
+func (p *faultPlan) next() faultStep {
+	if len(p.round) == 0 {
+		p.round = append([]string(nil), faultKinds...)
+		p.rand.Shuffle(len(p.round), func(i, j int) { p.round[i], p.round[j] = p.round[j], p.round[i] })
+	}
+	step := faultStep{
+		gap:    p.every/2 + time.Duration(p.rand.Int64N(int64(p.every))),
+		kind:   p.round[0],
+		victim: p.rand.IntN(p.numWorkers),
+		down:   time.Duration(500+p.rand.IntN(2500)) * time.Millisecond,
+		pick:   rand.New(rand.NewPCG(p.rand.Uint64(), 1)),
+	}
+	p.round = p.round[1:]
+	return step
+}
+
+// injectFaults breaks the stack following the plan until ctx ends.
+func (r *rig) injectFaults(ctx context.Context) {
 	for {
-		gap := r.cfg.FaultEvery/2 + time.Duration(r.rand.Int64N(int64(r.cfg.FaultEvery)))
+		step := r.plan.next()
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(gap):
+		case <-time.After(step.gap):
 		}
-		if len(round) == 0 {
-			round = append([]string(nil), faultKinds...)
-			r.rand.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
-		}
-		kind := round[0]
-		round = round[1:]
-		if err := r.inject(ctx, kind); err != nil {
-			fmt.Fprintf(r.cfg.Out, "  fault %q: %v\n", kind, err)
+		from := time.Now()
+		if err := r.inject(ctx, step); err != nil {
+			fmt.Fprintf(r.cfg.Out, "  fault %q: %v\n", step.kind, err)
 			continue
 		}
 		r.mu.Lock()
-		r.faults[kind]++
+		r.faults[step.kind]++
+		r.windows = append(r.windows, window{from: from, to: time.Now()})
 		r.mu.Unlock()
-		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s\n", time.Now().Format(time.TimeOnly), kind)
+		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s)\n", from.Format(time.TimeOnly), step.kind, time.Since(from).Round(100*time.Millisecond))
 	}
 }
 
-func (r *rig) inject(ctx context.Context, kind string) error {
-	switch kind {
+func (r *rig) inject(ctx context.Context, step faultStep) error {
+	switch step.kind {
 	case faultKillWorker:
-		p := r.workers[r.rand.IntN(len(r.workers))]
-		p.kill()
-		time.Sleep(time.Duration(500+r.rand.IntN(2500)) * time.Millisecond)
-		return p.start()
+		return r.killAndRestart(r.workers[step.victim], step.down)
 	case faultKillBridge:
-		r.bridge.kill()
-		time.Sleep(time.Duration(500+r.rand.IntN(1500)) * time.Millisecond)
-		return r.bridge.start()
-	case faultRestartNATS:
-		r.nats.Stop()
-		time.Sleep(time.Duration(1000+r.rand.IntN(4000)) * time.Millisecond)
-		return r.nats.Start()
+		return r.killAndRestart(r.bridge, step.down)
+	case faultKillNATS:
+		return r.killAndRestart(r.nats, step.down)
+	case faultRestartAzurite:
+		r.azurite.stop(10 * time.Second)
+		time.Sleep(step.down)
+		return r.azurite.start()
 	case faultRestartKube:
 		return r.kube.RestartAPIServer()
+	case faultKillEtcd:
+		return r.kube.KillEtcd()
 	case faultReplayStream:
 		for _, fn := range functionNames {
 			replayCtx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -80,14 +117,37 @@ func (r *rig) inject(ctx context.Context, kind string) error {
 		}
 		return nil
 	case faultDuplicates:
-		return r.publishDuplicates(ctx, 25)
+		return r.publishDuplicates(ctx, step.pick, 25)
 	}
-	return fmt.Errorf("unknown fault %q", kind)
+	return fmt.Errorf("unknown fault %q", step.kind)
+}
+
+func (r *rig) killAndRestart(p *process, down time.Duration) error {
+	p.kill()
+	time.Sleep(down)
+	return p.start()
+}
+
+// faultWindows returns the times faults were in effect.
+func (r *rig) faultWindows() []window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]window(nil), r.windows...)
+}
+
+// overlapsFault reports whether [from, to] overlaps a fault's window.
+func overlapsFault(windows []window, from, to time.Time) bool {
+	for _, w := range windows {
+		if !w.to.Before(from) && !to.Before(w.from) {
+			return true
+		}
+	}
+	return false
 }
 
 // publishDuplicates publishes n random events of the stream again under a new message id, so
 // JetStream stores them a second time and every function sees them twice.
-func (r *rig) publishDuplicates(ctx context.Context, n int) error {
+func (r *rig) publishDuplicates(ctx context.Context, pick *rand.Rand, n int) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	stream, err := r.js.Stream(ctx, events.RecordStream)
@@ -99,7 +159,7 @@ func (r *rig) publishDuplicates(ctx context.Context, n int) error {
 		return nil
 	}
 	for i := range n {
-		raw, err := stream.GetMsg(ctx, 1+r.rand.Uint64N(last))
+		raw, err := stream.GetMsg(ctx, 1+pick.Uint64N(last))
 		if err != nil {
 			continue // deleted or expired: pick another time
 		}

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,17 +11,33 @@ import (
 	"time"
 )
 
-// process is one housekeeper binary run as a child process, restartable after a kill. Its
-// output is appended to one log file across restarts.
+// process is one component run as a child process (a housekeeper binary, nats-server,
+// Azurite), restartable after a kill. Its output is appended to one log file across restarts,
+// and every exit is recorded with its status and whether the suite caused it.
 type process struct {
 	name string
 	args []string
 	env  []string
+	dir  string
 	log  *os.File
+	// ready, if set, returns nil once a started process serves.
+	ready func() error
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	stopping bool // the suite sent the signal that ends the current run
+	killing  bool // … and it was SIGKILL
+	exits    []exit
+}
+
+// exit is one end of a process run.
+type exit struct {
+	process string
+	status  string
+	// caused is true for a SIGKILL of the fault injector, and for a clean exit (status 0 or
+	// SIGTERM) after the suite asked the process to stop.
+	caused bool
 }
 
 func newProcess(dir, name string, args, env []string) (*process, error) {
@@ -33,60 +50,122 @@ func newProcess(dir, name string, args, env []string) (*process, error) {
 
 func (p *process) start() error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		p.mu.Unlock()
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	p.cmd, p.done = cmd, done
-	return nil
+	p.cmd, p.done, p.stopping, p.killing = cmd, done, false, false
+	p.mu.Unlock()
+	go p.wait(cmd, done)
+	if p.ready == nil {
+		return nil
+	}
+	return p.waitReady(done)
+}
+
+// wait records how the run ended.
+func (p *process) wait(cmd *exec.Cmd, done chan struct{}) {
+	err := cmd.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	status, clean := exitStatus(err)
+	caused := p.stopping && (p.killing || clean)
+	p.exits = append(p.exits, exit{process: p.name, status: status, caused: caused})
+	close(done)
+}
+
+// exitStatus describes a run's end; clean is status 0 or SIGTERM.
+func exitStatus(err error) (status string, clean bool) {
+	var ee *exec.ExitError
+	if err == nil {
+		return "exit status 0", true
+	}
+	if !errors.As(err, &ee) {
+		return err.Error(), false
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by " + ws.Signal().String(), ws.Signal() == syscall.SIGTERM
+	}
+	return ee.Error(), false
+}
+
+func (p *process) waitReady(done chan struct{}) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := p.ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited before it was ready (see %s)", p.name, p.log.Name())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within a minute: %w", p.name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
-func (p *process) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
+func (p *process) kill() { p.signal(syscall.SIGKILL, 0) }
 
-// stop asks the process to shut down gracefully, then kills it.
-func (p *process) stop() {
+// stop asks the process to shut down gracefully, then kills it after grace.
+func (p *process) stop(grace time.Duration) { p.signal(syscall.SIGTERM, grace) }
+
+func (p *process) signal(sig syscall.Signal, grace time.Duration) {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
+	if cmd == nil || p.isDone() {
+		p.mu.Unlock()
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	p.stopping, p.killing = true, sig == syscall.SIGKILL
+	p.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	if sig == syscall.SIGKILL {
+		<-done
+		return
+	}
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(grace):
 		p.kill()
 	}
+}
+
+// close stops the process for good and closes its log.
+func (p *process) close() {
+	p.stop(30 * time.Second)
 	_ = p.log.Close()
 }
 
-// exited reports whether the process ended on its own (a crash, not a kill of ours).
+// exited reports whether the process is not running (it ended and was not started again).
 func (p *process) exited() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done == nil {
-		return false
-	}
+	return p.done != nil && p.isDone()
+}
+
+func (p *process) isDone() bool {
 	select {
 	case <-p.done:
 		return true
 	default:
 		return false
 	}
+}
+
+// runs returns every recorded exit.
+func (p *process) runs() []exit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]exit(nil), p.exits...)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 )
@@ -21,11 +23,30 @@ type Report struct {
 // OK reports whether the run converged and every invariant held.
 func (r *Report) OK() bool { return r.Converged >= 0 && allPass(r.Invariants) }
 
-// Print writes the report as tables, in one write.
-func (r *Report) Print(out io.Writer) {
+// Print writes the report as tables to out, in one write, and into report.txt in the run's
+// directory, so a kept directory tells what a run found.
+func (r *Report) Print(out io.Writer) error {
+	text := r.String()
+	_, _ = io.WriteString(out, text)
+	return os.WriteFile(filepath.Join(r.Config.Dir, "report.txt"), []byte(text), 0o644)
+}
+
+// Failed returns the invariants that did not hold.
+func (r *Report) Failed() []Invariant {
+	var failed []Invariant
+	for _, inv := range r.Invariants {
+		if !inv.Pass {
+			failed = append(failed, inv)
+		}
+	}
+	return failed
+}
+
+// String is the report as tables.
+func (r *Report) String() string {
 	var w bytes.Buffer
-	defer func() { _, _ = out.Write(w.Bytes()) }()
-	fmt.Fprintf(&w, "\nWORKLOAD  %s\n\n", r.Workload)
+	fmt.Fprintf(&w, "\nSEED      %d (reproduce: go run ./scripts/cmd/faults%s -seed %d)\n", r.Config.Seed, r.Config.form(), r.Config.Seed)
+	fmt.Fprintf(&w, "WORKLOAD  %s\n\n", r.Workload)
 	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAULT\tINJECTED")
 	total := 0
@@ -40,13 +61,14 @@ func (r *Report) Print(out io.Writer) {
 	} else {
 		fmt.Fprintf(&w, "\nCONVERGED  never, within %s\n\n", r.Config.Converge)
 	}
-	fmt.Fprintln(tw, "INVARIANT\tRESULT\tDETAIL")
+	fmt.Fprintln(tw, "INVARIANT\tRESULT\tOBSERVED\tDETAIL")
 	for _, inv := range r.Invariants {
 		result := "PASS"
 		if !inv.Pass {
 			result = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", inv.Name, result, inv.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", inv.Name, result, inv.Observed, inv.Detail)
 	}
 	_ = tw.Flush()
+	return w.String()
 }

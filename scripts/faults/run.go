@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
@@ -28,23 +29,29 @@ var functionNames = []string{"bucket", "entry", "purge"}
 
 // rig is a running stack with its processes.
 type rig struct {
-	cfg        Config
-	rand       *rand.Rand
-	kube       *stack.Kube
-	nats       *stack.NATS
-	azurite    *stack.Azurite
-	kubeconfig string
-	client     client.Client
-	nc         *nats.Conn
-	js         jetstream.JetStream
-	localRoot  string
+	cfg             Config
+	plan            *faultPlan
+	kube            *stack.Kube
+	natsURL         string
+	azuriteEndpoint string
+	kubeconfig      string
+	client          client.Client
+	nc              *nats.Conn
+	js              jetstream.JetStream
+	localRoot       string
 
+	nats    *process
+	azurite *process
 	bridge  *process
 	workers []*process // replicas of every function
 
-	mu     sync.Mutex // guards faults
+	mu     sync.Mutex // guards faults and windows
 	faults map[string]int
+	// windows are the times faults were in effect, from the first blow to the recovery.
+	windows []window
 }
+
+type window struct{ from, to time.Time }
 
 // Run builds the binaries, starts the stack, runs the workload and the faults, waits for
 // convergence and checks the invariants. The error is about running the suite; violations are
@@ -56,8 +63,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(cfg.Out, "fault suite: seed %d, logs and stores in %s\n", cfg.Seed, cfg.Dir)
-	r := &rig{cfg: cfg, rand: rand.New(rand.NewPCG(cfg.Seed, 42)), faults: map[string]int{}, localRoot: filepath.Join(cfg.Dir, "buckets")}
+	fmt.Fprintf(cfg.Out, "fault suite: seed %d (the same -seed draws the same workload and faults), logs and stores in %s\n", cfg.Seed, cfg.Dir)
+	r := &rig{cfg: cfg, plan: newFaultPlan(cfg), faults: map[string]int{}, localRoot: filepath.Join(cfg.Dir, "buckets")}
 	bin, err := build(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -69,17 +76,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	w := newWorkload(r)
+	watch := newPurgeWatch(w)
 	start := time.Now()
 	var wg sync.WaitGroup
 	workloadErr := make(chan error, 1)
-	faultsCtx, stopFaults := context.WithTimeout(ctx, cfg.FaultPeriod)
+	workloadDone := make(chan struct{})
+	faultsCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
-	wg.Go(func() { workloadErr <- w.run(ctx) })
-	wg.Go(func() { r.injectFaults(faultsCtx, w) })
-	wg.Wait()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	wg.Go(func() { workloadErr <- w.run(ctx); close(workloadDone) })
+	wg.Go(func() { r.injectFaults(faultsCtx) })
+	wg.Go(func() { watch.run(watchCtx) })
+	wg.Go(func() { r.endFaults(faultsCtx, stopFaults, start, workloadDone, w) })
+	<-workloadDone
 	if err := <-workloadErr; err != nil {
+		stopFaults()
+		stopWatch()
+		wg.Wait()
 		return nil, fmt.Errorf("workload: %w", err)
 	}
+	<-faultsCtx.Done()
 	lastFault := time.Now()
 	r.heal()
 	fmt.Fprintf(cfg.Out, "workload and faults done after %s; waiting for convergence …\n", time.Since(start).Round(time.Second))
@@ -87,7 +104,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	report := &Report{Config: cfg, Faults: r.faults, Workload: w.summary()}
 	deadline := time.Now().Add(cfg.Converge)
 	for {
-		results := w.check(ctx, false)
+		results := w.check(ctx, watch, false)
 		if allPass(results) {
 			report.Converged = time.Since(lastFault)
 			break
@@ -98,31 +115,55 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	for _, p := range append([]*process{r.bridge}, r.workers...) {
-		p.stop() // flush and close logs before they are searched
+	stopWatch()
+	wg.Wait()
+	for _, p := range r.housekeeper() {
+		p.close() // flush and close logs before they are searched
 	}
-	report.Invariants = w.check(ctx, true)
+	report.Invariants = w.check(ctx, watch, true)
 	return report, nil
 }
 
-// build compiles the two binaries into the run's directory.
+// endFaults ends the fault period once it has lasted cfg.FaultPeriod, the workload is done and
+// the last deleted entry's purge is due and under way: faults overlap deletions and purges.
+func (r *rig) endFaults(ctx context.Context, stopFaults func(), start time.Time, workloadDone <-chan struct{}, w *workload) {
+	defer stopFaults()
+	select {
+	case <-ctx.Done():
+		return
+	case <-workloadDone:
+	}
+	wait := max(time.Until(start.Add(r.cfg.FaultPeriod)), time.Until(w.lastDue().Add(3*time.Second)))
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+	}
+}
+
+// build compiles housekeeper's binaries with the race detector, and nats-server, into the
+// run's directory.
 func build(ctx context.Context, cfg Config) (string, error) {
 	root, err := stack.RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(cfg.Dir, "bin")
-	fmt.Fprintln(cfg.Out, "building housekeeper and housekeeper-bridge …")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	fmt.Fprintln(cfg.Out, "building housekeeper and housekeeper-bridge (-race) and nats-server …")
+	for _, args := range [][]string{
+		{"build", "-race", "-o", bin + "/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge"},
+		{"build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go %v: %v\n%s", args, err, out)
+		}
 	}
 	return bin, nil
 }
 
-// startComponents starts kube-apiserver, nats-server and Azurite here, and the bridge and the
-// functions as processes.
+// startComponents starts kube-apiserver and etcd here, and nats-server, Azurite, the bridge
+// and the functions as processes.
 func (r *rig) startComponents(bin string) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
@@ -130,8 +171,7 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 			stops[i]()
 		}
 	}
-	logFile := func(name string) (*os.File, error) { return os.Create(filepath.Join(r.cfg.Dir, name)) }
-	kubeLog, err := logFile("kube-apiserver-etcd.log")
+	kubeLog, err := os.Create(filepath.Join(r.cfg.Dir, "kube-apiserver-etcd.log"))
 	if err != nil {
 		return stop, err
 	}
@@ -144,45 +184,34 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	if err := os.WriteFile(r.kubeconfig, r.kube.Kubeconfig, 0o600); err != nil {
 		return stop, err
 	}
-	natsLog, err := logFile("nats-server.log")
-	if err != nil {
-		return stop, err
+	for _, start := range []func(string) error{r.startNATS, r.startAzurite} {
+		if err := start(bin); err != nil {
+			return stop, err
+		}
 	}
-	stops = append(stops, func() { _ = natsLog.Close() })
-	natsLogger := zap.New(zapcoreFor(natsLog))
-	if r.nats, err = stack.StartNATS(filepath.Join(r.cfg.Dir, "jetstream"), stack.NATSLogger(natsLogger)); err != nil {
-		return stop, err
-	}
-	stops = append(stops, r.nats.Stop)
-	azuriteLog, err := logFile("azurite.log")
-	if err != nil {
-		return stop, err
-	}
-	stops = append(stops, func() { _ = azuriteLog.Close() })
-	if r.azurite, err = stack.StartAzurite(azuriteLog); err != nil {
-		return stop, err
-	}
-	stops = append(stops, r.azurite.Stop)
+	stops = append(stops, r.nats.close, r.azurite.close)
 
 	if r.client, err = kube.NewClient(r.kube.Config); err != nil {
 		return stop, err
 	}
-	if r.nc, err = nats.Connect(r.nats.URL, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond)); err != nil {
+	if r.nc, err = nats.Connect(r.natsURL, nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond)); err != nil {
 		return stop, err
 	}
 	stops = append(stops, r.nc.Close)
 	if r.js, err = jetstream.New(r.nc); err != nil {
 		return stop, err
 	}
-	env := []string{"HOUSEKEEPER_NATS_URL=" + r.nats.URL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster}
+	env := []string{"HOUSEKEEPER_NATS_URL=" + r.natsURL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster}
 	// The setup first: the streams and the consumers, which the processes only bind to.
 	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
 	setup.Env = append(os.Environ(), env...)
 	if out, err := setup.CombinedOutput(); err != nil {
 		return stop, fmt.Errorf("housekeeper setup: %v\n%s", err, out)
 	}
+	// The bridge's production resync period: a lost event is not repaired by a relist within
+	// the run, only by what housekeeper does on purpose (a restart's relist).
 	r.bridge, err = newProcess(r.cfg.Dir, "bridge", []string{filepath.Join(bin, "housekeeper-bridge"),
-		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--health-addr", "127.0.0.1:0", "--resync-period", "1m"}, env)
+		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--health-addr", "127.0.0.1:0"}, env)
 	if err != nil {
 		return stop, err
 	}
@@ -197,23 +226,111 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 			r.workers = append(r.workers, p)
 		}
 	}
-	for _, p := range append([]*process{r.bridge}, r.workers...) {
+	for _, p := range r.housekeeper() {
 		if err := p.start(); err != nil {
 			return stop, err
 		}
-		stops = append(stops, p.stop)
+		stops = append(stops, p.close)
 	}
 	return stop, nil
 }
 
-// heal restarts whatever a fault left stopped.
-func (r *rig) heal() {
-	if err := r.nats.Start(); err != nil {
-		fmt.Fprintf(r.cfg.Out, "restarting nats-server: %v\n", err)
+// startNATS runs nats-server as a process on fixed ports, so a SIGKILL and a restart keep
+// clients' URLs valid. Every write is synced before it is acknowledged: a single server is
+// only as durable as its sync (production runs three replicas, which acknowledge once
+// replicated).
+func (r *rig) startNATS(bin string) error {
+	port, httpPort := freePort(), freePort()
+	if port == 0 || httpPort == 0 {
+		return fmt.Errorf("no free port for nats-server")
 	}
-	for _, p := range append([]*process{r.bridge}, r.workers...) {
+	conf := filepath.Join(r.cfg.Dir, "nats-server.conf")
+	content := fmt.Sprintf("server_name: housekeeper-faults\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n",
+		port, httpPort, filepath.Join(r.cfg.Dir, "jetstream"))
+	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
+		return err
+	}
+	var err error
+	if r.nats, err = newProcess(r.cfg.Dir, "nats-server", []string{filepath.Join(bin, "nats-server"), "-c", conf}, nil); err != nil {
+		return err
+	}
+	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", httpPort)
+	r.nats.ready = func() error { return httpOK(healthz) }
+	r.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
+	return r.nats.start()
+}
+
+// startAzurite runs Azurite as a process storing on disk, so a restart keeps the blobs.
+func (r *rig) startAzurite(string) error {
+	azurite, err := stack.AzuriteBinary()
+	if err != nil {
+		return err
+	}
+	port := freePort()
+	if port == 0 {
+		return fmt.Errorf("no free port for Azurite")
+	}
+	store := filepath.Join(r.cfg.Dir, "azurite")
+	if err := os.MkdirAll(store, 0o755); err != nil {
+		return err
+	}
+	if r.azurite, err = newProcess(r.cfg.Dir, "azurite", []string{azurite,
+		"--blobHost", "127.0.0.1", "--blobPort", strconv.Itoa(port), "--location", store,
+		"--skipApiVersionCheck", "--disableProductStyleUrl", "--disableTelemetry"}, nil); err != nil {
+		return err
+	}
+	r.azurite.dir = store
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	r.azurite.ready = func() error {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	r.azuriteEndpoint = fmt.Sprintf("http://%s/%s", addr, stack.AzuriteAccount)
+	return r.azurite.start()
+}
+
+func httpOK(url string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// housekeeper returns the processes of housekeeper itself: the bridge and every worker.
+func (r *rig) housekeeper() []*process { return append([]*process{r.bridge}, r.workers...) }
+
+// processes returns every process the suite runs.
+func (r *rig) processes() []*process {
+	return append([]*process{r.nats, r.azurite}, r.housekeeper()...)
+}
+
+// heal restarts whatever a fault or a crash left stopped.
+func (r *rig) heal() {
+	for _, p := range r.processes() {
 		if p.exited() {
-			_ = p.start()
+			if err := p.start(); err != nil {
+				fmt.Fprintf(r.cfg.Out, "restarting %s: %v\n", p.name, err)
+			}
 		}
 	}
 }
+
+// newRand is a random source drawn from the run's seed; stream tells the users apart.
+func newRand(cfg Config, stream uint64) *rand.Rand { return rand.New(rand.NewPCG(cfg.Seed, stream)) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ const provokedID = "provoked-by-the-fault-suite"
 // must be.
 type workload struct {
 	r         *rig
+	watch     *purgeWatch
 	providers objectstore.Registry
 	// rand is the workload's own: the fault injector draws from another in parallel.
 	rand *rand.Rand
@@ -51,6 +53,22 @@ type workload struct {
 	updates   int
 	deleted   int
 	recreated int
+	// deletions in the order they were sent; the purge watch follows them.
+	deletions []deletion
+}
+
+// deletion is one entry's deletion as the workload sent it, timed by the workload's own
+// clock.
+type deletion struct {
+	name, bucket string
+	// keys are the blobs written under the entry's prefix, which must stay until due.
+	keys []string
+	// sent is when the delete was first sent, before any retry; accepted when it succeeded.
+	sent, accepted time.Time
+	// due is the earliest time the purge may run: when the delete was sent, rounded down to
+	// the second as the deletion timestamp is, plus the retention; never later than the due
+	// time housekeeper computes from the deletion timestamp.
+	due time.Time
 }
 
 type bucketInfo struct {
@@ -60,15 +78,15 @@ type bucketInfo struct {
 
 type entryInfo struct {
 	uid, bucket string
-	retention   time.Duration
-	deletedAt   time.Time
+	// keys are the blobs written under its prefix.
+	keys []string
 }
 
 func newWorkload(r *rig) *workload {
 	return &workload{
 		r:         r,
 		providers: objectstore.NewRegistry(azure.New(), local.New(r.localRoot)),
-		rand:      rand.New(rand.NewPCG(r.cfg.Seed, 7)),
+		rand:      newRand(r.cfg, 7),
 		buckets:   map[string]bucketInfo{},
 		live:      map[string]entryInfo{},
 		gone:      map[string]entryInfo{},
@@ -173,7 +191,7 @@ func (w *workload) createBucket(ctx context.Context, i int) error {
 		info = bucketInfo{typ: "azure", credentials: map[string][]byte{
 			azure.KeyStorageAccount: []byte(stack.AzuriteAccount),
 			azure.KeyStorageKey:     []byte(stack.AzuriteKey),
-			azure.KeyEndpoint:       []byte(w.r.azurite.Endpoint),
+			azure.KeyEndpoint:       []byte(w.r.azuriteEndpoint),
 			"canary":                []byte(canary),
 		}}
 	}
@@ -297,6 +315,9 @@ func (w *workload) writeBackups(ctx context.Context, name string) error {
 	defer w.mu.Unlock()
 	w.keep[bucketName] = append(w.keep[bucketName], keys...)
 	w.keep[bucketName] = append(w.keep[bucketName], neighbour)
+	info := w.live[name]
+	info.keys = keys
+	w.live[name] = info
 	return nil
 }
 
@@ -325,27 +346,24 @@ func (w *workload) update(ctx context.Context, name string) error {
 // delete sets a retention (or force-deletion) and deletes the entry; its blobs are no longer
 // kept.
 func (w *workload) delete(ctx context.Context, name string, retention time.Duration, force bool) error {
-	var deletedAt time.Time
+	sent := time.Now()
 	err := retry(ctx, "deleting "+name, func() error {
 		e := &extensionsv1alpha1.BackupEntry{}
 		if err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, e); err != nil {
 			return err
 		}
-		if e.DeletionTimestamp == nil {
-			base := e.DeepCopy()
-			metav1.SetMetaDataAnnotation(&e.ObjectMeta, entry.AnnotationRetention, retention.String())
-			if force {
-				metav1.SetMetaDataAnnotation(&e.ObjectMeta, entry.AnnotationForceDeletion, "true")
-			}
-			if err := w.r.client.Patch(ctx, e, client.MergeFrom(base)); err != nil {
-				return err
-			}
-			if err := w.r.client.Delete(ctx, e); err != nil {
-				return err
-			}
+		if e.DeletionTimestamp != nil {
+			return nil
 		}
-		deletedAt = time.Now()
-		return nil
+		base := e.DeepCopy()
+		metav1.SetMetaDataAnnotation(&e.ObjectMeta, entry.AnnotationRetention, retention.String())
+		if force {
+			metav1.SetMetaDataAnnotation(&e.ObjectMeta, entry.AnnotationForceDeletion, "true")
+		}
+		if err := w.r.client.Patch(ctx, e, client.MergeFrom(base)); err != nil {
+			return err
+		}
+		return w.r.client.Delete(ctx, e)
 	})
 	if err != nil {
 		return err
@@ -357,8 +375,11 @@ func (w *workload) delete(ctx context.Context, name string, retention time.Durat
 	defer w.mu.Unlock()
 	info := w.live[name]
 	delete(w.live, name)
-	info.retention, info.deletedAt = retention, deletedAt
 	w.gone[name] = info
+	w.deletions = append(w.deletions, deletion{
+		name: name, bucket: info.bucket, keys: info.keys, sent: sent, accepted: time.Now(),
+		due: sent.Truncate(time.Second).Add(retention),
+	})
 	prefix := gardener.EntryPrefix(name)
 	kept := w.keep[info.bucket][:0]
 	for _, k := range w.keep[info.bucket] {
@@ -371,21 +392,40 @@ func (w *workload) delete(ctx context.Context, name string, retention time.Durat
 	return nil
 }
 
+// sentDeletions returns the deletions sent so far.
+func (w *workload) sentDeletions() []deletion {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.deletions)
+}
+
+// lastDue is when the last deletion sent so far comes due.
+func (w *workload) lastDue() time.Time {
+	var last time.Time
+	for _, d := range w.sentDeletions() {
+		if d.due.After(last) {
+			last = d.due
+		}
+	}
+	return last
+}
+
 // recreate waits until a deleted entry is gone, then creates it again: same name, new uid.
 func (w *workload) recreate(ctx context.Context, name string) error {
 	w.mu.Lock()
 	info := w.gone[name]
 	w.mu.Unlock()
+	// The purge watch must see the old prefix empty before new backups land under it.
 	deadline := time.Now().Add(w.r.cfg.MaxRetention + 3*time.Minute)
 	for {
 		err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, &extensionsv1alpha1.BackupEntry{})
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) && w.watch.purged(name) {
 			break
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("re-creating %s: the old entry never went away", name)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("re-creating %s: the old entry never went away, or its prefix was never seen empty", name)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(500 * time.Millisecond)
 	}
 	w.mu.Lock()
 	delete(w.gone, name)

@@ -25,6 +25,7 @@ type Kube struct {
 
 	env     *envtest.Environment
 	certDir string
+	etcdDir string
 }
 
 // StartKube starts etcd and kube-apiserver from the control-plane cache, writing their output
@@ -44,23 +45,31 @@ func StartKube(logs io.Writer) (*Kube, error) {
 	if err != nil {
 		return nil, err
 	}
+	// And our own etcd data directory, which envtest leaves in place when etcd stops, so a
+	// killed etcd restarts with its data.
+	etcdDir, err := os.MkdirTemp("", "housekeeper-etcd-")
+	if err != nil {
+		_ = os.RemoveAll(certDir)
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDInstallOptions:        envtest.CRDInstallOptions{CRDs: crds},
 		ControlPlaneStartTimeout: time.Minute,
 		ControlPlane: envtest.ControlPlane{
 			APIServer: &envtest.APIServer{CertDir: certDir, Out: logs, Err: logs},
-			Etcd:      &envtest.Etcd{Out: logs, Err: logs},
+			Etcd:      &envtest.Etcd{DataDir: etcdDir, Out: logs, Err: logs},
 		},
 	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = os.RemoveAll(certDir)
+		_ = os.RemoveAll(etcdDir)
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	// Tests and the local stack create objects in bursts; the client default (5 qps) throttles them.
 	cfg.QPS, cfg.Burst = 500, 1000
-	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env, certDir: certDir}, nil
+	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env, certDir: certDir, etcdDir: etcdDir}, nil
 }
 
 // RestartAPIServer kills kube-apiserver (SIGKILL: a graceful stop waits for every open
@@ -79,9 +88,25 @@ func (k *Kube) RestartAPIServer() error {
 	return nil
 }
 
+// KillEtcd kills etcd (SIGKILL) and starts it again on the same address with its data; the
+// API server reconnects by itself.
+func (k *Kube) KillEtcd() error {
+	if err := killProcessesWithArg(k.etcdDir); err != nil {
+		return fmt.Errorf("killing etcd: %w", err)
+	}
+	if err := k.env.ControlPlane.Etcd.Stop(); err != nil {
+		return fmt.Errorf("stopping etcd: %w", err)
+	}
+	if err := k.env.ControlPlane.Etcd.Start(); err != nil {
+		return fmt.Errorf("starting etcd again: %w", err)
+	}
+	return nil
+}
+
 // Stop stops kube-apiserver and etcd and removes their data.
 func (k *Kube) Stop() error {
 	defer os.RemoveAll(k.certDir)
+	defer os.RemoveAll(k.etcdDir)
 	return k.env.Stop()
 }
 

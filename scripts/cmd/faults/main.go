@@ -16,7 +16,7 @@ import (
 
 func main() {
 	short := flag.Bool("short", false, "the short form, as make test runs it")
-	seed := flag.Uint64("seed", 0, "random seed (0: from the clock); the report prints it")
+	seed := flag.Uint64("seed", 0, "random seed of the workload and the faults (0: from the clock); every run prints it")
 	flag.Parse()
 	cfg := faults.Full()
 	if *short {
@@ -37,7 +37,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		os.Exit(2)
 	}
-	report.Print(os.Stdout)
+	if err := report.Print(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "faults: writing the report:", err)
+	}
 	if !report.OK() {
 		fmt.Printf("\nFAILED: logs and stores are in %s\n", cfg.Dir)
 		os.Exit(1)
