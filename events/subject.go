@@ -63,6 +63,11 @@ func PurgeScheduleSubject(entryName string) string {
 	return subjectRoot + ".schedule.purge." + Token(entryName)
 }
 
+// RetryScheduleSubject holds the one pending retry of an event (by id) for a function.
+func RetryScheduleSubject(function, eventID string) string {
+	return subjectRoot + ".schedule.retry." + Token(function) + "." + Token(eventID)
+}
+
 // DeadLetterSubject is where a function's dead letters go.
 func DeadLetterSubject(function string) string {
 	return "housekeeper-deadletter." + Token(function)

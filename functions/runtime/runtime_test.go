@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -217,6 +218,73 @@ func TestInvalidEventsAreDeadLetteredWithoutCallingTheHandler(t *testing.T) {
 		t.Fatalf("dead letters %+v", dls)
 	}
 	c.none(t, 500*time.Millisecond)
+}
+
+// Events waiting for a retry hold none of the consumer's max-ack-pending slots: with every
+// slot's worth of events failing and retrying late, a new event is still handled at once.
+func TestRetriesWaitingDoNotStarveOtherEvents(t *testing.T) {
+	h := newNATSHarness(t)
+	failing, handled := newCalls(), newCalls()
+	settings := DefaultConsumerSettings()
+	settings.MaxAckPending = 2
+	h.runWith(Function{Name: "patient", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		if strings.HasPrefix(e.Subject(), "failing-") {
+			failing.record(e)
+			return Retryable(errors.New("object store unavailable"))
+		}
+		handled.record(e)
+		return nil
+	})}, settings, WithBackoff(time.Minute, time.Minute))
+	h.publish(bucketEvent(t, events.OpCreated, "failing-1", 1))
+	h.publish(bucketEvent(t, events.OpCreated, "failing-2", 1))
+	failing.wait(t, 2, 10*time.Second)
+
+	h.publish(bucketEvent(t, events.OpCreated, "healthy", 1))
+	handled.wait(t, 1, 10*time.Second)
+
+	cons, err := h.js.Consumer(context.Background(), events.RecordStream, "patient")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumAckPending != 0 {
+		t.Errorf("%d events hold ack-pending slots while their retries wait, want 0", info.NumAckPending)
+	}
+}
+
+// A retried event's deliveries add up across the copies its retries are: the worker gives
+// up after max deliver in all, however the retries were delivered.
+func TestRetriesCountDeliveriesAcrossCopies(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	settings := DefaultConsumerSettings()
+	settings.MaxDeliver = 3
+	h.runWith(Function{Name: "counted", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		return errors.New("still failing")
+	})}, settings, WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	h.publish(bucketEvent(t, events.OpCreated, "b4", 1))
+	c.wait(t, 3, 15*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.deadLetters("counted")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	dls := h.deadLetters("counted")
+	if len(dls) != 1 || dls[0].Deliveries != 3 || dls[0].Reason != "gave up after 3 deliveries: still failing" {
+		t.Fatalf("dead letters %+v", dls)
+	}
+	if got := len(c.ids); got != 3 {
+		t.Errorf("handler called %d times, want 3", got)
+	}
+	for _, id := range c.ids {
+		if id != c.ids[0] {
+			t.Errorf("retries carry event ids %v, want the original's", c.ids)
+			break
+		}
+	}
 }
 
 func TestRetryableFailureIsDeadLetteredAfterMaxDeliver(t *testing.T) {

@@ -112,7 +112,8 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.log.Error("message without JetStream metadata", zap.Error(err))
 		return
 	}
-	log := w.log.With(zap.Uint64("seq", meta.Sequence.Stream), zap.Uint64("delivery", meta.NumDelivered))
+	tried := attempts(msg, meta)
+	log := w.log.With(zap.Uint64("seq", meta.Sequence.Stream), zap.Uint64("delivery", tried))
 	e, err := events.Decode(msg.Headers(), msg.Data())
 	if err == nil && !w.fn.accepts(e.Type()) {
 		err = fmt.Errorf("%w: function %s does not take %s", events.ErrUnknownType, w.fn.Name, e.Type())
@@ -155,14 +156,19 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	case ClassOf(err) == ClassPermanent:
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
 		w.deadLetter(ctx, log, msg, meta, err.Error())
-	case meta.NumDelivered >= uint64(w.maxDeliver):
+	case tried >= uint64(w.maxDeliver):
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
-		w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", meta.NumDelivered, err))
+		w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", tried, err))
 	default:
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
-		delay := w.backoff(meta.NumDelivered, err)
-		if nakErr := msg.NakWithDelay(delay); nakErr != nil {
-			log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
+		delay := w.backoff(tried, err)
+		if schedErr := w.scheduleRetry(ctx, msg, tried, delay); schedErr != nil {
+			log.Warn("cannot schedule the retry; holding the event instead", zap.Error(schedErr))
+			if nakErr := msg.NakWithDelay(delay); nakErr != nil {
+				log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
+			}
+		} else if ackErr := msg.DoubleAck(context.WithoutCancel(ctx)); ackErr != nil {
+			log.Warn("ack not confirmed; the event may be delivered again besides its retry", zap.Error(ackErr))
 		}
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeRetry).Inc()
 		log.Info("will retry", zap.Duration("in", delay), zap.Error(err))
@@ -202,7 +208,7 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 // deadLetter stores the event with its reason in the dead-letter stream, then terminates it.
 // If the dead letter cannot be stored, the event is left to redelivery: nothing is lost.
 func (w *Worker) deadLetter(ctx context.Context, log *zap.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string) {
-	dl := deadLetterMsg(w.fn.Name, reason, msg.Subject(), meta.Sequence.Stream, meta.NumDelivered, msg.Headers(), msg.Data())
+	dl := deadLetterMsg(w.fn.Name, reason, msg.Subject(), meta.Sequence.Stream, attempts(msg, meta), msg.Headers(), msg.Data())
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := w.js.PublishMsg(pubCtx, dl); err != nil {

@@ -1,0 +1,43 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// HeaderAttempts counts the deliveries an event had before it was scheduled for a retry.
+const HeaderAttempts = "Housekeeper-Attempts"
+
+// attempts is how often the event in msg has been tried, this delivery included: the
+// deliveries of earlier copies (HeaderAttempts) plus this copy's.
+func attempts(msg jetstream.Msg, meta *jetstream.MsgMetadata) uint64 {
+	earlier, _ := strconv.ParseUint(msg.Headers().Get(HeaderAttempts), 10, 64)
+	return earlier + meta.NumDelivered
+}
+
+// scheduleRetry hands a failed event to the NATS server, which delivers a copy to this
+// function's redrive subject after delay; the caller then acknowledges the original. A
+// NAK with delay would do the same while holding one of the consumer's max-ack-pending slots
+// for the whole delay: enough failing events would starve every other one.
+func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uint64, delay time.Duration) error {
+	id := msg.Headers().Get("ce-id")
+	if id == "" {
+		return fmt.Errorf("event without ce-id")
+	}
+	retry := redriveMsg(w.fn.Name, msg.Headers(), msg.Data(), fmt.Sprintf("attempt/%s/%d", id, tried))
+	retry.Header.Set(HeaderAttempts, strconv.FormatUint(tried, 10))
+	target := retry.Subject
+	retry.Subject = events.RetryScheduleSubject(w.fn.Name, id)
+	// The server's scheduler works in whole seconds: a shorter delay fires within one.
+	at := time.Now().Add(max(delay, time.Second))
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	_, err := w.js.PublishMsg(pubCtx, retry, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target))
+	return err
+}
