@@ -67,14 +67,14 @@ func classify(err error) error {
 	if errors.As(err, &re) {
 		status = re.HTTPStatusCode()
 	}
-	sentinel, hint := sentinelFor(status, ae.ErrorCode(), ae.ErrorMessage())
-	return &responseError{sentinel: sentinel, status: status, code: ae.ErrorCode(), hint: hint, cause: err}
+	m := meaningOf(status, ae.ErrorCode(), ae.ErrorMessage())
+	return &responseError{sentinel: m.sentinel, status: status, code: ae.ErrorCode(), hint: m.hint, cause: err}
 }
 
 // keyError is the error of one key in a DeleteObjects answer.
 func keyError(code, message string) error {
-	sentinel, hint := sentinelFor(0, code, message)
-	e := &responseError{sentinel: sentinel, code: code, hint: hint}
+	m := meaningOf(0, code, message)
+	e := &responseError{sentinel: m.sentinel, code: code, hint: m.hint}
 	if e.code == "" {
 		e.code = "unknown error"
 	}
@@ -83,36 +83,43 @@ func keyError(code, message string) error {
 
 const regionHint = "the bucket is in another region than the one given (spec.region or the secret's \"region\")"
 
-func sentinelFor(status int, code, message string) (error, string) {
+// meaning is what an S3 error means to a caller: a sentinel (nil: nothing to act on) and, when
+// the code alone does not say why, a hint.
+type meaning struct {
+	sentinel error
+	hint     string
+}
+
+func meaningOf(status int, code, message string) meaning {
 	switch code {
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
 		"TokenRefreshRequired", "MissingSecurityHeader", "InvalidSecurity", "NotSignedUp":
-		return objectstore.ErrUnauthenticated, ""
+		return meaning{objectstore.ErrUnauthenticated, ""}
 	case "AuthorizationHeaderMalformed", "PermanentRedirect", "IllegalLocationConstraintException":
 		// Signed for, or asked of, the wrong region: the configuration is at fault.
-		return objectstore.ErrInvalidCredentials, regionHint
+		return meaning{objectstore.ErrInvalidCredentials, regionHint}
 	case "NoSuchBucket":
-		return objectstore.ErrBucketNotFound, ""
+		return meaning{objectstore.ErrBucketNotFound, ""}
 	case "InvalidBucketName":
-		return objectstore.ErrInvalidBucketName, ""
+		return meaning{objectstore.ErrInvalidBucketName, ""}
 	case "KeyTooLongError":
-		return objectstore.ErrInvalidKey, ""
+		return meaning{objectstore.ErrInvalidKey, ""}
 	case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests",
 		"RequestThrottled", "ServiceUnavailable", "Busy":
-		return objectstore.ErrThrottled, ""
+		return meaning{objectstore.ErrThrottled, ""}
 	}
 	if objectLocked(code, message) {
-		return objectstore.ErrObjectLocked, "object lock protects it (a retention period that has not ended, or a legal hold)"
+		return meaning{objectstore.ErrObjectLocked, "object lock protects it (a retention period that has not ended, or a legal hold)"}
 	}
 	switch {
 	case code == "AccessDenied", code == "AllAccessDisabled", code == "AccountProblem", status == http.StatusForbidden:
-		return objectstore.ErrUnauthorized, ""
+		return meaning{objectstore.ErrUnauthorized, ""}
 	case status == http.StatusTooManyRequests, status == http.StatusServiceUnavailable:
-		return objectstore.ErrThrottled, ""
+		return meaning{objectstore.ErrThrottled, ""}
 	case status == http.StatusMovedPermanently:
-		return objectstore.ErrInvalidCredentials, regionHint
+		return meaning{objectstore.ErrInvalidCredentials, regionHint}
 	}
-	return nil, ""
+	return meaning{nil, ""}
 }
 
 // objectLocked tells a delete refused by object lock from other refusals. AWS and versitygw
