@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -264,39 +266,73 @@ func TestRetentionThenPurgeOfExactlyThePrefix(t *testing.T) {
 	}
 }
 
-// An entry deleted and re-created with the same name and a new uid before its due time: the
-// old schedule does not touch the new entry's data.
+// An entry deleted and re-created with the same name and a new uid: the old entry's purge
+// does not touch the new entry's data, even when the new entry is itself deleting, still holds
+// the finalizer and is due — only the uid tells the two apart. The purges are handled here,
+// one at a time, so the test sees each one end; the one with the new uid is the control that
+// shows the same setup does purge.
 func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
-	f := start(t, false)
+	f := start(t, true)
 	ctx := context.Background()
 	const name = "shoot--dev--again--1"
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--again"}})
-	old := newEntry(name, map[string]string{entry.AnnotationRetention: "8s"})
+	old := newEntry(name, map[string]string{entry.AnnotationForceDeletion: "true"})
 	f.create(old)
 	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
-	f.delete(old)
+	oldDue := f.deleteUntilPending(old)
+	// Someone releases the old object by hand; a new shoot gets an entry of the same name,
+	// which is deleted at once as well.
 	live := &extensionsv1alpha1.BackupEntry{}
-	f.waitState(live, name, gardencorev1beta1.LastOperationStatePending)
-	due := live.DeletionTimestamp.Add(8 * time.Second)
-	// Someone releases the old object by hand; a new shoot gets an entry of the same name.
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
 	live.Finalizers = nil
 	if err := f.Client.Update(ctx, live); err != nil {
 		t.Fatal(err)
 	}
 	f.waitGone(name)
-	f.create(newEntry(name, nil))
+	recreated := newEntry(name, map[string]string{entry.AnnotationForceDeletion: "true"})
+	f.create(recreated)
 	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
 	data := snapshots(name+"/", 20)
 	f.upload(data...)
+	newDue := f.deleteUntilPending(recreated)
 
-	time.Sleep(time.Until(due) + 5*time.Second)
+	purger := purge.New(f.Client, f.JS, objectstore.NewRegistry(azure.New()), entry.Retention{}, pipeline.Cluster, f.Log.Named("purge"))
+	if err := purger.Handler.Handle(ctx, f.purgeDue(old, oldDue)); err != nil {
+		t.Fatalf("the old entry's purge: %v", err)
+	}
 	if n := len(f.list(name + "/")); n != len(data) {
-		t.Errorf("the old schedule deleted %d of the new entry's %d blobs", len(data)-n, len(data))
+		t.Fatalf("the old entry's purge deleted %d of the new entry's %d blobs", len(data)-n, len(data))
 	}
-	ok, s := f.describe(&extensionsv1alpha1.BackupEntry{}, name)
-	if !ok || !strings.Contains(s, "Succeeded") {
-		t.Errorf("new entry: %s", s)
+	if err := purger.Handler.Handle(ctx, f.purgeDue(recreated, newDue)); err != nil {
+		t.Fatalf("the new entry's purge: %v", err)
 	}
+	if n := len(f.list(name + "/")); n != 0 {
+		t.Errorf("the new entry's own purge left %d of %d blobs", n, len(data))
+	}
+	f.waitGone(name)
+}
+
+// deleteUntilPending deletes an entry and waits until the entry function scheduled its purge;
+// it returns the due time.
+func (f *fixture) deleteUntilPending(e *extensionsv1alpha1.BackupEntry) time.Time {
+	f.T.Helper()
+	f.delete(e)
+	live := &extensionsv1alpha1.BackupEntry{}
+	f.waitState(live, e.Name, gardencorev1beta1.LastOperationStatePending)
+	return live.DeletionTimestamp.Time
+}
+
+// purgeDue is the purge-due event the entry function schedules for e.
+func (f *fixture) purgeDue(e *extensionsv1alpha1.BackupEntry, due time.Time) cloudevents.Event {
+	f.T.Helper()
+	data := events.PurgeData{Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName, Prefix: e.Name + "/", DueAt: due}
+	ev, err := events.NewPurgeEvent(pipeline.Cluster, events.OpPurgeDue, e, data, time.Now())
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return ev
 }
 
 const helperEnv = "HOUSEKEEPER_TEST_PURGE_HELPER"

@@ -2,9 +2,8 @@ package azure
 
 import "github.com/housekeeper-dev/housekeeper/functions/objectstore"
 
-// Test hooks for the external tests.
-func WithListPageSize(n int32) Option { return withListPageSize(n) }
-func WithBatchSize(n int) Option      { return withBatchSize(n) }
+// WithBatchSize is a test hook for the external tests.
+func WithBatchSize(n int) Option { return withBatchSize(n) }
 
 // ContainerURL is the URL a store sends its requests to.
 func ContainerURL(s objectstore.Store) string { return s.(*store).client.URL() }

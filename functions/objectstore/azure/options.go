@@ -1,6 +1,10 @@
 package azure
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
 
 // MaxBatchSize is the most sub-requests Azure accepts in one Blob Batch request.
 const MaxBatchSize = 256
@@ -15,7 +19,7 @@ type options struct {
 	httpClient       *http.Client
 	batchConcurrency int
 	batchSize        int   // tests only; MaxBatchSize otherwise
-	listPageSize     int32 // tests only; objectstore.MaxPageSize otherwise
+	listPageSize     int32 // objectstore.MaxPageSize unless WithListPageSize
 }
 
 // WithHTTPClient sends every request through c (to count requests, set timeouts or a proxy).
@@ -27,12 +31,14 @@ func WithBatchConcurrency(n int) Option {
 	return func(o *options) { o.batchConcurrency = max(n, 1) }
 }
 
-// withBatchSize and withListPageSize shrink batches and list pages so tests can exercise
-// splitting and paging with few blobs.
-func withBatchSize(n int) Option {
-	return func(o *options) { o.batchSize = min(max(n, 1), MaxBatchSize) }
+// WithListPageSize sets how many keys a List page (and so a purge round) holds: at most
+// objectstore.MaxPageSize, the default; values below 1 mean 1. Smaller pages bound the work
+// lost when a purge is interrupted, at the cost of more list requests.
+func WithListPageSize(n int) Option {
+	return func(o *options) { o.listPageSize = int32(min(max(n, 1), objectstore.MaxPageSize)) }
 }
 
-func withListPageSize(n int32) Option {
-	return func(o *options) { o.listPageSize = min(max(n, 1), 5000) }
+// withBatchSize shrinks batches so tests can exercise splitting with few blobs.
+func withBatchSize(n int) Option {
+	return func(o *options) { o.batchSize = min(max(n, 1), MaxBatchSize) }
 }

@@ -54,8 +54,9 @@ type Option func(*Provider)
 // root, made absolute).
 func WithHostPath(p string) Option { return func(pr *Provider) { pr.hostPath = p } }
 
-// withPageSize shrinks list pages so tests can exercise paging with few files.
-func withPageSize(n int) Option {
+// WithListPageSize sets how many keys a List page (and so a purge round) holds: at most
+// objectstore.MaxPageSize, the default; values below 1 mean 1.
+func WithListPageSize(n int) Option {
 	return func(pr *Provider) { pr.pageSize = min(max(n, 1), objectstore.MaxPageSize) }
 }
 
@@ -400,6 +401,10 @@ func (s *store) keyError(op, key string, err error) error {
 	if strings.Contains(err.Error(), "escapes from parent") {
 		// os.Root refused a path that leaves the bucket (through a symbolic link).
 		return fmt.Errorf("local: bucket %q: %s %q: %w: %v", s.name, op, key, objectstore.ErrInvalidKey, err)
+	}
+	if errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
+		// A directory cannot be a file too: "a" and "a/b" cannot both be keys here.
+		return fmt.Errorf("local: bucket %q: %s %q: %w: a key and the directory of other keys cannot share a name in a local bucket", s.name, op, key, objectstore.ErrInvalidKey)
 	}
 	return fmt.Errorf("local: bucket %q: %s %q: %w", s.name, op, key, err)
 }

@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 		st   []storetest.Option
 	}{
 		{"DefaultPageSize", nil, nil},
-		{"PageSize7", []local.Option{local.WithPageSize(7)}, []storetest.Option{storetest.WithPageSize(7)}},
+		{"PageSize7", []local.Option{local.WithListPageSize(7)}, []storetest.Option{storetest.WithPageSize(7)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := local.New(t.TempDir(), tc.opts...)
