@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -199,10 +200,13 @@ func (b *EtcdBR) Restore(ctx context.Context, store *BackupStore, m *EtcdMember,
 	return nil
 }
 
-// ownedDir creates dir (0700) and, with RunAs, hands it to that user, as a pod's volume is
-// writable by the user of its containers.
+// ownedDir creates dir (0700; missing parents 0755, so RunAs can reach it) and, with RunAs,
+// hands it to that user, as a pod's volume is writable by the user of its containers.
 func (b *EtcdBR) ownedDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
 	}
 	if b.RunAs == nil {

@@ -55,8 +55,18 @@ func TestEtcdBackupRestoreWithHousekeepersSecrets(t *testing.T) {
 	}
 	f := start(t)
 	for _, provider := range []string{azure.Type, local.Type} {
-		t.Run(provider, func(t *testing.T) { f.backupRestorePurge(t, provider) })
+		t.Run(provider, func(t *testing.T) { f.in(t).backupRestorePurge(t, provider) })
 	}
+}
+
+// in returns the fixture with the pipeline's waits failing t, a subtest, rather than the
+// test that started the pipeline.
+func (f *fixture) in(t *testing.T) *fixture {
+	p := *f.Pipeline
+	p.T = t
+	sub := *f
+	sub.Pipeline = &p
+	return &sub
 }
 
 type fixture struct {
