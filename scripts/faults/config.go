@@ -46,7 +46,7 @@ func Short() Config {
 		MaxRetention: 15 * time.Second,
 		// Long enough for a whole round of the eight kinds even with the longest gaps; faults go
 		// on until the last purge is due.
-		FaultPeriod: 60 * time.Second, FaultEvery: 3 * time.Second,
+		FaultPeriod: 45 * time.Second, FaultEvery: 3 * time.Second,
 		Converge: 3 * time.Minute, Replicas: 2, Short: true,
 	}
 }
