@@ -2,6 +2,7 @@ package bucket_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -373,7 +374,39 @@ func TestOperationAnnotation(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&b.ObjectMeta, "gardener.cloud/operation", "wait-for-state")
 		b.Spec.Region = "northeurope" // a new generation the function would otherwise reconcile
 	})
-	time.Sleep(2 * time.Second)
+	// The positive sign first: the update's event was delivered to the function and settled.
+	updated, err := events.ObjectType(events.KindBackupBucket, events.OpUpdated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, err := events.Subject(updated, "annotated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(30*time.Second, "the update's event handled", func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := f.JS.Stream(ctx, events.RecordStream)
+		if err != nil {
+			return false, err.Error()
+		}
+		msg, err := stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return false, "no update event yet: " + err.Error()
+		}
+		var gen struct {
+			Metadata struct{ Generation int64 } `json:"metadata"`
+		}
+		if json.Unmarshal(msg.Data, &gen) != nil || gen.Metadata.Generation != b.Generation { // patch left the new generation in b
+			return false, fmt.Sprintf("last update event has generation %d", gen.Metadata.Generation)
+		}
+		info, err := consumerInfo(f.JS, bucket.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.Delivered.Stream >= msg.Sequence && info.NumAckPending == 0,
+			fmt.Sprintf("event at %d, delivered up to %d, ack pending %d", msg.Sequence, info.Delivered.Stream, info.NumAckPending)
+	})
 	after, s := f.state("annotated")
 	if after.Status.ObservedGeneration == after.Generation || after.Annotations["gardener.cloud/operation"] != "wait-for-state" {
 		t.Errorf("wait-for-state was not honoured: generation %d observed %d, %s", after.Generation, after.Status.ObservedGeneration, s)
