@@ -37,8 +37,11 @@ module=github.com/gardener/etcd-backup-restore
 prepare() {
   [[ -f "$work/go.mod" ]] && return
   log "etcdbrctl $ETCDBR_VERSION: fetching $module from the module proxy"
-  local src
-  src=$(cd "$assets" && GOFLAGS=-mod=mod go mod download -json "$module@$ETCDBR_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  local src scratch
+  # Outside any module (the cache may lie inside one), so nothing's go.mod is touched.
+  scratch=$(mktemp -d)
+  src=$(cd "$scratch" && GOFLAGS=-mod=mod go mod download -json "$module@$ETCDBR_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  rmdir "$scratch"
   [[ -d "$src" ]] || { log "go mod download gave no module directory for $module@$ETCDBR_VERSION"; exit 1; }
   local linked
   linked=$(sed -n 's#^\tgo.etcd.io/etcd/server/v3 \(v[0-9.]*\).*#\1#p' "$src/go.mod")
@@ -75,7 +78,7 @@ build_etcdbrctl() {
   # -mod=readonly: exactly the dependencies and checksums etcd-backup-restore ships.
   (cd "$work" && CGO_ENABLED=0 go build -mod=readonly -v -trimpath -ldflags "$ldflags" -o "$bin.tmp" . 2>&1) | progress etcdbrctl
   mv "$bin.tmp" "$bin"
-  log "etcdbrctl: $("$bin" --version 2>&1 | grep -i version | head -1)"
+  log "etcdbrctl: $("$bin" --version 2>&1 | sed -n 's/.*msg="\(etcd-backup-restore Version: [^"]*\)".*/\1/p')"
 }
 
 build_etcd() {
