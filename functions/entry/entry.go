@@ -22,6 +22,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -93,6 +94,10 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object,
 		want = map[string][]byte{}
 	}
 	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
+	if e.Spec.Type == s3.Type && e.Spec.Region != "" {
+		// etcd-backup-restore's S3 store needs the region; provider-aws writes spec.region.
+		want[s3.KeyRegion] = []byte(e.Spec.Region)
+	}
 	err = a.writeSecret(ctx, ref, e.Name, want)
 	switch {
 	case err == nil:

@@ -109,6 +109,23 @@ func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 	f.create(e)
 	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
 
+	// An entry over raw credentials that name no region: etcd-backup carries spec.region, as
+	// provider-aws writes it.
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--s3raw"}})
+	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "raw-s3-credentials"},
+		Data: map[string][]byte{s3.KeyAccessKeyID: []byte(stack.S3AccessKey), s3.KeySecretAccessKey: []byte(stack.S3SecretKey)}})
+	raw := newS3Entry("shoot--dev--s3raw--1", bucketName)
+	raw.Spec.Region, raw.Spec.SecretRef.Name = "eu-central-1", "raw-s3-credentials"
+	f.create(raw)
+	f.waitState(&extensionsv1alpha1.BackupEntry{}, raw.Name, gardencorev1beta1.LastOperationStateSucceeded)
+	rawSecret := &corev1.Secret{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: "shoot--dev--s3raw", Name: "etcd-backup"}, rawSecret); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(rawSecret.Data[s3.KeyRegion]); got != "eu-central-1" {
+		t.Errorf("etcd-backup of an entry over credentials without a region: region %q, want spec.region eu-central-1", got)
+	}
+
 	// etcd-backup-restore's view: a client made from the etcd-backup secret alone.
 	secret := &corev1.Secret{}
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: "shoot--dev--s3", Name: "etcd-backup"}, secret); err != nil {
