@@ -4,7 +4,7 @@ GO    ?= go
 STATICCHECK_VERSION ?= v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help run test bench faults lint crds tools controlplane azurite s3 etcdbr
+.PHONY: help run test bench faults lint crds apis tools controlplane azurite s3 etcdbr
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ lint: ## gofmt, go vet, staticcheck
 
 crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module into infra/crds
 	scripts/generate-crds.sh
+
+apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/crds) from functions/apis with controller-gen
+	scripts/generate-apis.sh
 
 tools: controlplane azurite etcdbr s3 ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite and the S3 server (versitygw) into the cache (once)
 

@@ -11,7 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The CRD files are copied from upstream Gardener by `make crds`; never edit them by hand.
+// The Gardener CRD files are copied from upstream Gardener by `make crds`, housekeeper's own
+// (backup.housekeeper.dev_*) generated from functions/apis by `make apis`; never edit them by hand.
 //
 //go:embed crds/*.yaml
 var crdFiles embed.FS
@@ -33,7 +34,8 @@ func CRDFiles() (map[string][]byte, error) {
 	return files, nil
 }
 
-// CRDs returns the BackupBucket and BackupEntry CustomResourceDefinitions.
+// CRDs returns the CustomResourceDefinitions: BackupBucket, BackupEntry, BackupDestination and
+// EtcdBackupConfig.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := CRDFiles()
 	if err != nil {

@@ -13,15 +13,21 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
-// Scheme has the core Kubernetes types and Gardener's extension types.
+// Scheme has the core Kubernetes types, Gardener's extension types and housekeeper's own
+// backup types (backup.housekeeper.dev).
 var Scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := extensionsv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := backupv1alpha1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
