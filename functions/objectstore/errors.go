@@ -32,4 +32,6 @@ var (
 	// ErrInvalidKey: an object key is unusable: empty, too long, or (local) absolute,
 	// escaping the bucket directory or holding "." or ".." segments.
 	ErrInvalidKey = errors.New("invalid object key")
+	// ErrObjectNotFound: Stat found no object at the key.
+	ErrObjectNotFound = errors.New("object not found")
 )

@@ -3,6 +3,7 @@ package objectstore
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -35,7 +36,28 @@ type Store interface {
 	DeleteKeys(ctx context.Context, keys []string) (failed map[string]error, err error)
 	// Put writes an object, replacing one of the same key (for tests and the local stack).
 	Put(ctx context.Context, key string, data []byte) error
+	// Upload writes an object read from r to its end, replacing one of the same key, and
+	// returns how many bytes it wrote. It streams: memory stays bounded (a few parts of a
+	// few MiB) whatever the size, and nothing is staged elsewhere first. The object appears
+	// whole or not at all (Azure: its blocks are committed at the end; S3: a multipart upload
+	// is completed at the end; local: a temporary file beside it is renamed).
+	Upload(ctx context.Context, key string, r io.Reader) (int64, error)
+	// Stat reports the object at key as the store has it; ErrObjectNotFound if there is none.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
 }
+
+// ObjectInfo is what Stat reports of an object.
+type ObjectInfo struct {
+	Key  string
+	Size int64
+}
+
+// UploadPartSize is the part (block) size Upload sends and the most it buffers per part in
+// flight; UploadConcurrency the parts in flight at once.
+const (
+	UploadPartSize    = 8 << 20
+	UploadConcurrency = 2
+)
 
 // Provider opens stores of one provider type with credentials from a Kubernetes secret's data.
 type Provider interface {

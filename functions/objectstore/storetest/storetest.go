@@ -50,6 +50,8 @@ func Run(t *testing.T, open func(t *testing.T, bucket string) objectstore.Store,
 		{"DeleteKeysEdgeCases", testDeleteKeysEdgeCases},
 		{"DeleteKeysConcurrent", testDeleteKeysConcurrent},
 		{"DeleteBucket", testDeleteBucket},
+		{"UploadStreams", testUploadStreams},
+		{"UploadFailureLeavesNothing", testUploadFailureLeavesNothing},
 	}
 	for i, tc := range tests {
 		bucket := fmt.Sprintf("conformance-%02d-%s", i, strings.ToLower(tc.name))

@@ -35,7 +35,10 @@ func TestValidationOnAPIServer(t *testing.T) {
 	}
 	for _, d := range []*backupv1alpha1.BackupDestination{
 		dest("azure-a", "azure", nil),
-		dest("s3-a", "aws", func(s *backupv1alpha1.BackupDestinationSpec) { s.Region = "eu-west-1"; s.Endpoint = "http://127.0.0.1:9000" }),
+		dest("s3-a", "aws", func(s *backupv1alpha1.BackupDestinationSpec) {
+			s.Region = "eu-west-1"
+			s.Endpoint = "http://127.0.0.1:9000"
+		}),
 		dest("local-a", "local", func(s *backupv1alpha1.BackupDestinationSpec) { s.CredentialsSecretRef = nil }),
 	} {
 		if err := c.Create(ctx, d); err != nil {

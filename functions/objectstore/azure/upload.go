@@ -1,0 +1,51 @@
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// Upload streams r into a block blob: blocks of objectstore.UploadPartSize, a few at once,
+// committed as one list at the end, so a failed upload leaves no blob behind.
+func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return 0, fmt.Errorf("azure: container %q: %w", s.name, err)
+	}
+	counted := &objectstore.CountingReader{R: r}
+	_, err := s.client.NewBlockBlobClient(key).UploadStream(ctx, counted, &blockblob.UploadStreamOptions{
+		BlockSize: objectstore.UploadPartSize, Concurrency: objectstore.UploadConcurrency,
+	})
+	if err != nil {
+		return counted.N, s.errorf(fmt.Sprintf("upload %q", key), err)
+	}
+	return counted.N, nil
+}
+
+// Stat reads the blob's properties.
+func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return objectstore.ObjectInfo{}, fmt.Errorf("azure: container %q: %w", s.name, err)
+	}
+	props, err := s.client.NewBlobClient(key).GetProperties(ctx, nil)
+	if err != nil {
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound && !bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return objectstore.ObjectInfo{}, fmt.Errorf("azure: container %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		}
+		return objectstore.ObjectInfo{}, s.errorf(fmt.Sprintf("stat %q", key), err)
+	}
+	info := objectstore.ObjectInfo{Key: key}
+	if props.ContentLength != nil {
+		info.Size = *props.ContentLength
+	}
+	return info, nil
+}

@@ -1,0 +1,52 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// Upload streams r with the SDK's upload manager: a multipart upload of parts of
+// objectstore.UploadPartSize, a few at once, completed at the end (aborted on failure); a
+// body smaller than one part is a single PutObject.
+func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return 0, fmt.Errorf("s3: bucket %q: %w", s.name, err)
+	}
+	counted := &objectstore.CountingReader{R: r}
+	uploader := manager.NewUploader(s.client, func(u *manager.Uploader) {
+		u.PartSize = objectstore.UploadPartSize
+		u.Concurrency = objectstore.UploadConcurrency
+		u.LeavePartsOnError = false
+	})
+	_, err := uploader.Upload(ctx, &awss3.PutObjectInput{Bucket: aws.String(s.name), Key: aws.String(key), Body: counted})
+	if err != nil {
+		return counted.N, s.errorf(fmt.Sprintf("upload %q", key), err)
+	}
+	return counted.N, nil
+}
+
+// Stat sends HeadObject.
+func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return objectstore.ObjectInfo{}, fmt.Errorf("s3: bucket %q: %w", s.name, err)
+	}
+	out, err := s.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(s.name), Key: aws.String(key)})
+	if err != nil {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound {
+			return objectstore.ObjectInfo{}, fmt.Errorf("s3: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		}
+		return objectstore.ObjectInfo{}, s.errorf(fmt.Sprintf("stat %q", key), err)
+	}
+	return objectstore.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength)}, nil
+}
