@@ -44,7 +44,9 @@ type Bridge struct {
 	log       *zap.Logger
 
 	buckets, entries, namespaces cache.SharedIndexInformer
-	secrets                      *secretWatch
+	// configs watches EtcdBackupConfigs; nil where the API server does not serve them.
+	configs cache.SharedIndexInformer
+	secrets *secretWatch
 	// handlersSynced report whether the handlers received the informers' initial lists.
 	handlersSynced []cache.InformerSynced
 
@@ -93,18 +95,25 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	b.namespaces = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "namespaces", "", fields.Everything()),
 		&corev1.Namespace{}, 0, cache.Indexers{})
+	if b.configs, err = etcdBackupConfigInformer(cfg, opts.ResyncPeriod); err != nil {
+		return nil, err
+	}
 	b.secrets = &secretWatch{client: cs.CoreV1().RESTClient(), users: b.secretUsers, handler: b.secretHandler, log: opts.Logger}
 	// Trim what the informers cache: managedFields are large and no event carries them.
-	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces} {
+	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{
+		b.buckets:    b.objectHandler(events.KindBackupBucket),
+		b.entries:    b.objectHandler(events.KindBackupEntry),
+		b.namespaces: cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated},
+	}
+	if b.configs != nil {
+		handlers[b.configs] = b.objectHandler(events.KindEtcdBackupConfig)
+	}
+	for _, inf := range b.informers() {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return nil, err
 		}
 	}
-	for inf, handler := range map[cache.SharedIndexInformer]cache.ResourceEventHandler{
-		b.buckets:    b.objectHandler(events.KindBackupBucket),
-		b.entries:    b.objectHandler(events.KindBackupEntry),
-		b.namespaces: cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated},
-	} {
+	for inf, handler := range handlers {
 		reg, err := inf.AddEventHandler(handler)
 		if err != nil {
 			return nil, err
@@ -112,6 +121,15 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		b.handlersSynced = append(b.handlersSynced, reg.HasSynced)
 	}
 	return b, nil
+}
+
+// informers are the object informers the bridge runs (the secrets have their own).
+func (b *Bridge) informers() []cache.SharedIndexInformer {
+	infs := []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces}
+	if b.configs != nil {
+		infs = append(infs, b.configs)
+	}
+	return infs
 }
 
 func dropManagedFields(obj any) (any, error) {
@@ -135,7 +153,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stopWatching()
 	b.secrets.run(watchCtx) // before the object informers, whose handlers start secret informers
 	var informers sync.WaitGroup
-	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces} {
+	for _, inf := range b.informers() {
 		informers.Go(func() { inf.RunWithContext(watchCtx) })
 	}
 

@@ -6,6 +6,8 @@ import (
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
 // Annotations whose change alone carries no new desired state: gardenlet bumps the timestamp
@@ -22,7 +24,8 @@ type filter struct {
 	types, classes []string
 }
 
-// handles reports whether obj (a BackupBucket or BackupEntry) has a configured type and class.
+// handles reports whether obj is the bridge's: a BackupBucket or BackupEntry of a configured
+// type and class, or an EtcdBackupConfig.
 func (f filter) handles(obj client.Object) bool {
 	var spec extensionsv1alpha1.DefaultSpec
 	switch o := obj.(type) {
@@ -30,6 +33,8 @@ func (f filter) handles(obj client.Object) bool {
 		spec = o.Spec.DefaultSpec
 	case *extensionsv1alpha1.BackupEntry:
 		spec = o.Spec.DefaultSpec
+	case *backupv1alpha1.EtcdBackupConfig:
+		return true // housekeeper's own kind: no type or class to filter by
 	default:
 		return false
 	}

@@ -125,7 +125,11 @@ func (b *Bridge) announceEntriesIn(namespace, trigger string) {
 // events are new to JetStream's duplicate window. It returns how many objects it queued.
 func (b *Bridge) Resync(trigger string) int {
 	n := 0
-	for kind, inf := range map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries} {
+	informers := map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries}
+	if b.configs != nil {
+		informers[events.KindEtcdBackupConfig] = b.configs
+	}
+	for kind, inf := range informers {
 		for _, obj := range inf.GetStore().List() {
 			if b.filter.handles(obj.(client.Object)) {
 				b.enqueue(kind, events.OpSynced, obj, events.WithTrigger("resync/"+trigger))

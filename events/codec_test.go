@@ -319,7 +319,7 @@ var malformed = []struct {
 	{"missing subject", del("ce-subject"), "subject is missing"},
 	{"subject is not the object name", set("ce-subject", "other"), `subject "other" is not the object name`},
 	{"conflicting duplicate header", set("CE-ID", "another-id"), "header ce-id is given twice with different values"},
-	{"missing kind extension", del("ce-kind"), `extension kind is "", want BackupBucket or BackupEntry`},
+	{"missing kind extension", del("ce-kind"), `extension kind is "", want BackupBucket, BackupEntry or EtcdBackupConfig`},
 	{"wrong kind extension", set("ce-kind", "Secret"), `extension kind is "Secret"`},
 	{"missing name extension", del("ce-name"), "extension name is missing"},
 	{"bad generation", set("ce-generation", "three"), `extension generation is "three", not an integer`},

@@ -3,6 +3,7 @@ package events
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -97,10 +98,49 @@ func NewPurgeEvent(cluster string, op Operation, entry client.Object, data Purge
 	return e, nil
 }
 
+// ObjectName is how events name obj: its name, or "<namespace>/<name>" if it is namespaced.
+func ObjectName(obj client.Object) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
+}
+
+// SplitObjectName reverses ObjectName: the namespace ("" if none) and the name.
+func SplitObjectName(name string) (namespace, objectName string) {
+	if ns, n, ok := strings.Cut(name, "/"); ok {
+		return ns, n
+	}
+	return "", name
+}
+
+// EtcdBackupDueData is the data of backup-due events: which EtcdBackupConfig, at which
+// generation the schedule was installed.
+type EtcdBackupDueData struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	Schedule   string `json:"schedule,omitempty"`
+}
+
+// NewEtcdBackupDueEvent builds the event an EtcdBackupConfig's schedule fires. Its id derives
+// from the config's uid and generation: installing the same schedule again is a duplicate.
+func NewEtcdBackupDueEvent(cluster string, config client.Object, schedule string, now time.Time) (cloudevents.Event, error) {
+	id := ID(cluster, string(config.GetUID()), strconv.FormatInt(config.GetGeneration(), 10), "etcdbackup/due")
+	e := newEvent(cluster, TypeEtcdBackupDue, KindEtcdBackupConfig, config, id, now)
+	data := EtcdBackupDueData{Namespace: config.GetNamespace(), Name: config.GetName(), UID: string(config.GetUID()),
+		Generation: config.GetGeneration(), Schedule: schedule}
+	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return e, nil
+}
+
 func newEvent(cluster, eventType string, kind Kind, obj client.Object, id string, now time.Time) cloudevents.Event {
 	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	e.SetSource(Source(cluster)) // parsed and checked: a cluster name is configuration
-	name := obj.GetName()
+	name := ObjectName(obj)
 	// The rest directly: the setters validate and lower-case names and values that are fixed
 	// here, and an event is built for every change of every object.
 	ec := e.Context.(*cloudevents.EventContextV1)
@@ -133,8 +173,8 @@ func RefOf(e cloudevents.Event) (Ref, error) {
 		return v
 	}
 	r := Ref{Kind: Kind(str(ExtKind)), Name: str(ExtName), UID: str(ExtUID), ResourceVersion: str(ExtResourceVersion)}
-	if r.Kind != KindBackupBucket && r.Kind != KindBackupEntry {
-		return r, fmt.Errorf("%w: extension %s is %q, want %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry)
+	if r.Kind != KindBackupBucket && r.Kind != KindBackupEntry && r.Kind != KindEtcdBackupConfig {
+		return r, fmt.Errorf("%w: extension %s is %q, want %s, %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig)
 	}
 	if r.Name == "" {
 		return r, fmt.Errorf("%w: extension %s is missing", ErrInvalidEvent, ExtName)

@@ -8,6 +8,8 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
 // MaxDataSize caps an event's data. Events are triggers; consumers re-read the object, so a
@@ -59,6 +61,11 @@ func marshalTrimmed(kind Kind, obj client.Object) ([]byte, error) {
 	case *extensionsv1alpha1.BackupBucket:
 		c := *o
 		c.TypeMeta = tm
+		trimMeta(&c.ObjectMeta)
+		return json.Marshal(&c)
+	case *backupv1alpha1.EtcdBackupConfig:
+		c := *o
+		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
 		trimMeta(&c.ObjectMeta)
 		return json.Marshal(&c)
 	}

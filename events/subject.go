@@ -23,6 +23,13 @@ const (
 	// SubjectPurgeSchedules matches the schedule holders of pending purges.
 	SubjectPurgeSchedules = subjectRoot + ".schedule.purge.*"
 
+	// SubjectEtcdBackupConfigs matches every EtcdBackupConfig event.
+	SubjectEtcdBackupConfigs = subjectRoot + ".etcdbackupconfig.>"
+	// SubjectEtcdBackupsDue matches the backup-due events fired by EtcdBackupConfig schedules.
+	SubjectEtcdBackupsDue = subjectRoot + ".etcdbackup.due.>"
+	// SubjectEtcdBackupSchedules matches the schedule holders of EtcdBackupConfigs.
+	SubjectEtcdBackupSchedules = subjectRoot + ".schedule.etcdbackup.*"
+
 	// SubjectDeadLetters matches every dead letter; one subject per function below it.
 	SubjectDeadLetters = "housekeeper-deadletter.>"
 
@@ -61,6 +68,13 @@ func RedriveSubject(function string) string {
 // it again replaces the schedule, purging it cancels the schedule.
 func PurgeScheduleSubject(entryName string) string {
 	return subjectRoot + ".schedule.purge." + Token(entryName)
+}
+
+// EtcdBackupScheduleSubject holds the one schedule of the EtcdBackupConfig namespace/name
+// (a cron, an interval, or a single "@at"): publishing to it again replaces the schedule,
+// purging it removes the schedule.
+func EtcdBackupScheduleSubject(namespace, name string) string {
+	return subjectRoot + ".schedule.etcdbackup." + Token(namespace+"/"+name)
 }
 
 // RetryScheduleSubject holds the one pending retry of an event (by id) for a function.

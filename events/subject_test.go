@@ -145,6 +145,13 @@ func TestSubjectForEachType(t *testing.T) {
 		TypePurgeDue:       {"housekeeper.purge.due.my_2eentry", SubjectPurgesDue},
 		TypePurgeCompleted: {"housekeeper.purge.completed.my_2eentry", "housekeeper.purge.completed.*"},
 		TypePurgeFailed:    {"housekeeper.purge.failed.my_2eentry", "housekeeper.purge.failed.*"},
+
+		TypeEtcdBackupConfigCreated:  {"housekeeper.etcdbackupconfig.created.my_2eentry", SubjectEtcdBackupConfigs},
+		TypeEtcdBackupConfigUpdated:  {"housekeeper.etcdbackupconfig.updated.my_2eentry", SubjectEtcdBackupConfigs},
+		TypeEtcdBackupConfigDeleting: {"housekeeper.etcdbackupconfig.deleting.my_2eentry", SubjectEtcdBackupConfigs},
+		TypeEtcdBackupConfigDeleted:  {"housekeeper.etcdbackupconfig.deleted.my_2eentry", SubjectEtcdBackupConfigs},
+		TypeEtcdBackupConfigSynced:   {"housekeeper.etcdbackupconfig.synced.my_2eentry", SubjectEtcdBackupConfigs},
+		TypeEtcdBackupDue:            {"housekeeper.etcdbackup.due.my_2eentry", SubjectEtcdBackupsDue},
 	}
 	if len(Types) != len(want) {
 		t.Fatalf("Types has %d types, this test knows %d: add the new ones here", len(Types), len(want))

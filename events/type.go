@@ -11,6 +11,9 @@ type Kind string
 const (
 	KindBackupBucket Kind = "BackupBucket"
 	KindBackupEntry  Kind = "BackupEntry"
+	// KindEtcdBackupConfig is housekeeper's own backup.housekeeper.dev kind; it is namespaced,
+	// so its events name it "<namespace>/<name>".
+	KindEtcdBackupConfig Kind = "EtcdBackupConfig"
 )
 
 // Operation is what happened; with the kind it makes the event type.
@@ -50,6 +53,16 @@ const (
 	TypePurgeDue       = typePrefix + "purge.due.v1"
 	TypePurgeCompleted = typePrefix + "purge.completed.v1"
 	TypePurgeFailed    = typePrefix + "purge.failed.v1"
+
+	TypeEtcdBackupConfigCreated  = typePrefix + "etcdbackupconfig.created.v1"
+	TypeEtcdBackupConfigUpdated  = typePrefix + "etcdbackupconfig.updated.v1"
+	TypeEtcdBackupConfigDeleting = typePrefix + "etcdbackupconfig.deleting.v1"
+	TypeEtcdBackupConfigDeleted  = typePrefix + "etcdbackupconfig.deleted.v1"
+	TypeEtcdBackupConfigSynced   = typePrefix + "etcdbackupconfig.synced.v1"
+
+	// TypeEtcdBackupDue is an EtcdBackupConfig's schedule firing: take a backup now. It is
+	// published only as the payload of a schedule (EtcdBackupScheduleSubject).
+	TypeEtcdBackupDue = typePrefix + "etcdbackup.due.v1"
 )
 
 // Types lists every event type of the contract.
@@ -57,6 +70,8 @@ var Types = []string{
 	TypeBucketCreated, TypeBucketUpdated, TypeBucketDeleting, TypeBucketDeleted, TypeBucketSynced,
 	TypeEntryCreated, TypeEntryUpdated, TypeEntryDeleting, TypeEntryDeleted, TypeEntrySynced,
 	TypePurgeScheduled, TypePurgeDue, TypePurgeCompleted, TypePurgeFailed,
+	TypeEtcdBackupConfigCreated, TypeEtcdBackupConfigUpdated, TypeEtcdBackupConfigDeleting, TypeEtcdBackupConfigDeleted, TypeEtcdBackupConfigSynced,
+	TypeEtcdBackupDue,
 }
 
 var knownTypes = func() map[string]bool {
@@ -70,10 +85,11 @@ var knownTypes = func() map[string]bool {
 // IsKnownType reports whether t is an event type of this contract.
 func IsKnownType(t string) bool { return knownTypes[t] }
 
-// ObjectType returns the event type for an operation on a BackupBucket or BackupEntry.
+// ObjectType returns the event type for an operation on a BackupBucket, BackupEntry or
+// EtcdBackupConfig.
 func ObjectType(kind Kind, op Operation) (string, error) {
 	t := typePrefix + strings.ToLower(string(kind)) + "." + string(op) + ".v1"
-	if !knownTypes[t] || strings.HasPrefix(t, typePrefix+"purge.") {
+	if !knownTypes[t] || strings.HasPrefix(t, typePrefix+"purge.") || strings.HasPrefix(t, typePrefix+"etcdbackup.") {
 		return "", fmt.Errorf("%w: no event for %s %s", ErrUnknownType, kind, op)
 	}
 	return t, nil

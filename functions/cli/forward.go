@@ -15,6 +15,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
@@ -22,7 +23,8 @@ import (
 )
 
 // functionTypes are the event types of each function, for forwarding without the function.
-var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types}
+var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types,
+	etcdbackup.ScheduleName: etcdbackup.ScheduleTypes, etcdbackup.SnapshotName: etcdbackup.SnapshotTypes}
 
 // runForward delivers a function's events from its durable consumer to the function served
 // over HTTP (Knative), with the pull mode's acks, backoff and dead letters.

@@ -20,6 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
@@ -56,6 +57,12 @@ var functions = map[string]func(context.Context, deps) (runtime.Function, error)
 	},
 	purge.Name: func(_ context.Context, d deps) (runtime.Function, error) {
 		return purge.New(d.client, d.js, d.providers, d.retention, d.cluster, d.log), nil
+	},
+	etcdbackup.ScheduleName: func(_ context.Context, d deps) (runtime.Function, error) {
+		return etcdbackup.NewSchedule(d.client, d.js, d.cluster, d.log), nil
+	},
+	etcdbackup.SnapshotName: func(_ context.Context, d deps) (runtime.Function, error) {
+		return etcdbackup.NewSnapshot(d.client, d.providers, d.log), nil
 	},
 }
 

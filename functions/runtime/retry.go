@@ -32,6 +32,9 @@ func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uin
 	}
 	retry := redriveMsg(w.fn.Name, msg.Headers(), msg.Data(), fmt.Sprintf("attempt/%s/%d", id, tried))
 	retry.Header.Set(HeaderAttempts, strconv.FormatUint(tried, 10))
+	if f, ok := FireOf(ctx); ok {
+		retry.Header.Set(HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
+	}
 	target := retry.Subject
 	retry.Subject = events.RetryScheduleSubject(w.fn.Name, id)
 	// The server's scheduler works in whole seconds: a shorter delay fires within one.

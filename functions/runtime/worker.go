@@ -129,7 +129,11 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	unlock := w.objects.lock(objectKey(e))
 	w.metrics.inFlight.WithLabelValues(w.fn.Name).Inc()
 	start := time.Now()
-	err = w.fn.Handler.Handle(ctx, e)
+	handlerCtx := ctx
+	if f, ok := fireOf(msg.Headers(), meta); ok {
+		handlerCtx = WithFire(ctx, f)
+	}
+	err = w.fn.Handler.Handle(handlerCtx, e)
 	unlock()
 	stopHeartbeat()
 	w.metrics.duration.WithLabelValues(w.fn.Name).Observe(time.Since(start).Seconds())
@@ -162,7 +166,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
 		delay := w.backoff(tried, err)
-		if schedErr := w.scheduleRetry(ctx, msg, tried, delay); schedErr != nil {
+		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, delay); schedErr != nil {
 			log.Warn("cannot schedule the retry; holding the event instead", zap.Error(schedErr))
 			if nakErr := msg.NakWithDelay(delay); nakErr != nil {
 				log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))

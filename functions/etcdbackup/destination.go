@@ -1,0 +1,61 @@
+package etcdbackup
+
+import (
+	"context"
+	"errors"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// keyEndpoint is the credential key both the azure and the aws provider read a service
+// endpoint from; a destination's spec.endpoint is passed to them as that key.
+const keyEndpoint = "endpoint"
+
+// openDestination returns the store of the named BackupDestination, opened with its
+// credentials. What the destination lacks is a problem; API errors are returned as they are.
+func openDestination(ctx context.Context, c client.Client, providers objectstore.Registry, name string) (objectstore.Store, *backupv1alpha1.BackupDestination, error) {
+	dest := &backupv1alpha1.BackupDestination{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, problemf(backupv1alpha1.ReasonUnknownDestination, "BackupDestination %q does not exist", name)
+		}
+		return nil, nil, err
+	}
+	credentials := map[string][]byte{}
+	if ref := dest.Spec.CredentialsSecretRef; ref != nil {
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, dest, problemf(backupv1alpha1.ReasonMissingCredentials, "BackupDestination %q: secret %s/%s does not exist", name, ref.Namespace, ref.Name)
+			}
+			return nil, dest, err
+		}
+		credentials = maps.Clone(secret.Data)
+		if credentials == nil {
+			credentials = map[string][]byte{}
+		}
+	}
+	if dest.Spec.Endpoint != "" {
+		credentials[keyEndpoint] = []byte(dest.Spec.Endpoint)
+	}
+	provider, err := providers.Get(dest.Spec.Type)
+	if err != nil {
+		return nil, dest, problemf(backupv1alpha1.ReasonInvalidDestination, "BackupDestination %q: %v", name, err)
+	}
+	store, err := objectstore.InRegion(provider, dest.Spec.Region).Open(dest.Spec.Bucket, credentials)
+	if err != nil {
+		reason := backupv1alpha1.ReasonInvalidDestination
+		if errors.Is(err, objectstore.ErrMissingCredentials) || errors.Is(err, objectstore.ErrInvalidCredentials) {
+			reason = backupv1alpha1.ReasonMissingCredentials
+		}
+		// Providers name the credential key at fault, never its value.
+		return nil, dest, problemf(reason, "BackupDestination %q: %v", name, err)
+	}
+	return store, dest, nil
+}

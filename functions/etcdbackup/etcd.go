@@ -1,0 +1,95 @@
+package etcdbackup
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+)
+
+// etcdTimeout bounds connecting to etcd and asking for its status; the snapshot itself is
+// bounded only by the handler's context.
+const etcdTimeout = 10 * time.Second
+
+// connectEtcd returns a client for the config's etcd once one of its endpoints answered.
+func connectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, error) {
+	tlsConfig, err := etcdTLS(ctx, c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Spec.Etcd.Endpoints,
+		DialTimeout: etcdTimeout,
+		TLS:         tlsConfig,
+		Logger:      log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+		Context:     ctx,
+	})
+	if err != nil {
+		return nil, problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", cfg.Spec.Etcd.Endpoints, err)
+	}
+	var errs []error
+	for _, ep := range cfg.Spec.Etcd.Endpoints {
+		statusCtx, cancel := context.WithTimeout(ctx, etcdTimeout)
+		_, err := cli.Status(statusCtx, ep)
+		cancel()
+		if err == nil {
+			return cli, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+	_ = cli.Close()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return nil, problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
+}
+
+// etcdTLS builds the client TLS configuration from spec.etcd.tlsSecretRef: nil without one.
+func etcdTLS(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig) (*tls.Config, error) {
+	ref := cfg.Spec.Etcd.TLSSecretRef
+	if ref == nil {
+		return nil, nil
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s does not exist", cfg.Namespace, ref.Name)
+		}
+		return nil, err
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := secret.Data[backupv1alpha1.TLSKeyCA]; len(ca) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s holds no PEM certificate", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCA)
+		}
+		t.RootCAs = pool
+	}
+	cert, key := secret.Data[backupv1alpha1.TLSKeyCert], secret.Data[backupv1alpha1.TLSKeyKey]
+	switch {
+	case len(cert) > 0 && len(key) > 0:
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			// The parser's message can quote the key material: say only which keys.
+			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s are not a usable certificate and key", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+		}
+		t.Certificates = []tls.Certificate{pair}
+	case len(cert) > 0 || len(key) > 0:
+		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s go together", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+	}
+	if t.RootCAs == nil && len(t.Certificates) == 0 {
+		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s has none of %s, %s, %s", cfg.Namespace, ref.Name,
+			backupv1alpha1.TLSKeyCA, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+	}
+	return t, nil
+}

@@ -1,0 +1,60 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers the NATS server's scheduler sets on the messages it fires.
+const (
+	headerScheduler    = "Nats-Scheduler"
+	headerScheduleNext = "Nats-Schedule-Next"
+)
+
+// HeaderFiredAt carries the time a schedule fired across the copies of its message (a retry
+// is a new message, stored later): the fire, not the delivery, identifies the work.
+const HeaderFiredAt = "Housekeeper-Fired-At"
+
+// Fire describes the schedule firing that produced the event being handled.
+type Fire struct {
+	// At is when the schedule fired (the fired message's stream time, to the second; the
+	// scheduler fires on whole seconds). Redeliveries and retries of the message carry the
+	// same At.
+	At time.Time
+	// Next is when the schedule fires next, as the server announced it; zero for a schedule
+	// that fires once, and for retries.
+	Next time.Time
+}
+
+type fireKey struct{}
+
+// FireOf returns the fire that produced the event a handler runs for, if a schedule on the
+// NATS server produced it (pull mode).
+func FireOf(ctx context.Context) (Fire, bool) {
+	f, ok := ctx.Value(fireKey{}).(Fire)
+	return f, ok
+}
+
+// WithFire returns ctx carrying f, as the worker passes it to handlers (and tests may).
+func WithFire(ctx context.Context, f Fire) context.Context {
+	return context.WithValue(ctx, fireKey{}, f)
+}
+
+// fireOf reads the fire from a delivered message: from HeaderFiredAt if an earlier copy set
+// it, else from the scheduler's headers and the message's stream time.
+func fireOf(h nats.Header, meta *jetstream.MsgMetadata) (Fire, bool) {
+	if at, err := time.Parse(time.RFC3339Nano, h.Get(HeaderFiredAt)); err == nil {
+		return Fire{At: at}, true
+	}
+	if h.Get(headerScheduler) == "" || meta == nil {
+		return Fire{}, false
+	}
+	f := Fire{At: meta.Timestamp.UTC().Truncate(time.Second)}
+	if next, err := time.Parse(time.RFC3339Nano, h.Get(headerScheduleNext)); err == nil {
+		f.Next = next.UTC()
+	}
+	return f, true
+}
