@@ -143,9 +143,13 @@ func TestSnapshotBadInput(t *testing.T) {
 		before             func()
 	}{
 		{"unknown destination", backupv1alpha1.ReasonUnknownDestination, `BackupDestination "nowhere" does not exist`,
-			func() *backupv1alpha1.EtcdBackupConfig { return newConfig("team", "unknown-dest", "nowhere", 3, etcd.ClientURL) }, nil},
+			func() *backupv1alpha1.EtcdBackupConfig {
+				return newConfig("team", "unknown-dest", "nowhere", 3, etcd.ClientURL)
+			}, nil},
 		{"unreachable etcd", backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered",
-			func() *backupv1alpha1.EtcdBackupConfig { return newConfig("team", "unreachable", dest.obj.Name, 3, "http://127.0.0.1:1") }, nil},
+			func() *backupv1alpha1.EtcdBackupConfig {
+				return newConfig("team", "unreachable", dest.obj.Name, 3, "http://127.0.0.1:1")
+			}, nil},
 		{"missing TLS secret", backupv1alpha1.ReasonInvalidTLS, "TLS secret team/etcd-client does not exist",
 			func() *backupv1alpha1.EtcdBackupConfig {
 				cfg := newConfig("team", "no-tls-secret", dest.obj.Name, 3, etcd.ClientURL)

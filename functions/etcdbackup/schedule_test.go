@@ -1,0 +1,111 @@
+package etcdbackup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
+)
+
+// The whole path with a real cron schedule on the NATS server: the bridge announces the
+// config, the schedule function installs "* * * * * *", every fire wakes the snapshot
+// function, two fires make two backups; deleting the config removes the schedule from the
+// server before the config goes.
+func TestEverySecondCron(t *testing.T) {
+	p := pipeline.Start(t)
+	c := p.Client
+	createNamespaces(t, c, "garden", "team")
+	reg, _ := providers(t)
+	dest := newDestination(t, p.Env, c, reg, local.Type, "cron")
+	etcd := startEtcd(t, 10)
+	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
+	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
+	ctx := context.Background()
+
+	cfg := newConfig("team", "every-second", dest.obj.Name, 10, etcd.ClientURL)
+	cfg.Spec.Schedule = "* * * * * *"
+	if err := c.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	live := &backupv1alpha1.EtcdBackupConfig{}
+	p.Eventually(30*time.Second, "two fires, two backups", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live); err != nil {
+			return false, err.Error()
+		}
+		return live.Status.BackupCount >= 2, fmt.Sprintf("status %+v", live.Status)
+	})
+	if keys := listAll(t, dest.store, "team/every-second/"); len(keys) < 2 || keys[0] == keys[1] {
+		t.Fatalf("backups in the store: %q", keys)
+	}
+	if !scheduled(live) || live.Status.NextRun == nil {
+		t.Fatalf("status after two fires: %+v", live.Status)
+	}
+	stream, err := p.JS.Stream(ctx, events.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name)
+	if msg, err := stream.GetLastMsgForSubject(ctx, subject); err != nil || msg.Header.Get("Nats-Schedule") != "* * * * * *" {
+		t.Fatalf("schedule on the server: %v (%v)", msg, err)
+	}
+
+	if err := c.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	p.Eventually(30*time.Second, "the config gone, its finalizer released", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v, finalizers %v", err, live.Finalizers)
+	})
+	if _, err := stream.GetLastMsgForSubject(ctx, subject); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("the schedule outlived its config: %v", err)
+	}
+}
+
+// Schedules the CRD's pattern lets through but the NATS server refuses become a condition.
+func TestRefusedSchedule(t *testing.T) {
+	p := pipeline.Start(t)
+	c := p.Client
+	createNamespaces(t, c, "garden", "team")
+	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
+	ctx := context.Background()
+	for name, mutate := range map[string]func(*backupv1alpha1.EtcdBackupConfigSpec){
+		"bad-minute":    func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Schedule = "0 61 * * * *" },
+		"bad-time-zone": func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.TimeZone = "Mars/Olympus_Mons" },
+	} {
+		cfg := newConfig("team", name, "anywhere", 3, "http://127.0.0.1:1")
+		mutate(&cfg.Spec)
+		if err := c.Create(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.Eventually(30*time.Second, name+" reported", func() (bool, string) {
+			live, cond := condition(t, c, cfg, backupv1alpha1.ConditionScheduled)
+			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == backupv1alpha1.ReasonInvalidSchedule &&
+				cond.ObservedGeneration == live.Generation, fmt.Sprintf("%+v", cond)
+		})
+	}
+	p.Drained(etcdbackup.ScheduleName)
+	if dls := p.DeadLetters(etcdbackup.ScheduleName); len(dls) != 0 {
+		t.Fatalf("dead letters: %+v", dls)
+	}
+}
+
+func scheduled(cfg *backupv1alpha1.EtcdBackupConfig) bool {
+	for _, c := range cfg.Status.Conditions {
+		if c.Type == backupv1alpha1.ConditionScheduled {
+			return c.Status == metav1.ConditionTrue && c.ObservedGeneration == cfg.Generation
+		}
+	}
+	return false
+}
