@@ -201,8 +201,8 @@ func TestManifestEnvironment(t *testing.T) {
 					}
 				}
 			}
-			if workloads != 5 {
-				t.Errorf("%d housekeeper containers, want 5 (setup, bridge, bucket, entry, purge)", workloads)
+			if workloads != 7 {
+				t.Errorf("%d housekeeper containers, want 7 (setup, bridge, bucket, entry, purge, schedule, snapshot)", workloads)
 			}
 			for _, data := range configMaps {
 				for name := range data {

@@ -17,13 +17,15 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // functionTypes are the event types each function takes, from the functions themselves.
-var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types}
+var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types,
+	etcdbackup.ScheduleName: etcdbackup.ScheduleTypes, etcdbackup.SnapshotName: etcdbackup.SnapshotTypes}
 
 // Scale to zero needs the consumers before any function pod: the setup Job of each overlay, run
 // as its container runs it — the image's entrypoint (the housekeeper binary, built here) with

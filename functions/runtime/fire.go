@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,8 +16,12 @@ const (
 )
 
 // HeaderFiredAt carries the time a schedule fired across the copies of its message (a retry
-// is a new message, stored later): the fire, not the delivery, identifies the work.
-const HeaderFiredAt = "Housekeeper-Fired-At"
+// is a new message, stored later) and, with HeaderFireNext, from a forwarder to a function in
+// HTTP mode: the fire, not the delivery, identifies the work.
+const (
+	HeaderFiredAt  = "Housekeeper-Fired-At"
+	HeaderFireNext = "Housekeeper-Fire-Next"
+)
 
 // Fire describes the schedule firing that produced the event being handled.
 type Fire struct {
@@ -54,6 +59,27 @@ func fireOf(h nats.Header, meta *jetstream.MsgMetadata) (Fire, bool) {
 	}
 	f := Fire{At: meta.Timestamp.UTC().Truncate(time.Second)}
 	if next, err := time.Parse(time.RFC3339Nano, h.Get(headerScheduleNext)); err == nil {
+		f.Next = next.UTC()
+	}
+	return f, true
+}
+
+// setFireHeaders writes f for a function in HTTP mode.
+func setFireHeaders(h http.Header, f Fire) {
+	h.Set(HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
+	if !f.Next.IsZero() {
+		h.Set(HeaderFireNext, f.Next.UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// fireFromHeaders reads what setFireHeaders wrote.
+func fireFromHeaders(h http.Header) (Fire, bool) {
+	at, err := time.Parse(time.RFC3339Nano, h.Get(HeaderFiredAt))
+	if err != nil {
+		return Fire{}, false
+	}
+	f := Fire{At: at.UTC()}
+	if next, err := time.Parse(time.RFC3339Nano, h.Get(HeaderFireNext)); err == nil {
 		f.Next = next.UTC()
 	}
 	return f, true

@@ -32,6 +32,9 @@ func (f *Forwarder) Handle(ctx context.Context, e cloudevents.Event) error {
 	if err := cehttp.WriteRequest(ctx, binding.ToMessage(&e), req); err != nil {
 		return Permanent(fmt.Errorf("encoding the event for HTTP: %w", err))
 	}
+	if fire, ok := FireOf(ctx); ok {
+		setFireHeaders(req.Header, fire)
+	}
 	resp, err := f.Client.Do(req)
 	if err != nil {
 		return fmt.Errorf("forwarding to %s: %w", f.URL, err)

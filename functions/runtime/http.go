@@ -55,7 +55,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	unlock := h.objects.lock(objectKey(*e))
 	h.metrics.inFlight.WithLabelValues(h.fn.Name).Inc()
 	start := time.Now()
-	err = h.fn.Handler.Handle(r.Context(), *e)
+	ctx := r.Context()
+	if fire, ok := fireFromHeaders(r.Header); ok {
+		ctx = WithFire(ctx, fire) // from the forwarder: the schedule's fire, not this request's time
+	}
+	err = h.fn.Handler.Handle(ctx, *e)
 	unlock()
 	h.metrics.duration.WithLabelValues(h.fn.Name).Observe(time.Since(start).Seconds())
 	h.metrics.inFlight.WithLabelValues(h.fn.Name).Dec()
