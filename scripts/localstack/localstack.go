@@ -27,6 +27,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
@@ -189,6 +190,8 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 		bucket.New(s.client, providers, log.Named(bucket.Name)),
 		entry.New(s.client, nil, s.js, retention, Cluster, log.Named(entry.Name)),
 		purge.New(s.client, s.js, providers, retention, Cluster, log.Named(purge.Name)),
+		etcdbackup.NewSchedule(s.client, s.js, Cluster, log.Named(etcdbackup.ScheduleName)),
+		etcdbackup.NewSnapshot(s.client, providers, log.Named(etcdbackup.SnapshotName)),
 	} {
 		w, err := runtime.NewWorker(s.js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
 			runtime.WithBackoff(200*time.Millisecond, 5*time.Second))

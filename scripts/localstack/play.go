@@ -49,6 +49,11 @@ func (s *session) play(ctx context.Context) error {
 	if err := s.startShoots(ctx); err != nil {
 		return err
 	}
+	stopEtcdBackups, err := s.startEtcdBackups(ctx)
+	if err != nil {
+		return fmt.Errorf("the EtcdBackupConfig example: %w", err)
+	}
+	defer stopEtcdBackups()
 	fmt.Fprintln(s.opts.Out, "waiting for a full and a delta snapshot of every shoot …")
 	if err := s.waitSnapshots(ctx); err != nil {
 		return err
@@ -260,6 +265,7 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\t%s\t%s\n", r.kind, r.name, r.typ, r.operation, r.state, r.progress, r.snapshots, truncate(r.description, 90))
 	}
 	_ = tw.Flush()
+	s.renderEtcdBackups(out)
 	fmt.Fprintln(out, "\nSCHEDULED PURGES")
 	if len(purges) == 0 {
 		fmt.Fprintln(out, "  none")
