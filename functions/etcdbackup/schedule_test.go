@@ -109,3 +109,41 @@ func scheduled(cfg *backupv1alpha1.EtcdBackupConfig) bool {
 	}
 	return false
 }
+
+// A config without a schedule is backed up once, now: the server fires its "@at" schedule
+// once and drops it; the config keeps its one backup.
+func TestOnceNow(t *testing.T) {
+	p := pipeline.Start(t)
+	c := p.Client
+	createNamespaces(t, c, "garden", "team")
+	reg, _ := providers(t)
+	dest := newDestination(t, p.Env, c, reg, local.Type, "once")
+	etcd := startEtcd(t, 5)
+	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
+	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
+	ctx := context.Background()
+
+	cfg := newConfig("team", "once", dest.obj.Name, 3, etcd.ClientURL)
+	cfg.Spec.Schedule = ""
+	if err := c.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := p.JS.Stream(ctx, events.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name)
+	live := &backupv1alpha1.EtcdBackupConfig{}
+	p.Eventually(30*time.Second, "one backup, the one-off schedule gone from the server", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live); err != nil {
+			return false, err.Error()
+		}
+		_, err := stream.GetLastMsgForSubject(ctx, subject)
+		return live.Status.BackupCount == 1 && errors.Is(err, jetstream.ErrMsgNotFound),
+			fmt.Sprintf("status %+v; schedule: %v", live.Status, err)
+	})
+	p.Drained(etcdbackup.SnapshotName)
+	if keys := listAll(t, dest.store, "team/once/"); len(keys) != 1 || live.Status.NextRun != nil {
+		t.Fatalf("backups %q, nextRun %v", keys, live.Status.NextRun)
+	}
+}
