@@ -127,7 +127,7 @@ func reasonOf(err error) string {
 func (s *Snapshotter) backup(ctx context.Context, cfg *backupv1alpha1.EtcdBackupConfig, at time.Time, log *zap.Logger) (*backupv1alpha1.Backup, []backupv1alpha1.BackupReference, error) {
 	if cfg.Spec.Keep < 1 {
 		// The CRD defaults and bounds keep; a config from elsewhere may still lack it.
-		return nil, nil, problemf(backupv1alpha1.ReasonInvalidDestination, "spec.keep is %d: at least 1", cfg.Spec.Keep)
+		return nil, nil, problemf(backupv1alpha1.ReasonInvalidConfig, "spec.keep is %d: at least 1", cfg.Spec.Keep)
 	}
 	store, _, err := openDestination(ctx, s.Client, s.Providers, cfg.Spec.Destination)
 	if err != nil {

@@ -20,6 +20,7 @@ const (
 const (
 	ReasonScheduleInstalled  = "ScheduleInstalled"
 	ReasonInvalidSchedule    = "InvalidSchedule"
+	ReasonInvalidConfig      = "InvalidConfig"
 	ReasonBackupTaken        = "BackupTaken"
 	ReasonUnknownDestination = "UnknownDestination"
 	ReasonInvalidDestination = "InvalidDestination"
