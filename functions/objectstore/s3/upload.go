@@ -23,11 +23,15 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 		return 0, fmt.Errorf("s3: bucket %q: %w", s.name, err)
 	}
 	counted := &objectstore.CountingReader{R: r}
+	// The upload manager is deprecated in favour of feature/s3/transfermanager, which is still
+	// v0.x; the manager is stable and does what is needed here.
+	//lint:ignore SA1019 stable multipart uploader; its successor is pre-1.0
 	uploader := manager.NewUploader(s.client, func(u *manager.Uploader) {
 		u.PartSize = objectstore.UploadPartSize
 		u.Concurrency = objectstore.UploadConcurrency
 		u.LeavePartsOnError = false
 	})
+	//lint:ignore SA1019 see above
 	_, err := uploader.Upload(ctx, &awss3.PutObjectInput{Bucket: aws.String(s.name), Key: aws.String(key), Body: counted})
 	if err != nil {
 		return counted.N, s.errorf(fmt.Sprintf("upload %q", key), err)
