@@ -1,0 +1,189 @@
+package infra_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/bridge"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// The roles of infra/rbac carry the bridge, the schedule and the snapshot function through an
+// EtcdBackupConfig's life — a cron schedule installed, backups taken and rotated with a
+// destination's credentials read, the config deleted — each as its own
+// ServiceAccount. Any Forbidden answer fails the test.
+func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS())
+	admin := env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, m := range render(t, "base") {
+		switch m.obj.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+		}
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))
+	as := func(component string) *rest.Config {
+		cfg := rest.CopyConfig(env.Kube.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:" + namespace + ":housekeeper-" + component,
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		}
+		return cfg
+	}
+	clientAs := func(component string) client.Client {
+		c, err := kube.NewClient(as(component))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	nc, err := nats.Connect(env.NATS.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := cli.Main(ctx, []string{"--nats-url", env.NATS.URL, "setup", "--ack-wait", "3s", "--log-level", "warn"}, os.Stdout, os.Stderr); code != 0 {
+		t.Fatalf("housekeeper setup: exit %d", code)
+	}
+	var wg sync.WaitGroup
+	runCtx, stop := context.WithCancel(context.Background())
+	t.Cleanup(func() { stop(); wg.Wait() })
+	background := func(name string, run func(context.Context) error) {
+		wg.Go(func() {
+			if err := run(runCtx); err != nil && runCtx.Err() == nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	bridgeCfg := as("bridge")
+	b, err := bridge.New(bridgeCfg, js, nil, bridge.Options{Cluster: "rbac-test", Types: []string{local.Type}, Logger: log.Named("bridge")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	background("bridge", func(ctx context.Context) error { return runAsLeader(ctx, bridgeCfg, b.Run) })
+	root := t.TempDir()
+	providers := objectstore.NewRegistry(local.New(root))
+	for _, fn := range []runtime.Function{
+		etcdbackup.NewSchedule(clientAs("schedule"), js, "rbac-test", log.Named("schedule")),
+		etcdbackup.NewSnapshot(clientAs("snapshot"), providers, log.Named("snapshot")),
+	} {
+		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
+			runtime.WithBackoff(100*time.Millisecond, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		background(fn.Name, w.Run)
+	}
+
+	etcdLogs, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcdLogs.Close()
+	br, err := stack.NewEtcdBR(etcdLogs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := stack.NewEtcdMember("rbac", filepath.Join(t.TempDir(), "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := br.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Stop()
+	store, err := providers["local"].Open("rbac-backups", nil)
+	if err != nil || store.Create(ctx) != nil {
+		t.Fatalf("bucket: %v", err)
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}},
+		// The snapshot function reads a destination's credentials secret (local needs none,
+		// but a referenced secret is read all the same).
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "dest-credentials"}, Data: map[string][]byte{"unused": []byte("x")}},
+		&backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.BackupDestinationSpec{
+			Type: "local", Bucket: "rbac-backups", CredentialsSecretRef: &backupv1alpha1.SecretReference{Namespace: "garden", Name: "dest-credentials"}}},
+		&backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"}, Spec: backupv1alpha1.EtcdBackupConfigSpec{
+			Etcd:     backupv1alpha1.EtcdReference{Endpoints: []string{etcd.ClientURL}},
+			Schedule: "* * * * * *", Keep: 2, Destination: "rbac"}},
+	} {
+		if err := admin.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	wait := func(what string, cond func() (bool, string)) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ok, state := cond()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; last seen: %s%s", what, state, forbidden(logs))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	cfg := &backupv1alpha1.EtcdBackupConfig{}
+	key := client.ObjectKey{Namespace: "team", Name: "main"}
+	seen := map[string]bool{}
+	wait("three backups taken, the first rotated out", func() (bool, string) {
+		if err := admin.Get(ctx, key, cfg); err != nil {
+			return false, err.Error()
+		}
+		if cfg.Status.LastBackup != nil {
+			seen[cfg.Status.LastBackup.Key] = true
+		}
+		var keys []string
+		_ = store.List(ctx, "team/main/", func(p []string) error { keys = append(keys, p...); return nil })
+		return len(seen) >= 3 && cfg.Status.BackupCount == 2 && len(keys) == 2, fmt.Sprintf("seen %d, store %q, status %+v", len(seen), keys, cfg.Status)
+	})
+	if err := admin.Delete(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	wait("the config released", func() (bool, string) {
+		err := admin.Get(ctx, key, cfg)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	if f := forbidden(logs); f != "" {
+		t.Fatalf("requests were forbidden:%s", f)
+	}
+}
