@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
 // Fixtures shared by the tests of this package.
@@ -123,4 +125,15 @@ func cloneHeader(h nats.Header) nats.Header {
 		c[k] = append([]string(nil), v...)
 	}
 	return c
+}
+
+func testEtcdBackupConfig() *backupv1alpha1.EtcdBackupConfig {
+	return &backupv1alpha1.EtcdBackupConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "etcd-main", UID: "0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a10",
+			ResourceVersion: "51877", Generation: 1, CreationTimestamp: metav1.NewTime(testNow)},
+		Spec: backupv1alpha1.EtcdBackupConfigSpec{
+			Etcd:     backupv1alpha1.EtcdReference{Endpoints: []string{"https://etcd-main-client.team-a:2379"}, TLSSecretRef: &backupv1alpha1.LocalObjectReference{Name: "etcd-client-tls"}},
+			Schedule: "0 */5 * * * *", Keep: 20, Destination: "s3-eu",
+		},
+	}
 }

@@ -58,6 +58,12 @@ func wireExamples(t *testing.T) string {
 		{"purge failed", func() (cloudevents.Event, error) {
 			return NewPurgeEvent(testCluster, OpPurgeFailed, deleting, failed, testNow.Add(7*24*time.Hour+time.Minute))
 		}, ""},
+		{"EtcdBackupConfig created", func() (cloudevents.Event, error) {
+			return NewObjectEvent(testCluster, KindEtcdBackupConfig, OpCreated, testEtcdBackupConfig(), at(testNow))
+		}, "EtcdBackupConfigs are namespaced: the subject and the name extension are `<namespace>/<name>` (the NATS subject token escapes the slash)."},
+		{"etcd backup due", func() (cloudevents.Event, error) {
+			return NewEtcdBackupDueEvent(testCluster, testEtcdBackupConfig(), "0 */5 * * * *", testNow)
+		}, "The payload of the config's schedule on `housekeeper.schedule.etcdbackup.<token>` (`Nats-Schedule: 0 */5 * * * *`, `Nats-Schedule-Target` this subject); every fire stores a copy on this subject with `Nats-Scheduler` and `Nats-Schedule-Next`, and the fire time names the backup."},
 	}
 
 	var b strings.Builder
