@@ -51,6 +51,9 @@ func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 		t.Fatal(err)
 	}
 	p.background("bridge", b.Run)
+	// Objects a test creates from here on are news to the bridge (created events), not part
+	// of its initial list (synced events), however slowly a loaded machine starts it.
+	p.Eventually(60*time.Second, "the bridge's initial lists", func() (bool, string) { return b.Synced(), "not synced" })
 	return p
 }
 
