@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,6 +46,10 @@ func connectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdB
 		cancel()
 		if err == nil {
 			return cli, nil
+		}
+		if tlsErr := handshake(ctx, ep, tlsConfig); tlsErr != nil {
+			_ = cli.Close()
+			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
@@ -92,4 +98,31 @@ func etcdTLS(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBacku
 			backupv1alpha1.TLSKeyCA, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
 	}
 	return t, nil
+}
+
+// handshake tells why a TLS endpoint did not answer when gRPC only says it timed out: it
+// shakes hands with it as the client would. nil if it can, if it is not TLS, or if it is
+// not there at all (then the endpoint is unreachable, not the TLS material wrong).
+func handshake(ctx context.Context, endpoint string, config *tls.Config) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || config == nil || u.Scheme != "https" {
+		return nil
+	}
+	c := config.Clone()
+	if c.ServerName == "" {
+		c.ServerName = u.Hostname()
+	}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: c}
+	dialCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(dialCtx, "tcp", u.Host)
+	if err == nil {
+		_ = conn.Close()
+		return nil
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return nil // nothing listens: unreachable
+	}
+	return err
 }
