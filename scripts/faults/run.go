@@ -86,7 +86,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	wg.Go(func() { workloadErr <- w.run(ctx); close(workloadDone) })
-	wg.Go(func() { r.injectFaults(faultsCtx) })
+	injectorDone := make(chan struct{})
+	wg.Go(func() { r.injectFaults(faultsCtx); close(injectorDone) })
 	wg.Go(func() { watch.run(watchCtx) })
 	wg.Go(func() { r.endFaults(faultsCtx, stopFaults, start, workloadDone, w) })
 	<-workloadDone
@@ -97,6 +98,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
 	<-faultsCtx.Done()
+	// A fault in flight finishes its own restart; healing alongside it would start a second copy.
+	<-injectorDone
 	lastFault := time.Now()
 	r.heal()
 	fmt.Fprintf(cfg.Out, "workload and faults done after %s; waiting for convergence …\n", time.Since(start).Round(time.Second))
