@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"syscall"
-	"time"
 )
 
 // Azurite's well-known development account (documented by Microsoft; not a secret).
@@ -24,8 +22,7 @@ type Azurite struct {
 	Endpoint string
 	Port     int
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *process
 }
 
 // StartAzurite starts azurite-blob in memory on a free loopback port, writing its access log
@@ -59,47 +56,18 @@ func startAzurite(bin string, port int, logs io.Writer) (*Azurite, error) {
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// Own process group: Azurite is a node process tree, stopped as a whole.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	proc, err := start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	a := &Azurite{
-		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/%s", port, AzuriteAccount),
-		Port:     port,
-		cmd:      cmd,
-		done:     make(chan struct{}),
+	if err := proc.awaitListening("azurite", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+		return nil, err
 	}
-	go func() { _ = cmd.Wait(); close(a.done) }()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return a, nil
-		}
-		select {
-		case <-a.done:
-			return nil, fmt.Errorf("azurite exited before listening on %s (see its log)", addr)
-		case <-ctx.Done():
-			a.Stop()
-			return nil, fmt.Errorf("azurite did not listen on %s within 30s", addr)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return &Azurite{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/%s", port, AzuriteAccount), Port: port, proc: proc}, nil
 }
 
 // Stop terminates Azurite and waits for it to exit.
-func (a *Azurite) Stop() {
-	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
-		<-a.done
-	}
-}
+func (a *Azurite) Stop() { a.proc.stop() }
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

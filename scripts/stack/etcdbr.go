@@ -17,22 +17,9 @@ import (
 // EtcdBRDir is the directory with etcdbrctl and the etcd release it links, as
 // scripts/install-etcdbr.sh builds them.
 func EtcdBRDir() (string, error) {
-	versions, err := Versions()
-	if err != nil {
-		return "", err
-	}
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(cache, "etcdbr",
-		fmt.Sprintf("etcdbrctl-%s-etcd-%s", versions["ETCDBR_VERSION"], versions["ETCDBR_ETCD_VERSION"]))
-	for _, bin := range []string{"etcdbrctl", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			return "", fmt.Errorf("%s %w in %s: run `make tools` (scripts/install-etcdbr.sh)", bin, ErrNotInstalled, dir)
-		}
-	}
-	return dir, nil
+	return installed("scripts/install-etcdbr.sh", func(v map[string]string) string {
+		return filepath.Join("etcdbr", fmt.Sprintf("etcdbrctl-%s-etcd-%s", v["ETCDBR_VERSION"], v["ETCDBR_ETCD_VERSION"]))
+	}, "etcdbrctl", "etcd")
 }
 
 // EtcdBR runs etcd and etcd-backup-restore (etcdbrctl) as processes, the way etcd-druid runs
@@ -243,39 +230,4 @@ func (b *EtcdBR) command(ctx context.Context, bin string, args ...string) *exec.
 	cmd.Stdout, cmd.Stderr = b.Logs, b.Logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: b.RunAs}
 	return cmd
-}
-
-func start(cmd *exec.Cmd) (*process, error) {
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", cmd.Args[0], err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-// process is a started process group.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM to the group, then SIGKILL after 10 s, and waits for the exit.
-func (p *process) stop() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
 }

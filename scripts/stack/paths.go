@@ -81,6 +81,14 @@ func ControlPlaneDir() (string, error) {
 	if dir := os.Getenv("HOUSEKEEPER_CONTROLPLANE"); dir != "" {
 		return dir, nil
 	}
+	return installed("scripts/install-controlplane.sh", func(v map[string]string) string {
+		return filepath.Join("controlplane", fmt.Sprintf("kube-%s-etcd-%s", v["KUBERNETES_VERSION"], v["ETCD_VERSION"]))
+	}, "kube-apiserver", "etcd")
+}
+
+// installed is the cache directory an install script fills with bins, at the path dir derives
+// from the pinned versions; ErrNotInstalled, naming the script, while a binary is missing.
+func installed(script string, dir func(versions map[string]string) string, bins ...string) (string, error) {
 	versions, err := Versions()
 	if err != nil {
 		return "", err
@@ -89,14 +97,13 @@ func ControlPlaneDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(cache, "controlplane",
-		fmt.Sprintf("kube-%s-etcd-%s", versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"]))
-	for _, bin := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
-			return "", fmt.Errorf("%s %w in %s: run `make tools` (scripts/install-controlplane.sh)", bin, ErrNotInstalled, dir)
+	path := filepath.Join(cache, dir(versions))
+	for _, bin := range bins {
+		if _, err := os.Stat(filepath.Join(path, bin)); err != nil {
+			return "", fmt.Errorf("%s %w in %s: run `make tools` (%s)", bin, ErrNotInstalled, path, script)
 		}
 	}
-	return dir, nil
+	return path, nil
 }
 
 // AzuriteBinary is the azurite-blob executable installed by scripts/install-azurite.sh, keyed

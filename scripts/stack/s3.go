@@ -1,8 +1,6 @@
 package stack
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -10,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-	"time"
 )
 
 // The local S3 server's root user and region (development values; not secrets).
@@ -31,26 +28,19 @@ type S3 struct {
 	Port     int
 	Dir      string
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *process
 }
 
 // S3Binary is the versitygw executable installed by scripts/install-s3.sh at the version
 // pinned in scripts/versions.env.
 func S3Binary() (string, error) {
-	versions, err := Versions()
+	dir, err := installed("scripts/install-s3.sh", func(v map[string]string) string {
+		return filepath.Join("s3", "versitygw-"+v["VERSITYGW_VERSION"])
+	}, "versitygw")
 	if err != nil {
 		return "", err
 	}
-	cache, err := CacheDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(cache, "s3", "versitygw-"+versions["VERSITYGW_VERSION"], "versitygw")
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("versitygw %w at %s: run `make tools` (scripts/install-s3.sh)", ErrNotInstalled, bin)
-	}
-	return bin, nil
+	return filepath.Join(dir, "versitygw"), nil
 }
 
 // StartS3 starts versitygw on a free loopback port, keeping its data under dir (created if
@@ -90,38 +80,15 @@ func startS3(bin, dir string, port int, logs io.Writer) (*S3, error) {
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	proc, err := start(cmd)
+	if err != nil {
+		return nil, err
 	}
-	s := &S3{Endpoint: "http://" + addr, Port: port, Dir: dir, cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(s.done) }()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			conn.Close()
-			return s, nil
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("versitygw exited before listening on %s (see its log)", addr)
-		case <-ctx.Done():
-			s.Stop()
-			return nil, fmt.Errorf("versitygw did not listen on %s within 30s", addr)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := proc.awaitListening("versitygw", addr); err != nil {
+		return nil, err
 	}
+	return &S3{Endpoint: "http://" + addr, Port: port, Dir: dir, proc: proc}, nil
 }
 
 // Stop terminates the server and waits for it to exit; its data stays in Dir.
-func (s *S3) Stop() {
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
-}
+func (s *S3) Stop() { s.proc.stop() }
