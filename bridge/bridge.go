@@ -161,26 +161,34 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stopPublishing()
 	acks := make(chan inFlight, b.opts.MaxInFlight)
 	var dispatchers, publishing sync.WaitGroup
-	// Encoding is most of a dispatcher's work: one per CPU.
-	for range runtime.GOMAXPROCS(0) {
-		dispatchers.Go(func() { b.dispatch(publishCtx, acks) })
-	}
-	publishing.Go(func() { dispatchers.Wait(); close(acks) })
-	publishing.Go(func() { b.awaitAcks(publishCtx, acks) })
 
-	// The secret informers started for the objects of the initial lists are waited for too:
-	// a secret created after Synced must be announced, not be part of an initial list.
+	// Nothing is published before every initial list is in. A function reads the other kinds
+	// live when it handles an event, and each informer watches from its own list on: what
+	// changed between the first list and the last (an entry deleted after the buckets were
+	// listed and before the entries were) is then either in a list or seen by a watch, and
+	// the event that would have been handled too early (a bucket waiting for that entry) is
+	// handled after it. The secret informers started for the objects of the initial lists are
+	// waited for too: a secret created after Synced must be announced, not be part of a list.
 	if cache.WaitForCacheSync(ctx.Done(), b.handlersSynced...) && cache.WaitForCacheSync(ctx.Done(), b.secrets.hasSynced) {
 		b.synced.Store(true)
 		b.log.Info("informers synced", zap.Int("buckets", len(b.buckets.GetStore().ListKeys())),
-			zap.Int("entries", len(b.entries.GetStore().ListKeys())), zap.Strings("secretNamespaces", b.secrets.watched()))
+			zap.Int("entries", len(b.entries.GetStore().ListKeys())), zap.Strings("secretNamespaces", b.secrets.watched()),
+			zap.Int("queued", b.queue.pending()))
+		// Encoding is most of a dispatcher's work: one per CPU.
+		for range runtime.GOMAXPROCS(0) {
+			dispatchers.Go(func() { b.dispatch(publishCtx, acks) })
+		}
 	}
+	publishing.Go(func() { dispatchers.Wait(); close(acks) })
+	publishing.Go(func() { b.awaitAcks(publishCtx, acks) })
 	<-ctx.Done()
 
 	stopWatching()
 	informers.Wait()
 	b.secrets.stop()
-	b.flush()
+	if b.Synced() {
+		b.flush()
+	}
 	stopPublishing()
 	b.queue.shutdown()
 	publishing.Wait()

@@ -314,6 +314,63 @@ func TestBridgeAnnouncesEntryAgainWhenItsNamespaceAppears(t *testing.T) {
 	}
 }
 
+// The bridge publishes nothing until every initial list is in. Otherwise a bucket being
+// deleted, listed before its last entry was deleted and the entries listed after, was announced
+// while the entry still existed; the bucket function found it, waited for its deletion, and no
+// watch ever reported that deletion (it came before the entries' list).
+func TestBridgePublishesNothingBeforeEveryListIsIn(t *testing.T) {
+	h := newHarness(t)
+	doomed := bucket("seed-bucket", "azure")
+	doomed.Finalizers = []string{"extensions.gardener.cloud/backupbucket"}
+	h.create(doomed)
+	last := entry("shoot--dev--last--1", "azure")
+	h.create(last)
+	if err := h.c.Delete(context.Background(), doomed); err != nil {
+		t.Fatal(err)
+	}
+
+	// The bridge's first request for entries (its list) waits until released.
+	release := make(chan struct{})
+	var held sync.Once
+	cfg := rest.CopyConfig(h.env.Kube.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if strings.HasSuffix(req.URL.Path, "/backupentries") {
+				held.Do(func() { <-release })
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	opts := Options{Cluster: cluster, Logger: zaptest.NewLogger(t)}
+	b, err := New(cfg, h.js, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = b.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	h.eventually(10*time.Second, "the bucket in the bridge's cache", func() bool {
+		_, exists, _ := b.buckets.GetStore().GetByKey(doomed.Name)
+		return exists
+	})
+	time.Sleep(time.Second) // time enough to publish, were publishing not held
+	if rs := h.stream(); len(rs) != 0 {
+		t.Errorf("%d events published while the entries were not listed yet (first: %s of %s)", len(rs), rs[0].event.Type(), rs[0].event.Subject())
+	}
+	if err := h.c.Delete(context.Background(), last); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+
+	h.eventually(10*time.Second, "bridge synced", b.Synced)
+	h.eventually(10*time.Second, "the bucket announced", func() bool { return len(typesOf(h.stream(), string(doomed.UID))) > 0 })
+	if got := typesOf(h.stream(), string(last.UID)); len(got) != 0 {
+		t.Errorf("the entry deleted before the entries were listed was announced: %v", got)
+	}
+}
+
 func TestResyncRequestReemitsEveryObject(t *testing.T) {
 	h := newHarness(t)
 	for i := range 5 {
