@@ -15,7 +15,17 @@ else
   echo "[azurite] installing $(sed -n 's/.*"azurite": "\(.*\)".*/\1/p' "$here/azurite/package.json" | head -1) from npm into $dir" >&2
   rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
   cp "$here/azurite/package.json" "$lock" "$dir.tmp/"
-  (cd "$dir.tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+  # The lockfile names every tarball (resolved) and its hash, so npm fetches the tarballs and
+  # no package metadata. A registry that stalls fails one attempt, not the install.
+  for attempt in 1 2 3; do
+    if (cd "$dir.tmp" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+          --fetch-retries=4 --fetch-timeout=120000 >&2); then
+      break
+    fi
+    (( attempt < 3 )) || { echo "[azurite] npm ci failed 3 times" >&2; exit 1; }
+    echo "[azurite] npm ci failed (attempt $attempt of 3); trying again" >&2
+    rm -rf "$dir.tmp/node_modules"
+  done
   rm -rf "$dir" && mv "$dir.tmp" "$dir"
   # node_modules/.bin links are relative, so the move keeps them working.
 fi
