@@ -196,17 +196,14 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 		last != nil && last.State == gardencorev1beta1.LastOperationStateSucceeded &&
 		obj.GetExtensionStatus().GetObservedGeneration() == obj.GetGeneration()
 
-	credentials, err := r.ensureFinalizers(ctx, obj)
+	// A reconcile annotation goes before the work, as upstream does, in the patch that adds
+	// the finalizer: one write of the object instead of two.
+	credentials, err := r.ensureFinalizers(ctx, obj, operation == OperationReconcile)
 	if apierrors.IsConflict(err) {
 		return err
 	}
 	if err != nil {
 		return r.Fail(ctx, obj, t, err)
-	}
-	if operation == OperationReconcile { // removed before the work, as upstream does
-		if err := r.removeAnnotation(ctx, obj); err != nil {
-			return err
-		}
 	}
 	result, err := r.Actuator.Reconcile(ctx, obj, credentials)
 	if err != nil {
@@ -302,10 +299,17 @@ func (r *Reconciler) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha
 	return nil
 }
 
-// ensureFinalizers puts our finalizer on the object and on its spec.secretRef secret and
-// returns the secret's data.
-func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) (map[string][]byte, error) {
-	if err := r.patchFinalizer(ctx, obj, controllerutil.AddFinalizer); err != nil {
+// ensureFinalizers puts our finalizer on the object (dropping its operation annotation in the
+// same patch if dropOperation) and on its spec.secretRef secret, and returns the secret's data.
+func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object, dropOperation bool) (map[string][]byte, error) {
+	change := func(o client.Object, finalizer string) bool {
+		changed := controllerutil.AddFinalizer(o, finalizer)
+		if dropOperation {
+			changed = dropAnnotation(o) || changed
+		}
+		return changed
+	}
+	if err := r.patchFinalizer(ctx, obj, change); err != nil {
 		return nil, fmt.Errorf("adding finalizer to %s %s: %w", r.Kind, obj.GetName(), err)
 	}
 	ref := r.SecretRef(obj)
@@ -319,8 +323,8 @@ func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha
 	return secret.Data, nil
 }
 
-// patchFinalizer adds or removes our finalizer on obj. The patch carries obj's
-// resourceVersion: other controllers edit finalizers too, and obj may come from an event.
+// patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with more
+// of its metadata. The patch carries obj's resourceVersion: other controllers edit finalizers too, and obj may come from an event.
 func (r *Reconciler) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.Object, change func(client.Object, string) bool) error {
 	base := obj.DeepCopyObject().(client.Object)
 	if !change(obj, r.Finalizer) {
@@ -342,14 +346,22 @@ func (r *Reconciler) patchSecretFinalizer(ctx context.Context, ref corev1.Secret
 }
 
 func (r *Reconciler) removeAnnotation(ctx context.Context, obj extensionsv1alpha1.Object) error {
-	if _, ok := obj.GetAnnotations()[AnnotationOperation]; !ok {
+	base := obj.DeepCopyObject().(client.Object)
+	if !dropAnnotation(obj) {
 		return nil
 	}
-	base := obj.DeepCopyObject().(client.Object)
-	annotations := obj.GetAnnotations()
-	delete(annotations, AnnotationOperation)
-	obj.SetAnnotations(annotations)
 	return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// dropAnnotation removes the operation annotation from o and reports whether it had one.
+func dropAnnotation(o client.Object) bool {
+	annotations := o.GetAnnotations()
+	if _, ok := annotations[AnnotationOperation]; !ok {
+		return false
+	}
+	delete(annotations, AnnotationOperation)
+	o.SetAnnotations(annotations)
+	return true
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {

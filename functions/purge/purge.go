@@ -17,6 +17,7 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -273,12 +274,11 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 //
 // A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
 func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
-	providerType, region, secretRef := be.Spec.Type, be.Spec.Region, be.Spec.SecretRef
-	source := gardener.IsSourceEntry(be.Name)
-	if !source {
-		if store := p.stores.get(be.Spec.BucketName); store != nil {
-			return store, nil
-		}
+	if gardener.IsSourceEntry(be.Name) {
+		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
+	}
+	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) {
+		providerType, region, secretRef := be.Spec.Type, be.Spec.Region, be.Spec.SecretRef
 		bucket := &extensionsv1alpha1.BackupBucket{}
 		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
 		case err == nil:
@@ -286,7 +286,12 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
 		}
-	}
+		return p.openWith(ctx, be, providerType, region, secretRef)
+	})
+}
+
+// openWith opens be's bucket with the provider, region and credentials given.
+func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
 	provider, err := p.Providers.Get(providerType)
 	if err != nil {
 		return nil, gardener.StoreError(err)
@@ -298,9 +303,6 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 	store, err := objectstore.InRegion(provider, region).Open(be.Spec.BucketName, credentials)
 	if err != nil {
 		return nil, gardener.StoreError(err)
-	}
-	if !source {
-		p.stores.put(be.Spec.BucketName, store)
 	}
 	return store, nil
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
@@ -16,11 +18,37 @@ const storeTTL = 30 * time.Second
 type openStores struct {
 	mu       sync.Mutex
 	byBucket map[string]openStore
+	// opening makes the purges of a bucket that find no store wait for one open, not each
+	// read the BackupBucket and its credentials.
+	opening singleflight.Group
 }
 
 type openStore struct {
 	store objectstore.Store
 	until time.Time
+}
+
+// getOrOpen returns the bucket's store, opening it with open (once, however many ask at the
+// same time) when this instance has none.
+func (s *openStores) getOrOpen(bucket string, open func() (objectstore.Store, error)) (objectstore.Store, error) {
+	if store := s.get(bucket); store != nil {
+		return store, nil
+	}
+	v, err, _ := s.opening.Do(bucket, func() (any, error) {
+		if store := s.get(bucket); store != nil {
+			return store, nil // opened while this caller was on its way
+		}
+		store, err := open()
+		if err != nil {
+			return nil, err
+		}
+		s.put(bucket, store)
+		return store, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(objectstore.Store), nil
 }
 
 func (s *openStores) get(bucket string) objectstore.Store {
