@@ -3,16 +3,13 @@ package azure
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -103,64 +100,12 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 // fails its keys, except when the failure concerns every key alike — a missing container,
 // rejected credentials, a cancelled context — which fails the call.
 func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
-	failed := map[string]error{}
-	seen := make(map[string]struct{}, len(keys))
-	todo := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, dup := seen[k]; dup {
-			continue // a second delete in the same batch would only report BlobNotFound
-		}
-		seen[k] = struct{}{}
-		if err := objectstore.ValidateKey(k); err != nil {
-			failed[k] = err
-			continue
-		}
-		todo = append(todo, k)
-	}
-
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.opts.batchConcurrency)
-	for start := 0; start < len(todo); start += s.opts.batchSize {
-		batch := todo[start:min(start+s.opts.batchSize, len(todo))]
-		g.Go(func() error {
-			perKey, err := s.deleteBatch(gctx, batch)
-			if err != nil {
-				if wholeCallFailure(err) {
-					return err
-				}
-				perKey = make(map[string]error, len(batch))
-				for _, k := range batch {
-					perKey[k] = err
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for k, e := range perKey {
-				failed[k] = e
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	todo, failed := objectstore.KeysToDelete(keys)
+	keyOf := func(k string) string { return k }
+	if err := objectstore.DeleteInBatches(ctx, todo, s.opts.batchSize, s.opts.batchConcurrency, keyOf, s.deleteBatch, failed); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(failed) == 0 {
-		return nil, nil
-	}
-	return failed, nil
-}
-
-// wholeCallFailure says whether err, met by one batch, would fail every other batch too.
-func wholeCallFailure(err error) bool {
-	return errors.Is(err, objectstore.ErrBucketNotFound) ||
-		errors.Is(err, objectstore.ErrUnauthenticated) ||
-		errors.Is(err, objectstore.ErrUnauthorized) ||
-		errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded)
+	return objectstore.Failed(failed), nil
 }
 
 var deleteOptions = &container.BatchDeleteOptions{

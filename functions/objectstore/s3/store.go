@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -270,20 +269,7 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 // whole fails its keys, except when the failure concerns every key alike — a missing bucket,
 // rejected credentials, a cancelled context — which fails the call.
 func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
-	failed := map[string]error{}
-	seen := make(map[string]struct{}, len(keys))
-	todo := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if _, dup := seen[k]; dup {
-			continue
-		}
-		seen[k] = struct{}{}
-		if err := objectstore.ValidateKey(k); err != nil {
-			failed[k] = err
-			continue
-		}
-		todo = append(todo, k)
-	}
+	todo, failed := objectstore.KeysToDelete(keys)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -292,17 +278,12 @@ func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error
 		if err != nil {
 			return nil, err
 		}
-		if err := s.deleteObjects(ctx, objects, failed); err != nil {
+		keyOf := func(o types.ObjectIdentifier) string { return *o.Key }
+		if err := objectstore.DeleteInBatches(ctx, objects, s.opts.deleteBatchSize, s.opts.deleteConcurrency, keyOf, s.deleteBatch, failed); err != nil {
 			return nil, err
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(failed) == 0 {
-		return nil, nil
-	}
-	return failed, nil
+	return objectstore.Failed(failed), nil
 }
 
 // objectsOf returns what to delete for keys: the keys themselves in a bucket without
@@ -350,47 +331,6 @@ func commonPrefix(a, b string) string {
 		n++
 	}
 	return a[:n]
-}
-
-// deleteObjects deletes objects in DeleteObjects requests, adding the keys that were not
-// deleted to failed.
-func (s *store) deleteObjects(ctx context.Context, objects []types.ObjectIdentifier, failed map[string]error) error {
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.opts.deleteConcurrency)
-	for batch := range slices.Chunk(objects, s.opts.deleteBatchSize) {
-		g.Go(func() error {
-			perKey, err := s.deleteBatch(gctx, batch)
-			if err != nil {
-				if wholeCallFailure(err) {
-					return err
-				}
-				perKey = make(map[string]error, len(batch))
-				for _, o := range batch {
-					perKey[*o.Key] = err
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for k, e := range perKey {
-				if _, ok := failed[k]; !ok {
-					failed[k] = e
-				}
-			}
-			return nil
-		})
-	}
-	return g.Wait()
-}
-
-// wholeCallFailure says whether err, met by one request, would fail every other one too.
-func wholeCallFailure(err error) bool {
-	return errors.Is(err, objectstore.ErrBucketNotFound) ||
-		errors.Is(err, objectstore.ErrUnauthenticated) ||
-		errors.Is(err, objectstore.ErrUnauthorized) ||
-		errors.Is(err, objectstore.ErrInvalidCredentials) ||
-		errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded)
 }
 
 // deleteBatch sends one DeleteObjects request (quiet: the answer lists only failures) and
