@@ -2,9 +2,10 @@
 SHELL := /usr/bin/env bash
 GO    ?= go
 STATICCHECK_VERSION ?= v0.8.2
+FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test bench faults lint crds apis tools controlplane azurite s3 etcdbr
+.PHONY: help run test fuzz bench faults lint crds apis tools controlplane azurite s3 etcdbr
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -12,9 +13,11 @@ help: ## list the targets
 run: tools ## run the whole local stack (no Docker)
 	$(GO) run ./scripts/cmd/localstack
 
-test: tools ## unit and integration tests against the real components, then a short fuzz run
+test: tools ## unit and integration tests against the real components (the committed fuzz corpus included)
 	$(GO) test -race -count=1 -timeout 45m ./...
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 15s ./events/
+
+fuzz: ## fuzz the event decoder for FUZZTIME (default 1m); a failing input lands in events/testdata/fuzz
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./events/
 
 faults: tools ## the fault suite, full form: faults injected, time to converge, invariants
 	$(GO) run ./scripts/cmd/faults

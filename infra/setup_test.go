@@ -158,11 +158,12 @@ func setupJob(t *testing.T, objs []manifest) ([]string, map[string]string) {
 	return c.Args, env
 }
 
-// buildHousekeeper builds the housekeeper binary as infra/Dockerfile does.
+// buildHousekeeper builds the housekeeper binary, with -race as the test binaries are built,
+// so that the build reuses their compiled packages.
 func buildHousekeeper(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./functions/cmd/housekeeper")
+	cmd := exec.Command("go", "build", "-race", "-o", dir+"/", "./functions/cmd/housekeeper")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

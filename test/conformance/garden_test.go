@@ -202,7 +202,9 @@ func buildHousekeeper(dir string) (string, error) {
 		root = src
 	}
 	bin := filepath.Join(dir, "bin")
-	cmd := exec.Command("go", "build", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
+	// -race, as the test binaries are built: the build reuses their compiled packages, and a
+	// race in the bridge or a function shows in its log.
+	cmd := exec.Command("go", "build", "-race", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", &buildError{err: err, out: string(out)}
