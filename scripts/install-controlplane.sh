@@ -56,7 +56,7 @@ build_kube_apiserver() {
     ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
-  log "kube-apiserver $KUBERNETES_VERSION: compiling (about 6 minutes the first time on 2 cores)"
+  log "kube-apiserver $KUBERNETES_VERSION: compiling (about 7 minutes the first time on 2 cores)"
   (cd "$work" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -v -trimpath -ldflags "$ldflags" \
       -o "$bin.tmp" k8s.io/kubernetes/cmd/kube-apiserver 2>&1) | progress kube-apiserver
   mv "$bin.tmp" "$bin"
