@@ -44,9 +44,10 @@ type Bridge struct {
 	log       *zap.Logger
 
 	buckets, entries, namespaces cache.SharedIndexInformer
-	// configs watches EtcdBackupConfigs; nil where the API server does not serve them.
-	configs cache.SharedIndexInformer
-	secrets *secretWatch
+	// configs holds the EtcdBackupConfig informer once the API server serves the kind.
+	configs      atomic.Value
+	configSource *etcdBackupConfigSource
+	secrets      *secretWatch
 	// handlersSynced report whether the handlers received the informers' initial lists.
 	handlersSynced []cache.InformerSynced
 
@@ -95,7 +96,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	b.namespaces = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "namespaces", "", fields.Everything()),
 		&corev1.Namespace{}, 0, cache.Indexers{})
-	if b.configs, err = etcdBackupConfigInformer(cfg, opts.ResyncPeriod); err != nil {
+	if b.configSource, err = newEtcdBackupConfigSource(cfg, opts.ResyncPeriod); err != nil {
 		return nil, err
 	}
 	b.secrets = &secretWatch{client: cs.CoreV1().RESTClient(), users: b.secretUsers, handler: b.secretHandler, log: opts.Logger}
@@ -104,9 +105,6 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		b.buckets:    b.objectHandler(events.KindBackupBucket),
 		b.entries:    b.objectHandler(events.KindBackupEntry),
 		b.namespaces: cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated},
-	}
-	if b.configs != nil {
-		handlers[b.configs] = b.objectHandler(events.KindEtcdBackupConfig)
 	}
 	for _, inf := range b.informers() {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
@@ -120,14 +118,27 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		}
 		b.handlersSynced = append(b.handlersSynced, reg.HasSynced)
 	}
+	// EtcdBackupConfigs served at the start are part of its initial lists; otherwise Run
+	// waits for the kind.
+	served, err := b.configSource.served()
+	if err != nil {
+		return nil, err
+	}
+	if served {
+		_, synced, err := b.watchEtcdBackupConfigs()
+		if err != nil {
+			return nil, err
+		}
+		b.handlersSynced = append(b.handlersSynced, synced)
+	}
 	return b, nil
 }
 
 // informers are the object informers the bridge runs (the secrets have their own).
 func (b *Bridge) informers() []cache.SharedIndexInformer {
 	infs := []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces}
-	if b.configs != nil {
-		infs = append(infs, b.configs)
+	if configs := b.etcdBackupConfigs(); configs != nil {
+		infs = append(infs, configs)
 	}
 	return infs
 }
@@ -155,6 +166,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	var informers sync.WaitGroup
 	for _, inf := range b.informers() {
 		informers.Go(func() { inf.RunWithContext(watchCtx) })
+	}
+	if b.etcdBackupConfigs() == nil {
+		informers.Go(func() {
+			b.awaitEtcdBackupConfigs(watchCtx, func(inf cache.SharedIndexInformer) { inf.RunWithContext(watchCtx) })
+		})
 	}
 
 	publishCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))

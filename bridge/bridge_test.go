@@ -20,11 +20,14 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -691,4 +694,46 @@ func TestDigestSecretIsIdempotent(t *testing.T) {
 	if once.(*corev1.Secret).Data != nil {
 		t.Error("the digested secret still holds data")
 	}
+}
+
+// A bridge started before the EtcdBackupConfig CRD was installed watches the kind once the
+// API server serves it, without a restart, and announces the configs.
+func TestBridgeWatchesEtcdBackupConfigsOnceTheirCRDIsInstalled(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+	if err := h.c.Get(ctx, client.ObjectKey{Name: "etcdbackupconfigs.backup.housekeeper.dev"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	source, err := newEtcdBackupConfigSource(h.env.Kube.Config, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(30*time.Second, "the API server to stop serving EtcdBackupConfigs", func() bool {
+		served, err := source.served()
+		return err == nil && !served
+	})
+
+	b, _ := h.start(Options{CRDPollInterval: 100 * time.Millisecond})
+	if b.etcdBackupConfigs() != nil {
+		t.Fatal("the bridge watches EtcdBackupConfigs while the API server does not serve them")
+	}
+	crd.SetResourceVersion("")
+	crd.SetUID("")
+	unstructured.RemoveNestedField(crd.Object, "status")
+	h.create(crd)
+	h.eventually(30*time.Second, "the bridge to watch EtcdBackupConfigs", func() bool { return b.etcdBackupConfigs() != nil })
+
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})
+	cfg := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"},
+		Spec: backupv1alpha1.EtcdBackupConfigSpec{Etcd: backupv1alpha1.EtcdReference{Endpoints: []string{"http://127.0.0.1:2379"}},
+			Schedule: "0 * * * * *", Keep: 3, Destination: "somewhere"}}
+	h.create(cfg)
+	h.eventually(10*time.Second, "an event for the EtcdBackupConfig", func() bool {
+		return len(typesOf(h.stream(), string(cfg.UID))) > 0
+	})
 }

@@ -1,9 +1,11 @@
 package bridge
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -11,31 +13,24 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
-// etcdBackupConfigInformer returns an informer on EtcdBackupConfigs (all namespaces), or nil
-// if the API server does not serve backup.housekeeper.dev/v1alpha1: a seed where only
-// Gardener's CRDs are installed runs the bridge without it (install the CRD, then restart).
-func etcdBackupConfigInformer(cfg *rest.Config, resync time.Duration) (cache.SharedIndexInformer, error) {
+// etcdBackupConfigSource makes the informer on EtcdBackupConfigs (all namespaces) once the
+// API server serves backup.housekeeper.dev/v1alpha1: a seed where only Gardener's CRDs are
+// installed runs the bridge without it, and the CRD may be installed later.
+type etcdBackupConfigSource struct {
+	discovery discovery.DiscoveryInterface
+	client    rest.Interface
+	resync    time.Duration
+}
+
+func newEtcdBackupConfigSource(cfg *rest.Config, resync time.Duration) (*etcdBackupConfigSource, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		return nil, err
-	}
-	resources, err := dc.ServerResourcesForGroupVersion(backupv1alpha1.SchemeGroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("discovering %s: %w", backupv1alpha1.SchemeGroupVersion, err)
-	}
-	served := false
-	for _, r := range resources.APIResources {
-		served = served || r.Name == "etcdbackupconfigs"
-	}
-	if !served {
-		return nil, nil
 	}
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &backupv1alpha1.SchemeGroupVersion
@@ -48,7 +43,81 @@ func etcdBackupConfigInformer(cfg *rest.Config, resync time.Duration) (cache.Sha
 	if err != nil {
 		return nil, err
 	}
+	return &etcdBackupConfigSource{discovery: dc, client: rc, resync: resync}, nil
+}
+
+// served reports whether the API server serves EtcdBackupConfigs.
+func (s *etcdBackupConfigSource) served() (bool, error) {
+	resources, err := s.discovery.ServerResourcesForGroupVersion(backupv1alpha1.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", backupv1alpha1.SchemeGroupVersion, err)
+	}
+	for _, r := range resources.APIResources {
+		if r.Name == "etcdbackupconfigs" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (s *etcdBackupConfigSource) informer() cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(rc, "etcdbackupconfigs", "", fields.Everything()),
-		&backupv1alpha1.EtcdBackupConfig{}, resync, cache.Indexers{}), nil
+		cache.NewListWatchFromClient(s.client, "etcdbackupconfigs", "", fields.Everything()),
+		&backupv1alpha1.EtcdBackupConfig{}, s.resync, cache.Indexers{})
+}
+
+// etcdBackupConfigs is the EtcdBackupConfig informer, nil while the API server does not
+// serve the kind.
+func (b *Bridge) etcdBackupConfigs() cache.SharedIndexInformer {
+	inf, _ := b.configs.Load().(cache.SharedIndexInformer)
+	return inf
+}
+
+// watchEtcdBackupConfigs makes the EtcdBackupConfig informer with its handler; run starts it.
+func (b *Bridge) watchEtcdBackupConfigs() (inf cache.SharedIndexInformer, synced cache.InformerSynced, err error) {
+	inf = b.configSource.informer()
+	if err := inf.SetTransform(dropManagedFields); err != nil {
+		return nil, nil, err
+	}
+	reg, err := inf.AddEventHandler(b.objectHandler(events.KindEtcdBackupConfig))
+	if err != nil {
+		return nil, nil, err
+	}
+	b.configs.Store(inf)
+	return inf, reg.HasSynced, nil
+}
+
+// awaitEtcdBackupConfigs looks for the EtcdBackupConfig kind every CRDPollInterval until the
+// API server serves it, then watches it with run until ctx is done. Its initial list is
+// announced like any later change: EtcdBackupConfigs do not depend on the other kinds, so the
+// start's rule (nothing published before every list is in) has nothing to protect here.
+func (b *Bridge) awaitEtcdBackupConfigs(ctx context.Context, run func(cache.SharedIndexInformer)) {
+	t := time.NewTicker(b.opts.CRDPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		served, err := b.configSource.served()
+		if err != nil {
+			b.log.Warn("looking for the EtcdBackupConfig kind", zap.Error(err))
+			continue
+		}
+		if !served {
+			continue
+		}
+		inf, _, err := b.watchEtcdBackupConfigs()
+		if err != nil {
+			b.log.Error("watching EtcdBackupConfigs", zap.Error(err))
+			return
+		}
+		b.log.Info("the API server serves EtcdBackupConfigs now: watching them")
+		run(inf)
+		return
+	}
 }

@@ -126,8 +126,8 @@ func (b *Bridge) announceEntriesIn(namespace, trigger string) {
 func (b *Bridge) Resync(trigger string) int {
 	n := 0
 	informers := map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries}
-	if b.configs != nil {
-		informers[events.KindEtcdBackupConfig] = b.configs
+	if configs := b.etcdBackupConfigs(); configs != nil {
+		informers[events.KindEtcdBackupConfig] = configs
 	}
 	for kind, inf := range informers {
 		for _, obj := range inf.GetStore().List() {

@@ -29,7 +29,10 @@ type Options struct {
 	MaxRetryDelay time.Duration
 	// FlushTimeout bounds how long shutdown waits for the queue to drain.
 	FlushTimeout time.Duration
-	Logger       *zap.Logger
+	// CRDPollInterval is how often the bridge looks for the EtcdBackupConfig kind while the
+	// API server does not serve it.
+	CRDPollInterval time.Duration
+	Logger          *zap.Logger
 }
 
 func (o *Options) defaults() {
@@ -47,6 +50,9 @@ func (o *Options) defaults() {
 	}
 	if o.FlushTimeout <= 0 {
 		o.FlushTimeout = 10 * time.Second
+	}
+	if o.CRDPollInterval <= 0 {
+		o.CRDPollInterval = time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
