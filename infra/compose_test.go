@@ -38,12 +38,15 @@ func loadCompose(t *testing.T) (*types.Project, string) {
 	return project, root
 }
 
+// placeholder is a ${NAME} in an example, filled in by whoever applies it.
+var placeholder = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
+
 // The compose file runs the whole stack: the components housekeeper needs, pinned to the
 // versions the rest of the repository pins, published on loopback only, started in order,
 // and housekeeper's own services built from infra/Dockerfile and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
-	want := []string{"azurite", "bridge", "bucket", "entry", "k3s", "kube-init", "nats", "purge", "setup"}
+	want := []string{"azurite", "bridge", "bucket", "entry", "etcd", "k3s", "kube-init", "nats", "purge", "s3", "schedule", "setup", "snapshot"}
 	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -55,7 +58,9 @@ func TestComposeFile(t *testing.T) {
 		return s
 	}
 	stages := dockerfileStages(t, filepath.Join(root, "infra/Dockerfile"))
-	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"}, "purge": {function: "purge"}}
+	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"},
+		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}}
+	functionServices := []string{"bucket", "entry", "purge", "schedule", "snapshot"}
 
 	t.Run("images", func(t *testing.T) {
 		for _, s := range project.Services {
@@ -80,7 +85,13 @@ func TestComposeFile(t *testing.T) {
 		if got, want := imageTag(svc("azurite").Image), azuriteVersion(t, root); got != want {
 			t.Errorf("azurite image tag %s, want %s as pinned in scripts/azurite/package-lock.json", got, want)
 		}
-		k8s := versionsEnv(t, root)["KUBERNETES_VERSION"]
+		versions := versionsEnv(t, root)
+		for name, pin := range map[string]string{"s3": "VERSITYGW_VERSION", "etcd": "ETCD_VERSION"} {
+			if got := imageTag(svc(name).Image); got != versions[pin] {
+				t.Errorf("%s image tag %s, want %s (%s in scripts/versions.env)", name, got, versions[pin], pin)
+			}
+		}
+		k8s := versions["KUBERNETES_VERSION"]
 		for _, name := range []string{"k3s", "kube-init"} {
 			if tag := imageTag(svc(name).Image); !strings.HasPrefix(tag, k8s+"-k3s") {
 				t.Errorf("%s: image %s, want rancher/k3s:%s-k3sN (KUBERNETES_VERSION in scripts/versions.env)", name, svc(name).Image, k8s)
@@ -90,8 +101,9 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("ports", func(t *testing.T) {
 		want := map[string][][2]uint32{ // service → (published, target)
-			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "k3s": {{6443, 6443}},
-			"bridge": {{8080, 8080}}, "bucket": {{8081, 8080}}, "entry": {{8082, 8080}}, "purge": {{8083, 8080}},
+			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "s3": {{7070, 7070}}, "etcd": {{2379, 2379}},
+			"k3s": {{6443, 6443}}, "bridge": {{8080, 8080}}, "bucket": {{8081, 8080}}, "entry": {{8082, 8080}}, "purge": {{8083, 8080}},
+			"schedule": {{8084, 8080}}, "snapshot": {{8085, 8080}},
 		}
 		hostPorts := map[string]string{}
 		for _, s := range project.Services {
@@ -119,7 +131,7 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("healthchecks", func(t *testing.T) {
 		// The program each image has to run its check with.
-		programs := map[string]string{"nats": "wget", "azurite": "node", "k3s": "kubectl"}
+		programs := map[string]string{"nats": "wget", "azurite": "node", "s3": "wget", "etcd": "/usr/local/bin/etcdctl", "k3s": "kubectl"}
 		for name, program := range programs {
 			hc := svc(name).HealthCheck
 			if hc == nil || hc.Disable || len(hc.Test) < 2 {
@@ -160,8 +172,9 @@ func TestComposeFile(t *testing.T) {
 			"setup":  {"nats": types.ServiceConditionHealthy},
 			"bridge": {"setup": types.ServiceConditionCompletedSuccessfully, "kube-init": types.ServiceConditionCompletedSuccessfully},
 		}
-		for _, fn := range []string{"bucket", "entry", "purge"} {
-			want[fn] = map[string]string{"setup": types.ServiceConditionCompletedSuccessfully, "azurite": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
+		for _, fn := range functionServices {
+			want[fn] = map[string]string{"setup": types.ServiceConditionCompletedSuccessfully, "azurite": types.ServiceConditionHealthy,
+				"s3": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
 		}
 		for _, s := range project.Services {
 			got := map[string]string{}
@@ -257,21 +270,30 @@ func TestComposeFile(t *testing.T) {
 			}
 			checkEnv(t, "docker-compose.yaml: "+name, bin, env, nil)
 		}
-		// bucket creates the local buckets, purge empties them: the same volume.
-		if a, b := volumeAt(svc("bucket"), "/var/lib/housekeeper/buckets"), volumeAt(svc("purge"), "/var/lib/housekeeper/buckets"); a == "" || a != b {
-			t.Errorf("bucket and purge do not share the local buckets' volume (%q, %q)", a, b)
+		// bucket creates the local buckets, purge empties them, snapshot writes backups into
+		// them: the same volume.
+		buckets := volumeAt(svc("bucket"), "/var/lib/housekeeper/buckets")
+		for _, name := range []string{"purge", "snapshot"} {
+			if v := volumeAt(svc(name), "/var/lib/housekeeper/buckets"); buckets == "" || v != buckets {
+				t.Errorf("bucket and %s do not share the local buckets' volume (%q, %q)", name, buckets, v)
+			}
 		}
 		// The bridge announces the types the examples use.
 		types, _ := svc("bridge").Environment["HOUSEKEEPER_TYPES"]
-		if types == nil || !strings.Contains(*types, "azure") || !strings.Contains(*types, "local") {
-			t.Errorf("bridge: HOUSEKEEPER_TYPES=%v, want azure and local (the examples' types)", types)
+		for _, typ := range []string{"azure", "local", "aws"} {
+			if types == nil || !slices.Contains(strings.Split(*types, ","), typ) {
+				t.Errorf("bridge: HOUSEKEEPER_TYPES=%v, want %s among them (the examples' types)", types, typ)
+			}
 		}
 	})
 
 	t.Run("kube-init", func(t *testing.T) {
 		s := svc("kube-init")
 		script := strings.Join(s.Command, "\n")
-		for _, want := range []string{"/infra/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1", "https://k3s:6443", "kubectl wait --for=condition=Established"} {
+		for _, want := range []string{"/infra/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1",
+			"${S3_ENDPOINT}", "http://s3:7070", "${EXAMPLE_ETCD_ADDRESS}", "etcd:2379", "https://k3s:6443", "kubectl wait --for=condition=Established",
+			// Every CRD established before the bridge starts: it lists every kind from its start.
+			"crd/etcdbackupconfigs.backup.housekeeper.dev"} {
 			if !strings.Contains(script, want) {
 				t.Errorf("kube-init's script lacks %q (escaped $ lost to compose's interpolation?):\n%s", want, script)
 			}
@@ -285,21 +307,35 @@ func TestComposeFile(t *testing.T) {
 		if !mounted {
 			t.Errorf("kube-init does not mount ./infra read-only at /infra: %+v", s.Volumes)
 		}
-		// The placeholder it fills in is the one the examples use.
+		// The placeholders it fills in are the ones the examples use, and no other.
 		examples, _ := filepath.Glob(filepath.Join(root, "infra/examples/*.yaml"))
-		found := false
+		used := map[string]bool{}
 		for _, f := range examples {
 			data, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			found = found || strings.Contains(string(data), "${AZURITE_ENDPOINT}")
+			for _, m := range placeholder.FindAllStringSubmatch(string(data), -1) {
+				used[m[1]] = true
+			}
 		}
-		if !found {
-			t.Error("no example uses ${AZURITE_ENDPOINT}: the substitution in kube-init is stale")
+		for _, name := range []string{"AZURITE_ENDPOINT", "S3_ENDPOINT", "EXAMPLE_ETCD_ADDRESS"} {
+			if !used[name] {
+				t.Errorf("no example uses ${%s}: the substitution in kube-init is stale", name)
+			}
+			delete(used, name)
+		}
+		for name := range used {
+			t.Errorf("an example uses ${%s}, which kube-init does not fill in", name)
 		}
 		if !slices.Contains(svc("azurite").Command, "10000") {
 			t.Errorf("azurite does not listen on 10000: %v", svc("azurite").Command)
+		}
+		if !strings.Contains(strings.Join(svc("s3").Command, " "), "--port :7070") {
+			t.Errorf("s3 does not listen on 7070: %v", svc("s3").Command)
+		}
+		if !slices.Contains(svc("etcd").Command, "--listen-client-urls=http://0.0.0.0:2379") {
+			t.Errorf("etcd does not listen on 2379: %v", svc("etcd").Command)
 		}
 	})
 }

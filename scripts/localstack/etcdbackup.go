@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,30 +17,25 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
-// The EtcdBackupConfig example: an etcd of its own, backed up every minute into the local
-// example bucket, keeping 3 — after four minutes the table shows old backups going.
-const (
-	etcdBackupNamespace   = "etcd-backups"
-	etcdBackupName        = "main"
-	etcdBackupDestination = "example-local"
-	etcdBackupSchedule    = "0 * * * * *"
-	etcdBackupKeep        = 3
-)
-
-// startEtcdBackups starts the example's etcd with some keys and a writer, and creates its
-// BackupDestination and EtcdBackupConfig. stop stops the etcd.
-func (s *session) startEtcdBackups(ctx context.Context) (stop func(), err error) {
+// startExampleEtcd starts the etcd that infra/examples/30-etcd-backup.yaml backs up, with a
+// writer changing a key every 3 s so that each backup differs. It returns the etcd's host:port
+// (the example's ${EXAMPLE_ETCD_ADDRESS}); stop stops the writer and the etcd.
+func (s *session) startExampleEtcd(ctx context.Context) (address string, stop func(), err error) {
 	m, err := stack.NewEtcdMember("etcd-backup-example", filepath.Join(s.etcdRoot, "etcd-backup-example"))
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	etcd, err := s.etcdbr.StartEtcd(m)
 	if err != nil {
-		return nil, err
+		return "", nil, err
+	}
+	u, err := url.Parse(etcd.ClientURL)
+	if err != nil {
+		etcd.Stop()
+		return "", nil, fmt.Errorf("the example etcd's client URL %q: %w", etcd.ClientURL, err)
 	}
 	writerCtx, stopWriter := context.WithCancel(ctx)
-	stop = func() { stopWriter(); etcd.Stop() }
-	go func() { // a key changes every 3 s, so each backup differs
+	go func() {
 		for i := 0; writerCtx.Err() == nil; i++ {
 			_, _ = etcd.Put(writerCtx, fmt.Sprintf("/registry/configmaps/default/example-%d", i%100), time.Now().Format(time.RFC3339))
 			select {
@@ -50,23 +44,8 @@ func (s *session) startEtcdBackups(ctx context.Context) (stop func(), err error)
 			}
 		}
 	}()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: etcdBackupNamespace}}
-	dest := &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: etcdBackupDestination},
-		Spec: backupv1alpha1.BackupDestinationSpec{Type: "local", Bucket: etcdBackupDestination}}
-	cfg := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: etcdBackupNamespace, Name: etcdBackupName},
-		Spec: backupv1alpha1.EtcdBackupConfigSpec{
-			Etcd:     backupv1alpha1.EtcdReference{Endpoints: []string{etcd.ClientURL}},
-			Schedule: etcdBackupSchedule, Keep: etcdBackupKeep, Destination: dest.Name,
-		}}
-	for _, err := range []error{s.client.Create(ctx, ns), s.client.Create(ctx, dest), s.client.Create(ctx, cfg)} {
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			stop()
-			return nil, err
-		}
-	}
-	fmt.Fprintf(s.opts.Out, "EtcdBackupConfig %s/%s: etcd at %s backed up %q (every minute), keeping %d, into %s\n",
-		etcdBackupNamespace, etcdBackupName, etcd.ClientURL, etcdBackupSchedule, etcdBackupKeep, filepath.Join(s.localRoot, etcdBackupDestination, etcdBackupNamespace, etcdBackupName))
-	return stop, nil
+	fmt.Fprintf(s.opts.Out, "example etcd for the EtcdBackupConfig example at %s\n", etcd.ClientURL)
+	return u.Host, func() { stopWriter(); etcd.Stop() }, nil
 }
 
 // renderEtcdBackups prints the EtcdBackupConfigs with their backups.

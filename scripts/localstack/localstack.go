@@ -172,6 +172,8 @@ type session struct {
 	// etcdRoot holds each shoot's etcd data, scratch and credentials directories.
 	etcdRoot string
 	etcdbr   *stack.EtcdBR
+	// exampleEtcdAddress is the host:port of the etcd the EtcdBackupConfig example backs up.
+	exampleEtcdAddress string
 	// shoots are the example shoots' etcds, by BackupEntry name; play starts them.
 	shoots map[string]*shoot
 }

@@ -36,6 +36,12 @@ func (s *session) play(ctx context.Context) error {
 		return err
 	}
 	slices.Sort(files)
+	etcdAddress, stopEtcd, err := s.startExampleEtcd(ctx)
+	if err != nil {
+		return fmt.Errorf("the EtcdBackupConfig example: %w", err)
+	}
+	defer stopEtcd()
+	s.exampleEtcdAddress = etcdAddress
 	for _, name := range files {
 		fmt.Fprintf(s.opts.Out, "applying infra/examples/%s …\n", name)
 		if err := s.apply(ctx, name); err != nil {
@@ -49,11 +55,6 @@ func (s *session) play(ctx context.Context) error {
 	if err := s.startShoots(ctx); err != nil {
 		return err
 	}
-	stopEtcdBackups, err := s.startEtcdBackups(ctx)
-	if err != nil {
-		return fmt.Errorf("the EtcdBackupConfig example: %w", err)
-	}
-	defer stopEtcdBackups()
 	fmt.Fprintln(s.opts.Out, "waiting for a full and a delta snapshot of every shoot …")
 	if err := s.waitSnapshots(ctx); err != nil {
 		return err
@@ -76,6 +77,9 @@ func (s *session) apply(ctx context.Context, name string) error {
 		}
 		if key == "S3_ENDPOINT" {
 			return s.s3.Endpoint
+		}
+		if key == "EXAMPLE_ETCD_ADDRESS" {
+			return s.exampleEtcdAddress
 		}
 		return "$" + key
 	}))
