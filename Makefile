@@ -36,7 +36,8 @@ crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module 
 apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
 
-tools: controlplane azurite etcdbr s3 ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite and the S3 server (versitygw) into the cache (once)
+tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite and the S3 server (versitygw) into the cache (once), side by side
+	@GO=$(GO) scripts/install-tools.sh
 
 controlplane:
 	@scripts/install-controlplane.sh >/dev/null

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every tool make run and make test need (kube-apiserver and etcd, Azurite,
+# etcdbrctl with its etcd, versitygw) and downloads the modules the tests build, all at once:
+# on a fresh machine each spends part of its time waiting on the network, which the others'
+# compiling fills. Each prints its own [prefixed] progress; what is installed already takes
+# no time.
+#
+#   scripts/install-tools.sh
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+
+declare -A jobs=()
+for tool in controlplane azurite etcdbr s3; do
+  "$here/install-$tool.sh" >/dev/null &
+  jobs[$tool]=$!
+done
+(cd "$here/.." && ${GO:-go} mod download) &
+jobs[modules]=$!
+
+failed=()
+for name in "${!jobs[@]}"; do
+  wait "${jobs[$name]}" || failed+=("$name")
+done
+if (( ${#failed[@]} )); then
+  printf '[tools] failed: %s (see its lines above)\n' "${failed[*]}" >&2
+  exit 1
+fi
