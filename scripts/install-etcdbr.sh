@@ -74,7 +74,7 @@ build_etcdbrctl() {
   if [[ -x "$bin" ]]; then log "etcdbrctl $ETCDBR_VERSION cached at $bin"; return; fi
   prepare
   local ldflags="-s -w -X $module/pkg/version.Version=$ETCDBR_VERSION -X $module/pkg/version.GitSHA=$ETCDBR_VERSION"
-  log "etcdbrctl $ETCDBR_VERSION: compiling (about 3 minutes the first time on 2 cores)"
+  log "etcdbrctl $ETCDBR_VERSION: compiling (the first time only; all tools together about 18 minutes on 2 cores)"
   # -mod=readonly: exactly the dependencies and checksums etcd-backup-restore ships.
   (cd "$work" && CGO_ENABLED=0 go build -mod=readonly -v -trimpath -ldflags "$ldflags" -o "$bin.tmp" . 2>&1) | progress etcdbrctl
   mv "$bin.tmp" "$bin"

@@ -32,7 +32,7 @@ if [[ -x "$bin" ]]; then
   log "versitygw $VERSITYGW_VERSION cached at $bin"
 else
   mkdir -p "$dir"
-  log "versitygw $VERSITYGW_VERSION: fetching and compiling github.com/versity/versitygw (about 2 minutes the first time, after the other tools)"
+  log "versitygw $VERSITYGW_VERSION: fetching and compiling github.com/versity/versitygw (the first time only; all tools together about 18 minutes on 2 cores)"
   rm -rf "$dir/bin.tmp"
   (GOBIN="$dir/bin.tmp" CGO_ENABLED=0 GOFLAGS=-mod=mod go install -v -trimpath \
       -ldflags "-s -w -X main.Version=$VERSITYGW_VERSION -X main.Build=$VERSITYGW_VERSION" \
