@@ -311,9 +311,9 @@ func TestReplayedEventsChangeNothing(t *testing.T) {
 	ctx := context.Background()
 	f.create(f.azureSecret("creds", stack.AzuriteKey))
 	f.create(newBucket("stable", "azure", "creds"))
-	before := f.waitSucceeded("stable")
+	f.waitSucceeded("stable")
 	time.Sleep(time.Second) // let the events of the bucket's own writes settle
-	before, _ = f.state("stable")
+	before, _ := f.state("stable")
 	genBefore := f.secret("garden", "generated-bucket-stable").ResourceVersion
 	credsBefore := f.secret("garden", "creds").ResourceVersion
 

@@ -205,22 +205,6 @@ func (eo *entryObs) check(now time.Time) {
 	}
 }
 
-// progress counts the converged and the gone among names.
-func (o *observer) progress(names []string) (converged, gone int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, n := range names {
-		eo := o.entries[n]
-		if !eo.converged.IsZero() {
-			converged++
-		}
-		if !eo.gone.IsZero() {
-			gone++
-		}
-	}
-	return converged, gone
-}
-
 // snapshot copies what the observer knows about names.
 func (o *observer) snapshot(names []string) []entryObs {
 	o.mu.Lock()

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -87,7 +86,6 @@ type requestCounter struct {
 	mu         sync.Mutex
 	byVerb     map[string]float64
 	byResource map[string]float64 // "verb resource[/subresource]"
-	last       time.Time
 }
 
 func newRequestCounter() *requestCounter {

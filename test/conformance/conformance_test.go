@@ -567,11 +567,11 @@ func (r *run) shootWithoutNamespace(t *testing.T, name string, purpose gardencor
 	shoot := &gardencorev1beta1.Shoot{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns},
 		Spec: gardencorev1beta1.ShootSpec{
-			Purpose:           ptr.To(purpose),
-			SecretBindingName: ptr.To("local"),
-			CloudProfileName:  ptr.To("local"),
-			Region:            "local",
-			SeedName:          ptr.To(seeds[0].name),
+			Purpose:                ptr.To(purpose),
+			CredentialsBindingName: ptr.To("local"),
+			CloudProfile:           &gardencorev1beta1.CloudProfileReference{Kind: "CloudProfile", Name: "local"},
+			Region:                 "local",
+			SeedName:               ptr.To(seeds[0].name),
 			Provider: gardencorev1beta1.Provider{
 				Type: "local",
 				Workers: []gardencorev1beta1.Worker{{

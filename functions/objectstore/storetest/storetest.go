@@ -103,7 +103,7 @@ func putAll(s objectstore.Store, keys []string) error {
 			if err := s.Put(c, k, []byte("data of "+k)); err != nil {
 				mu.Lock()
 				if first == nil {
-					first = fmt.Errorf("Put %q: %w", k, err)
+					first = fmt.Errorf("put %q: %w", k, err)
 				}
 				mu.Unlock()
 			}
