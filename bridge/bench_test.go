@@ -72,10 +72,10 @@ const (
 // before every initial list is in) to the last ack. What comes before is printed separately:
 // the API server's list up to the first entry the handler sees, and the rest of the initial
 // lists while the queue fills. The publish phase includes building and encoding every event,
-// which raw publish of pre-encoded messages does not. Each of the three is measured throughputRounds times,
-// interleaved, and the median is reported, so that a burst of other load on the machine
-// does not decide the ratio; process CPU time per event is printed beside, as it depends
-// less on that load.
+// which raw publish of pre-encoded messages does not. Each of the three is measured
+// throughputRounds times, interleaved, and the median is reported, so that a burst of other
+// load on the machine does not decide the ratio; process CPU time per event is printed
+// beside, as it depends less on that load.
 func BenchmarkBridgeThroughput(b *testing.B) {
 	quietLibraries()
 	h := newHarness(b)

@@ -125,7 +125,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		return nil, err
 	}
 	if served {
-		_, synced, err := b.watchEtcdBackupConfigs()
+		synced, err := b.watchEtcdBackupConfigs()
 		if err != nil {
 			return nil, err
 		}
@@ -168,9 +168,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		informers.Go(func() { inf.RunWithContext(watchCtx) })
 	}
 	if b.etcdBackupConfigs() == nil {
-		informers.Go(func() {
-			b.awaitEtcdBackupConfigs(watchCtx, func(inf cache.SharedIndexInformer) { inf.RunWithContext(watchCtx) })
-		})
+		informers.Go(func() { b.awaitEtcdBackupConfigs(watchCtx) })
 	}
 
 	publishCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))

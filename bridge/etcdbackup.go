@@ -76,25 +76,26 @@ func (b *Bridge) etcdBackupConfigs() cache.SharedIndexInformer {
 	return inf
 }
 
-// watchEtcdBackupConfigs makes the EtcdBackupConfig informer with its handler; run starts it.
-func (b *Bridge) watchEtcdBackupConfigs() (inf cache.SharedIndexInformer, synced cache.InformerSynced, err error) {
-	inf = b.configSource.informer()
+// watchEtcdBackupConfigs makes the EtcdBackupConfig informer with its handler, not yet
+// running, and returns whether the handler has its initial list.
+func (b *Bridge) watchEtcdBackupConfigs() (cache.InformerSynced, error) {
+	inf := b.configSource.informer()
 	if err := inf.SetTransform(dropManagedFields); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	reg, err := inf.AddEventHandler(b.objectHandler(events.KindEtcdBackupConfig))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	b.configs.Store(inf)
-	return inf, reg.HasSynced, nil
+	return reg.HasSynced, nil
 }
 
 // awaitEtcdBackupConfigs looks for the EtcdBackupConfig kind every CRDPollInterval until the
-// API server serves it, then watches it with run until ctx is done. Its initial list is
-// announced like any later change: EtcdBackupConfigs do not depend on the other kinds, so the
-// start's rule (nothing published before every list is in) has nothing to protect here.
-func (b *Bridge) awaitEtcdBackupConfigs(ctx context.Context, run func(cache.SharedIndexInformer)) {
+// API server serves it, then watches it until ctx is done. Its initial list is announced like
+// any later change: EtcdBackupConfigs do not depend on the other kinds, so the start's rule
+// (nothing published before every list is in) has nothing to protect here.
+func (b *Bridge) awaitEtcdBackupConfigs(ctx context.Context) {
 	t := time.NewTicker(b.opts.CRDPollInterval)
 	defer t.Stop()
 	for {
@@ -111,13 +112,12 @@ func (b *Bridge) awaitEtcdBackupConfigs(ctx context.Context, run func(cache.Shar
 		if !served {
 			continue
 		}
-		inf, _, err := b.watchEtcdBackupConfigs()
-		if err != nil {
+		if _, err := b.watchEtcdBackupConfigs(); err != nil {
 			b.log.Error("watching EtcdBackupConfigs", zap.Error(err))
 			return
 		}
 		b.log.Info("the API server serves EtcdBackupConfigs now: watching them")
-		run(inf)
+		b.etcdBackupConfigs().RunWithContext(ctx)
 		return
 	}
 }

@@ -324,7 +324,8 @@ func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha
 }
 
 // patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with more
-// of its metadata. The patch carries obj's resourceVersion: other controllers edit finalizers too, and obj may come from an event.
+// of its metadata. The patch carries obj's resourceVersion: other controllers edit finalizers
+// too, and obj may come from an event.
 func (r *Reconciler) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.Object, change func(client.Object, string) bool) error {
 	base := obj.DeepCopyObject().(client.Object)
 	if !change(obj, r.Finalizer) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -18,22 +17,18 @@ import (
 )
 
 // startExampleEtcd starts the etcd that infra/examples/30-etcd-backup.yaml backs up, with a
-// writer changing a key every 3 s so that each backup differs. It returns the etcd's host:port
-// (the example's ${EXAMPLE_ETCD_ADDRESS}); stop stops the writer and the etcd.
-func (s *session) startExampleEtcd(ctx context.Context) (address string, stop func(), err error) {
+// writer changing a key every 3 s so that each backup differs, and keeps its host:port for
+// the example's ${EXAMPLE_ETCD_ADDRESS}. stop stops the writer and the etcd.
+func (s *session) startExampleEtcd(ctx context.Context) (stop func(), err error) {
 	m, err := stack.NewEtcdMember("etcd-backup-example", filepath.Join(s.etcdRoot, "etcd-backup-example"))
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	etcd, err := s.etcdbr.StartEtcd(m)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	u, err := url.Parse(etcd.ClientURL)
-	if err != nil {
-		etcd.Stop()
-		return "", nil, fmt.Errorf("the example etcd's client URL %q: %w", etcd.ClientURL, err)
-	}
+	s.exampleEtcdAddress = strings.TrimPrefix(etcd.ClientURL, "http://")
 	writerCtx, stopWriter := context.WithCancel(ctx)
 	go func() {
 		for i := 0; writerCtx.Err() == nil; i++ {
@@ -45,7 +40,7 @@ func (s *session) startExampleEtcd(ctx context.Context) (address string, stop fu
 		}
 	}()
 	fmt.Fprintf(s.opts.Out, "example etcd for the EtcdBackupConfig example at %s\n", etcd.ClientURL)
-	return u.Host, func() { stopWriter(); etcd.Stop() }, nil
+	return func() { stopWriter(); etcd.Stop() }, nil
 }
 
 // renderEtcdBackups prints the EtcdBackupConfigs with their backups.

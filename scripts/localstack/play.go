@@ -36,12 +36,11 @@ func (s *session) play(ctx context.Context) error {
 		return err
 	}
 	slices.Sort(files)
-	etcdAddress, stopEtcd, err := s.startExampleEtcd(ctx)
+	stopEtcd, err := s.startExampleEtcd(ctx)
 	if err != nil {
 		return fmt.Errorf("the EtcdBackupConfig example: %w", err)
 	}
 	defer stopEtcd()
-	s.exampleEtcdAddress = etcdAddress
 	for _, name := range files {
 		fmt.Fprintf(s.opts.Out, "applying infra/examples/%s …\n", name)
 		if err := s.apply(ctx, name); err != nil {

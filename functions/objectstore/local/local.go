@@ -308,17 +308,12 @@ func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error
 		return nil, err
 	}
 	defer r.Close()
-	failed := map[string]error{}
-	seen := make(map[string]struct{}, len(keys))
-	for _, key := range keys {
+	todo, failed := objectstore.KeysToDelete(keys)
+	for _, key := range todo {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if _, dup := seen[key]; dup {
-			continue
-		}
-		seen[key] = struct{}{}
-		if err := ValidateKey(key); err != nil {
+		if err := ValidateKey(key); err != nil { // the rules of a path, beyond every store's
 			failed[key] = err
 			continue
 		}
@@ -328,10 +323,7 @@ func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error
 		}
 		s.prune(r, path.Dir(key))
 	}
-	if len(failed) == 0 {
-		return nil, nil
-	}
-	return failed, nil
+	return objectstore.Failed(failed), nil
 }
 
 func (s *store) remove(r *os.Root, key string) error {
