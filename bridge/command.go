@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/health"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
@@ -81,7 +82,7 @@ func (c *Command) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg = kube.Instrument(cfg, reg)
-	nc, err := natsconn.Connect(c.NATS, "housekeeper-bridge", log)
+	nc, err := natsconn.Connect(c.NATS, events.IdentityBridge, "housekeeper-bridge", log)
 	if err != nil {
 		return err
 	}

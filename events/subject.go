@@ -29,6 +29,8 @@ const (
 	SubjectEtcdBackupsDue = subjectRoot + ".etcdbackup.due.>"
 	// SubjectEtcdBackupSchedules matches the schedule holders of EtcdBackupConfigs.
 	SubjectEtcdBackupSchedules = subjectRoot + ".schedule.etcdbackup.*"
+	// SubjectEtcdBackupUnschedules matches the requests to remove those schedules.
+	SubjectEtcdBackupUnschedules = subjectRoot + ".unschedule.etcdbackup.*"
 
 	// SubjectDeadLetters matches every dead letter; one subject per function below it.
 	SubjectDeadLetters = "housekeeper-deadletter.>"
@@ -48,6 +50,19 @@ func Subject(eventType, name string) (string, error) {
 	}
 	filter, _ := SubjectFilter(eventType)
 	return strings.TrimSuffix(filter, "*") + Token(name), nil
+}
+
+// SubjectFilters returns the filter of each of eventTypes, which must be known types.
+func SubjectFilters(eventTypes ...string) []string {
+	filters := make([]string, len(eventTypes))
+	for i, t := range eventTypes {
+		f, err := SubjectFilter(t)
+		if err != nil {
+			panic(err)
+		}
+		filters[i] = f
+	}
+	return filters
 }
 
 // SubjectFilter returns the filter matching every event of eventType, whatever its object.
@@ -75,6 +90,13 @@ func PurgeScheduleSubject(entryName string) string {
 // purging it removes the schedule.
 func EtcdBackupScheduleSubject(namespace, name string) string {
 	return subjectRoot + ".schedule.etcdbackup." + Token(namespace+"/"+name)
+}
+
+// EtcdBackupUnscheduleSubject is where the schedule function asks the server to remove the
+// schedule of the EtcdBackupConfig namespace/name (a message with Nats-Schedule-Next: purge);
+// it stays in the stream of record as the trace of that removal. No consumer reads it.
+func EtcdBackupUnscheduleSubject(namespace, name string) string {
+	return subjectRoot + ".unschedule.etcdbackup." + Token(namespace+"/"+name)
 }
 
 // RetryScheduleSubject holds the one pending retry of an event (by id) for a function.

@@ -28,6 +28,9 @@ import (
 const usage = `usage: housekeeper [--nats-url URL ...] COMMAND
 
 commands:
+  nats-auth --out DIR [--form config|jwt] [--account-seed FILE]
+                         issue a NATS identity per component (bridge, setup, operator, each
+                         function) with its least-privilege permissions, and the server's side
   setup [--stream-replicas N] [--stream-max-age D] [--ack-wait D] [--max-deliver N] ...
                          create or update the streams and every function's durable consumer;
                          run it before the bridge and the functions, and again after a change
@@ -74,15 +77,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(rest) == 0 {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
-	connect := func() (*nats.Conn, jetstream.JetStream, error) {
-		nc, err := nats.Connect(nopts.URL, append(nopts.Auth(), nats.Name("housekeeper-cli"))...)
+	connect := func(identity string) (*nats.Conn, jetstream.JetStream, error) {
+		auth, err := nopts.Auth(identity)
 		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS at %s: %w", nopts.URL, err)
+			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		nc, err := nats.Connect(nopts.URL, append(auth, nats.Name("housekeeper-"+identity))...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
 		}
 		js, err := jetstream.New(nc)
 		return nc, js, err
 	}
 	switch rest[0] {
+	case "nats-auth":
+		return runNATSAuth(rest[1:], out)
 	case "setup":
 		return runSetup(ctx, rest[1:], connect)
 	case "function":
@@ -108,7 +117,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return fmt.Errorf("%w: unknown command %q", errUsage, rest[0])
 }
 
-type connector func() (*nats.Conn, jetstream.JetStream, error)
+// connector connects to NATS as an identity (events.Identity*).
+type connector func(identity string) (*nats.Conn, jetstream.JetStream, error)
 
 func replay(ctx context.Context, args []string, out io.Writer, connect connector) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
@@ -135,7 +145,7 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 		}
 		w.Until = t
 	}
-	nc, js, err := connect()
+	nc, js, err := connect(events.IdentityOperator)
 	if err != nil {
 		return err
 	}
@@ -159,7 +169,7 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 }
 
 func resync(ctx context.Context, out io.Writer, connect connector) error {
-	nc, _, err := connect()
+	nc, _, err := connect(events.IdentityOperator)
 	if err != nil {
 		return err
 	}
@@ -185,7 +195,7 @@ func deadLettersList(ctx context.Context, args []string, out io.Writer, connect 
 	if err := config.Parse(fs, args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	nc, js, err := connect()
+	nc, js, err := connect(events.IdentityOperator)
 	if err != nil {
 		return err
 	}
@@ -230,7 +240,7 @@ func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect
 		}
 		want[n] = true
 	}
-	nc, js, err := connect()
+	nc, js, err := connect(events.IdentityOperator)
 	if err != nil {
 		return err
 	}

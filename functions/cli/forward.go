@@ -52,7 +52,7 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-	nc, err := natsconn.Connect(nopts, "housekeeper-forward-"+*name, log)
+	nc, err := natsconn.Connect(nopts, *name, "housekeeper-forward-"+*name, log)
 	if err != nil {
 		return err
 	}

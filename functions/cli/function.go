@@ -145,7 +145,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	// streams and the consumer are `housekeeper setup`'s: here they must exist.
 	var js jetstream.JetStream
 	if m == runtime.ModePull || name != bucket.Name {
-		nc, err := natsconn.Connect(nopts, "housekeeper-"+name, log)
+		nc, err := natsconn.Connect(nopts, name, "housekeeper-"+name, log)
 		if err != nil {
 			return err
 		}

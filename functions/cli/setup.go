@@ -48,7 +48,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	defer func() { _ = log.Sync() }()
 	log = log.Named("setup")
 
-	nc, js, err := connect()
+	nc, js, err := connect(events.IdentitySetup)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,10 @@ const Name = "entry"
 // Types are the events the function takes.
 var Types = []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced}
 
+// Publishes are the subjects the function publishes its work on (its NATS permission): the
+// purge schedules and their announcements.
+var Publishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeScheduled)...)
+
 // Reconciler returns the Gardener protocol for BackupEntries around a; the purge function
 // uses it to release an entry once its backups are gone.
 func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconciler {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,10 @@ var ScheduleTypes = []string{
 	events.TypeEtcdBackupConfigCreated, events.TypeEtcdBackupConfigUpdated,
 	events.TypeEtcdBackupConfigDeleting, events.TypeEtcdBackupConfigSynced,
 }
+
+// SchedulePublishes are the subjects the schedule function publishes its work on (its NATS
+// permission): the configs' schedules and their removal.
+var SchedulePublishes = []string{events.SubjectEtcdBackupSchedules, events.SubjectEtcdBackupUnschedules}
 
 // DueMessageTTL bounds how long a fired backup-due message stays in the stream: a fire
 // nobody handled by then is skipped (the next one comes), and a frequent schedule does not
@@ -157,13 +162,15 @@ func (s *Scheduler) install(ctx context.Context, cfg *backupv1alpha1.EtcdBackupC
 	}
 }
 
-// unschedule purges the config's schedule subject: no further fires. Idempotent.
+// unschedule removes the config's schedule: no further fires. It asks the server to purge the
+// schedule subject with a message on the config's unschedule subject (headers Nats-Scheduler and
+// Nats-Schedule-Next: purge), which needs only a publish right, not the right to purge the
+// stream of record. Idempotent: a subject without a schedule is left as it is.
 func (s *Scheduler) unschedule(ctx context.Context, namespace, name string) error {
-	stream, err := s.JetStream.Stream(ctx, events.RecordStream)
-	if err != nil {
-		return err
-	}
-	if err := stream.Purge(ctx, jetstream.WithPurgeSubject(events.EtcdBackupScheduleSubject(namespace, name))); err != nil {
+	msg := nats.NewMsg(events.EtcdBackupUnscheduleSubject(namespace, name))
+	msg.Header.Set(jetstream.SchedulerHeader, events.EtcdBackupScheduleSubject(namespace, name))
+	msg.Header.Set(jetstream.ScheduleNextHeader, "purge")
+	if _, err := s.JetStream.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("removing the schedule of %s/%s: %w", namespace, name, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -22,15 +23,17 @@ import (
 // The whole path with a real cron schedule on the NATS server: the bridge announces the
 // config, the schedule function installs "* * * * * *", every fire wakes the snapshot
 // function, two fires make two backups; deleting the config removes the schedule from the
-// server before the config goes.
+// server before the config goes. NATS is secured as an operator runs it (TLS, and each
+// component a JWT identity with the permissions `housekeeper nats-auth` issues): the schedule
+// function installs and removes schedules with its publish rights alone.
 func TestEverySecondCron(t *testing.T) {
-	p := pipeline.Start(t)
+	p := pipeline.StartSecure(t, natsconn.FormJWT)
 	c := p.Client
 	createNamespaces(t, c, "garden", "team")
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "cron")
 	etcd := startEtcd(t, 10)
-	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
+	p.Run(etcdbackup.NewSchedule(c, p.JSFor(etcdbackup.ScheduleName), pipeline.Cluster, p.Log.Named("schedule")))
 	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
 	ctx := context.Background()
 
@@ -70,6 +73,9 @@ func TestEverySecondCron(t *testing.T) {
 	})
 	if _, err := stream.GetLastMsgForSubject(ctx, subject); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("the schedule outlived its config: %v", err)
+	}
+	if refused := p.RefusedByNATS(); refused != "" {
+		t.Errorf("nats-server refused operations of housekeeper's own components:\n%s", refused)
 	}
 }
 

@@ -25,6 +25,10 @@ const SnapshotName = "snapshot"
 // SnapshotTypes are the events the snapshot function takes: fired schedules.
 var SnapshotTypes = []string{events.TypeEtcdBackupDue}
 
+// MaxFireSkew is how far a fire time may lie ahead of the function's clock (the NATS server's
+// clock and ours may differ a little); a fire further ahead is refused.
+const MaxFireSkew = time.Minute
+
 // NewSnapshot returns the snapshot function.
 func NewSnapshot(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
 	return runtime.Function{
@@ -65,6 +69,12 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	if !fired {
 		// Not from the scheduler (HTTP mode, or replayed by hand): this run is its own fire.
 		fire = runtime.Fire{At: s.Now().UTC().Truncate(time.Second)}
+	}
+	if ahead := fire.At.Sub(s.Now()); ahead > MaxFireSkew {
+		// The scheduler never fires early. A backup named after a future time would sort as
+		// the newest and make the rotation delete a real one: refuse it, write nothing.
+		return runtime.Permanentf("backup-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,
+			fire.At.Format(time.RFC3339), ahead.Round(time.Second))
 	}
 	log := s.Log.With(zap.String("config", ref.Name), zap.Time("fire", fire.At))
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -52,12 +54,13 @@ type Deletion struct {
 // its spec.secretRef secret, the operation annotation, and lastOperation, lastError and
 // observedGeneration as upstream writes them. It is a runtime.Handler.
 //
-// It spends as few API requests as it can, since in a burst they are what a function waits
-// on: it starts from the object in the event instead of reading it whenever the first write
-// proves that copy current (every write to the object carries its resourceVersion, and a
-// conflict means: read it and start over); the secret's finalizer is a strategic merge patch
-// whose answer carries the credentials; and lastOperation is written once, when the operation
-// has an outcome, not also as Processing before it.
+// Events are triggers, never the source of truth: anyone who can publish on the event plane
+// can forge one, so every decision is taken on the live object. It spends as few API requests
+// as it can, since in a burst they are what a function waits on: a new object is not read but
+// claimed (see claim), one write whose preconditions prove every field the decision to claim
+// rests on and whose answer is the live object; the secret's finalizer is a strategic merge
+// patch whose answer carries the credentials; and lastOperation is written once, when the
+// operation has an outcome, not also as Processing before it.
 type Reconciler struct {
 	Client    client.Client
 	Kind      events.Kind
@@ -74,8 +77,8 @@ type Reconciler struct {
 	Now func() time.Time
 }
 
-// Handle converges the object the event names, starting from the event's copy of it when
-// that copy can be trusted (see fromEvent) and from a fresh read otherwise.
+// Handle converges the live object the event names: claimed when the event announces a new
+// object, read otherwise.
 func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	ref, err := events.RefOf(e)
 	if err != nil {
@@ -84,48 +87,95 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ref.Kind != r.Kind {
 		return hkruntime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
-	obj, final := r.fromEvent(e, ref)
-	if final {
-		return nil
+	if deleted, _ := events.ObjectType(r.Kind, events.OpDeleted); e.Type() == deleted {
+		return nil // gone; a namesake has events of its own
 	}
-	if obj != nil {
-		// A conflict or a not-found answer may mean the copy is outdated or the object gone:
-		// the live object decides.
-		err := r.Reconcile(ctx, obj)
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return err
-		}
-		r.Log.Debug("the event's copy may be outdated: reading the object", zap.String("name", ref.Name), zap.Error(err))
-	}
-	if obj, err = r.read(ctx, ref.Name); obj == nil {
+	obj, operation, err := r.claim(ctx, e, ref)
+	if err != nil {
 		return err
 	}
-	return r.Reconcile(ctx, obj)
+	if obj == nil {
+		if obj, err = r.read(ctx, ref.Name); obj == nil {
+			return err
+		}
+		operation = obj.GetAnnotations()[AnnotationOperation]
+	}
+	return r.converge(ctx, obj, operation)
 }
 
-// fromEvent returns the event's copy of the object when the copy may stand in for a read:
-// when the first write it leads to carries its resourceVersion and so fails on a newer object
-// (adding our finalizer to a new object; the deletion of an object we hold, since deletion
-// never goes back), or says there is nothing left to do (final).
-func (r *Reconciler) fromEvent(e cloudevents.Event, ref events.Ref) (obj extensionsv1alpha1.Object, final bool) {
-	if deleted, _ := events.ObjectType(r.Kind, events.OpDeleted); e.Type() == deleted {
-		return nil, true // gone; a namesake has events of its own
+// claim adds our finalizer to the object the event announces as new, if the event's copy says
+// that is what the live object needs: not being deleted, without our finalizer, no
+// lastOperation (so not migrated away), no operation annotation other than reconcile or
+// restore. The write is a JSON patch whose test operations prove each of those fields and the
+// uid and resourceVersion on the live object, so a forged or outdated copy changes nothing;
+// a reconcile annotation goes in the same write, as upstream removes it before the work. It
+// returns the live object the server answers with and the operation it asked for, or nil when
+// the copy does not qualify or its proof failed: then the object is read.
+func (r *Reconciler) claim(ctx context.Context, e cloudevents.Event, ref events.Ref) (extensionsv1alpha1.Object, string, error) {
+	obj := r.NewObject()
+	if err := json.Unmarshal(e.Data(), obj); err != nil || obj.GetName() != ref.Name || obj.GetUID() == "" || obj.GetResourceVersion() == "" {
+		return nil, "", nil
 	}
-	obj = r.NewObject()
-	if err := json.Unmarshal(e.Data(), obj); err != nil || obj.GetName() != ref.Name || obj.GetResourceVersion() == "" ||
-		!hasStatus(e.Data()) {
-		return nil, false
+	operation := obj.GetAnnotations()[AnnotationOperation]
+	if obj.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(obj, r.Finalizer) ||
+		obj.GetExtensionStatus().GetLastOperation() != nil ||
+		(operation != "" && operation != OperationReconcile && operation != OperationRestore) {
+		return nil, "", nil
 	}
-	ours := controllerutil.ContainsFinalizer(obj, r.Finalizer)
-	deleting := obj.GetDeletionTimestamp() != nil
+	patch, err := claimPatch(obj, r.Finalizer)
+	if err != nil {
+		return nil, "", err
+	}
+	err = r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
 	switch {
-	case deleting && !ours:
-		return nil, true // released: no finalizer can be added to an object being deleted
-	case deleting == ours: // a new object without our finalizer, or one being deleted that we hold
-		return obj, false
+	case err == nil:
+		return obj, operation, nil
+	case apierrors.IsInvalid(err), apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		// The copy is not the live object (outdated or forged), or the object is gone.
+		r.Log.Debug("the event's copy is not the live object: reading it", zap.String("name", ref.Name), zap.Error(err))
+		return nil, "", nil
+	default:
+		return nil, "", fmt.Errorf("adding finalizer to %s %s: %w", r.Kind, ref.Name, err)
 	}
-	return nil, false
 }
+
+// claimPatch is the JSON patch (RFC 6902) that adds finalizer to obj, and drops a reconcile
+// annotation, only if the live object still has obj's uid, resourceVersion, finalizers and
+// operation annotation and has no deletionTimestamp and no status. A test of a missing member
+// against null passes, of any other value fails.
+func claimPatch(obj extensionsv1alpha1.Object, finalizer string) ([]byte, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value"`
+	}
+	var finalizers any // null: no finalizers
+	if f := obj.GetFinalizers(); len(f) > 0 {
+		finalizers = f
+	}
+	ops := []op{
+		{"test", "/metadata/uid", obj.GetUID()},
+		{"test", "/metadata/resourceVersion", obj.GetResourceVersion()},
+		{"test", "/metadata/deletionTimestamp", nil},
+		{"test", "/status", nil},
+		{"test", "/metadata/finalizers", finalizers},
+	}
+	switch operation, annotated := obj.GetAnnotations()[AnnotationOperation]; {
+	case obj.GetAnnotations() == nil:
+		ops = append(ops, op{"test", "/metadata/annotations", nil})
+	case !annotated:
+		ops = append(ops, op{"test", annotationPath, nil})
+	case operation == OperationReconcile:
+		ops = append(ops, op{"test", annotationPath, operation}, op{Op: "remove", Path: annotationPath})
+	default:
+		ops = append(ops, op{"test", annotationPath, operation})
+	}
+	ops = append(ops, op{"add", "/metadata/finalizers", append(slices.Clone(obj.GetFinalizers()), finalizer)})
+	return json.Marshal(ops)
+}
+
+// annotationPath is the JSON pointer (RFC 6901) to the operation annotation.
+var annotationPath = "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationOperation)
 
 // read reads the object; nil without an error means it is gone.
 func (r *Reconciler) read(ctx context.Context, name string) (extensionsv1alpha1.Object, error) {
@@ -140,11 +190,17 @@ func (r *Reconciler) read(ctx context.Context, name string) (extensionsv1alpha1.
 	return obj, nil
 }
 
-// Reconcile converges obj. A write that finds obj outdated returns a conflict error, one that
-// finds it gone a not-found error.
+// Reconcile converges the live object obj. A write that finds obj outdated returns a conflict
+// error, one that finds it gone a not-found error.
 func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	return r.converge(ctx, obj, obj.GetAnnotations()[AnnotationOperation])
+}
+
+// converge is Reconcile for the operation annotation operation, which a claim may have
+// removed from obj already.
+func (r *Reconciler) converge(ctx context.Context, obj extensionsv1alpha1.Object, operation string) error {
 	log := r.Log.With(zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()))
-	if obj.GetAnnotations()[AnnotationOperation] == OperationWaitForState {
+	if operation == OperationWaitForState {
 		log.Info("operation annotation says wait-for-state: doing nothing")
 		return nil
 	}
@@ -158,7 +214,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Objec
 	case gardencorev1beta1.LastOperationTypeDelete:
 		return r.delete(ctx, log, obj)
 	default:
-		return r.reconcile(ctx, log, obj, t)
+		return r.reconcile(ctx, log, obj, t, operation)
 	}
 }
 
@@ -187,8 +243,7 @@ func (r *Reconciler) migratedAway(ctx context.Context, log *zap.Logger, obj exte
 	return r.RemoveFinalizers(ctx, obj)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType) error {
-	operation := obj.GetAnnotations()[AnnotationOperation]
+func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, operation string) error {
 	last := obj.GetExtensionStatus().GetLastOperation()
 	// Already done for this generation: do the (idempotent) work to repair drift, but write
 	// nothing unless the outcome changed, so a duplicated or replayed event changes nothing.
@@ -378,15 +433,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Obj
 // succeeded is the description of a successful operation of type t.
 func (r *Reconciler) succeeded(t gardencorev1beta1.LastOperationType) string {
 	return fmt.Sprintf("%s %s", r.Kind, pastVerb(t))
-}
-
-// hasStatus says whether an event's copy of an object kept its status (events trim it from
-// very large objects).
-func hasStatus(data []byte) bool {
-	var probe struct {
-		Status json.RawMessage `json:"status"`
-	}
-	return json.Unmarshal(data, &probe) == nil && len(probe.Status) > 0
 }
 
 func pastVerb(t gardencorev1beta1.LastOperationType) string {

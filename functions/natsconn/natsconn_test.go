@@ -1,4 +1,4 @@
-package natsconn
+package natsconn_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -21,18 +22,18 @@ func TestRequireStreams(t *testing.T) {
 	_, js := env.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := RequireStreams(ctx, js, log); !errors.Is(err, events.ErrNotSetUp) {
+	if err := natsconn.RequireStreams(ctx, js, log); !errors.Is(err, events.ErrNotSetUp) {
 		t.Errorf("no streams: %v, want ErrNotSetUp", err)
 	}
 	if err := events.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	if err := RequireStreams(ctx, js, log); err != nil {
+	if err := natsconn.RequireStreams(ctx, js, log); err != nil {
 		t.Errorf("after the setup: %v", err)
 	}
 
 	// Nothing listens here: it keeps trying until told to stop.
-	nc, err := Connect(Options{URL: "nats://127.0.0.1:1"}, "test", log)
+	nc, err := natsconn.Connect(natsconn.Options{URL: "nats://127.0.0.1:1"}, "test", "test", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestRequireStreams(t *testing.T) {
 	}
 	short, stop := context.WithTimeout(ctx, 3*time.Second)
 	defer stop()
-	if err := RequireStreams(short, unreachable, log); !errors.Is(err, context.DeadlineExceeded) {
+	if err := natsconn.RequireStreams(short, unreachable, log); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("NATS unreachable: %v, want to wait until the context ends", err)
 	}
 }

@@ -41,12 +41,16 @@ type fixture struct {
 // start runs bridge → NATS → bucket, entry (and unless withoutPurge, purge) functions on
 // Azurite, with an Azure bucket that Succeeded.
 func start(t *testing.T, withoutPurge bool) *fixture {
-	p := pipeline.Start(t)
+	return startOn(t, pipeline.Start(t), withoutPurge)
+}
+
+// startOn is start on the pipeline p; each function publishes as its own identity.
+func startOn(t *testing.T, p *pipeline.Pipeline, withoutPurge bool) *fixture {
 	providers := objectstore.NewRegistry(azure.New())
 	p.Run(bucket.New(p.Client, providers, p.Log.Named("bucket")))
-	p.Run(entry.New(p.Client, nil, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
+	p.Run(entry.New(p.Client, nil, p.JSFor(entry.Name), entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
 	if !withoutPurge {
-		p.Run(purge.New(p.Client, p.JS, providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")))
+		p.Run(purge.New(p.Client, p.JSFor(purge.Name), providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")))
 	}
 	cred, err := azblob.NewSharedKeyCredential(stack.AzuriteAccount, stack.AzuriteKey)
 	if err != nil {

@@ -35,6 +35,10 @@ const Name = "purge"
 // Types are the events the function takes: the purges the NATS server fires when due.
 var Types = []string{events.TypePurgeDue}
 
+// Publishes are the subjects the function publishes its work on (its NATS permission): the
+// outcome of each purge.
+var Publishes = events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed)
+
 // errPageFull stops a listing after one page.
 var errPageFull = errors.New("page full")
 

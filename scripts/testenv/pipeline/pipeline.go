@@ -21,6 +21,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -36,17 +37,41 @@ type Pipeline struct {
 	NC     *nats.Conn
 	JS     jetstream.JetStream
 	Log    *zap.Logger
+	// Auth is set when NATS is secured (StartSecure): every component connects as itself.
+	Auth *Auth
+
+	identities map[string]jetstream.JetStream
 }
 
 // Start starts the components and the bridge; extra adds components (testenv.WithS3).
 func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 	t.Helper()
-	env := testenv.Start(t, append([]testenv.Option{testenv.WithKube(), testenv.WithNATS(), testenv.WithAzurite()}, extra...)...)
-	nc, js := env.Connect(t)
-	setUp(t, env.NATS.URL)
-	p := &Pipeline{T: t, Env: env, Client: env.Client(t), NC: nc, JS: js, Log: zaptest.NewLogger(t)}
+	return start(t, "", extra...)
+}
 
-	b, err := bridge.New(env.Kube.Config, js, nil, bridge.Options{Cluster: Cluster, Logger: p.Log.Named("bridge")})
+// StartSecure is Start with NATS secured as an operator runs it: TLS with client certificates,
+// and the bridge, setup, the functions and the test itself (as the operator) each connected as
+// its own identity with the permissions `housekeeper nats-auth` issues in form.
+func StartSecure(t testing.TB, form natsconn.Form, extra ...testenv.Option) *Pipeline {
+	t.Helper()
+	return start(t, form, extra...)
+}
+
+func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipeline {
+	t.Helper()
+	opts := []testenv.Option{testenv.WithKube(), testenv.WithAzurite()}
+	if secure == "" {
+		opts = append(opts, testenv.WithNATS())
+	}
+	env := testenv.Start(t, append(opts, extra...)...)
+	p := &Pipeline{T: t, Env: env, Client: env.Client(t), Log: zaptest.NewLogger(t)}
+	if secure != "" {
+		p.Auth = startSecureNATS(t, env, secure)
+	}
+	p.NC, p.JS = p.ConnectAs(events.IdentityOperator)
+	setUp(t, p.NATSArgs(events.IdentitySetup))
+
+	b, err := bridge.New(env.Kube.Config, p.JSFor(events.IdentityBridge), nil, bridge.Options{Cluster: Cluster, Logger: p.Log.Named("bridge")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,26 +86,83 @@ func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 // within seconds.
 const ackWait = 3 * time.Second
 
-// setUp runs `housekeeper setup` against the NATS server at url, as every deployment does
-// before the bridge and the functions start: the streams and every function's consumer.
-func setUp(t testing.TB, url string) {
+// setUp runs `housekeeper setup` with the NATS flags nats, as every deployment does before the
+// bridge and the functions start: the streams and every function's consumer.
+func setUp(t testing.TB, nats []string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	args := []string{"--nats-url", url, "setup", "--log-level", "warn", "--ack-wait", ackWait.String()}
+	args := append(nats, "setup", "--log-level", "warn", "--ack-wait", ackWait.String())
 	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("housekeeper %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
 	}
 }
 
-// Run runs fn in pull mode until the test ends; its consumer is the one setUp created.
+// Run runs fn in pull mode until the test ends, connected as its own identity; its consumer is
+// the one setUp created. A function that publishes is built with p.JSFor(its name).
 func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
 	p.T.Helper()
 	opts = append([]runtime.WorkerOption{runtime.WithLogger(p.Log.Named(fn.Name)), runtime.WithBackoff(100*time.Millisecond, time.Second)}, opts...)
-	w, err := runtime.NewWorker(p.JS, fn, prometheus.NewRegistry(), opts...)
+	w, err := runtime.NewWorker(p.JSFor(fn.Name), fn, prometheus.NewRegistry(), opts...)
 	if err != nil {
 		p.T.Fatal(err)
 	}
 	p.background(fn.Name, w.Run)
+}
+
+// NATSOptions are the options identity connects with.
+func (p *Pipeline) NATSOptions(identity string) natsconn.Options {
+	if p.Auth == nil {
+		return natsconn.Options{URL: p.Env.NATS.URL}
+	}
+	return p.Auth.Options(p.Env.NATS.URL, identity)
+}
+
+// NATSArgs are NATSOptions as housekeeper's command-line flags.
+func (p *Pipeline) NATSArgs(identity string) []string {
+	if p.Auth == nil {
+		return []string{"--nats-url", p.Env.NATS.URL}
+	}
+	return p.Auth.Args(p.Env.NATS.URL, identity)
+}
+
+// ConnectAs connects to NATS as identity until the test ends, reconnecting through restarts.
+func (p *Pipeline) ConnectAs(identity string) (*nats.Conn, jetstream.JetStream) {
+	p.T.Helper()
+	if p.Auth == nil {
+		return p.Env.Connect(p.T)
+	}
+	auth, err := p.NATSOptions(identity).Auth(identity)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	nc, err := nats.Connect(p.Env.NATS.URL, append(auth, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))...)
+	if err != nil {
+		p.T.Fatalf("connecting to NATS as %s: %v", identity, err)
+	}
+	p.T.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	return nc, js
+}
+
+// JSFor returns JetStream connected as identity: one connection per identity when NATS is
+// secured, the test's own otherwise.
+func (p *Pipeline) JSFor(identity string) jetstream.JetStream {
+	p.T.Helper()
+	if p.Auth == nil {
+		return p.JS
+	}
+	if js, ok := p.identities[identity]; ok {
+		return js
+	}
+	_, js := p.ConnectAs(identity)
+	if p.identities == nil {
+		p.identities = map[string]jetstream.JetStream{}
+	}
+	p.identities[identity] = js
+	return js
 }
 
 func (p *Pipeline) background(name string, run func(context.Context) error) {

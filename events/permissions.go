@@ -1,0 +1,112 @@
+package events
+
+import (
+	"slices"
+	"strings"
+)
+
+// NATS identities: who may publish and subscribe to what. Each of housekeeper's components
+// connects as its own identity with the least rights its work needs, so that what reaches a
+// function's consumer was published by the component entitled to it: object events only by the
+// bridge, due purges and backups only by the server's scheduler (nobody may publish on those
+// subjects), redrives only by an operator. `housekeeper nats-auth` turns these into nats-server
+// configuration and credentials; events/README has the table.
+const (
+	// IdentityBridge publishes object events and answers resync requests.
+	IdentityBridge = "bridge"
+	// IdentitySetup creates and updates the streams and the functions' durable consumers.
+	IdentitySetup = "setup"
+	// IdentityOperator replays, re-drives dead letters, lists them and asks for a resync.
+	IdentityOperator = "operator"
+)
+
+// Permission is what one identity may do on NATS: the subjects it may publish to and subscribe
+// to, and whether it may answer requests it received (on their reply subjects).
+type Permission struct {
+	Identity       string
+	Publish        []string
+	Subscribe      []string
+	AllowResponses bool
+}
+
+// InboxPrefix is the prefix of the identity's reply subjects. Each identity has its own, and may
+// subscribe only below it, so no identity reads another's replies (fetched events among them).
+func InboxPrefix(identity string) string {
+	return "_INBOX_" + Token(identity)
+}
+
+// jsAPI is the JetStream API subject of a request.
+func jsAPI(parts ...string) string {
+	return "$JS.API." + strings.Join(parts, ".")
+}
+
+// streamInfo are the lookups of both streams every process makes at start-up (CheckStreams).
+var streamInfo = []string{jsAPI("INFO"), jsAPI("STREAM.INFO", RecordStream), jsAPI("STREAM.INFO", DeadLetterStream)}
+
+// BridgePermission is the bridge's: publish every object event, answer resync.
+func BridgePermission() Permission {
+	return Permission{
+		Identity: IdentityBridge,
+		Publish: slices.Concat([]string{
+			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
+		}, streamInfo),
+		Subscribe:      []string{SubjectResync, InboxPrefix(IdentityBridge) + ".>"},
+		AllowResponses: true,
+	}
+}
+
+// FunctionPermission is function's: consume its durable consumer (fetch, ack, its max-delivery
+// advisories and the events they name), schedule its own retries, store its dead letters, and
+// publish publishes, the subjects of its own work (entry: purge schedules and their
+// announcements). The forwarder of a function in HTTP mode connects as the function.
+func FunctionPermission(function string, publishes ...string) Permission {
+	return Permission{
+		Identity: function,
+		Publish: slices.Concat([]string{
+			jsAPI("CONSUMER.INFO", RecordStream, function),
+			jsAPI("CONSUMER.MSG.NEXT", RecordStream, function),
+			"$JS.ACK." + RecordStream + "." + function + ".>",
+			jsAPI("STREAM.MSG.GET", RecordStream),
+			subjectRoot + ".schedule.retry." + Token(function) + ".*",
+			DeadLetterSubject(function),
+		}, streamInfo, publishes),
+		Subscribe: []string{
+			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + RecordStream + "." + function,
+			InboxPrefix(function) + ".>",
+		},
+	}
+}
+
+// SetupPermission is setup's: create and update both streams and the durable consumers on the
+// stream of record. It publishes no event.
+func SetupPermission() Permission {
+	var publish []string
+	for _, stream := range []string{RecordStream, DeadLetterStream} {
+		publish = append(publish, jsAPI("STREAM.CREATE", stream), jsAPI("STREAM.UPDATE", stream))
+	}
+	publish = append(publish, jsAPI("CONSUMER.CREATE", RecordStream, ">"), jsAPI("CONSUMER.INFO", RecordStream, "*"))
+	return Permission{
+		Identity:  IdentitySetup,
+		Publish:   slices.Concat(publish, streamInfo),
+		Subscribe: []string{InboxPrefix(IdentitySetup) + ".>"},
+	}
+}
+
+// OperatorPermission is the operator CLI's: read both streams through ephemeral ordered
+// consumers (replay, dead-letter listing), re-drive events to a function, delete re-driven dead
+// letters, and ask the bridge for a resync. It cannot publish object events or fire schedules.
+func OperatorPermission() Permission {
+	var publish []string
+	for _, stream := range []string{RecordStream, DeadLetterStream} {
+		publish = append(publish,
+			jsAPI("CONSUMER.CREATE", stream, ">"), jsAPI("CONSUMER.INFO", stream, "*"),
+			jsAPI("CONSUMER.MSG.NEXT", stream, "*"), jsAPI("CONSUMER.DELETE", stream, "*"))
+	}
+	publish = append(publish, jsAPI("STREAM.MSG.GET", RecordStream), jsAPI("STREAM.MSG.GET", DeadLetterStream),
+		jsAPI("STREAM.MSG.DELETE", DeadLetterStream), subjectRoot+".redrive.*", SubjectResync)
+	return Permission{
+		Identity:  IdentityOperator,
+		Publish:   slices.Concat(publish, streamInfo),
+		Subscribe: []string{InboxPrefix(IdentityOperator) + ".>"},
+	}
+}

@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/purge"
+)
+
+// functionPublishes are the subjects each function publishes its work on, besides its retries
+// and dead letters.
+var functionPublishes = map[string][]string{entry.Name: entry.Publishes, purge.Name: purge.Publishes,
+	etcdbackup.ScheduleName: etcdbackup.SchedulePublishes}
+
+// Permissions are the NATS permissions of every identity: the bridge, setup, the operator and
+// each function (which its forwarder shares).
+func Permissions() []events.Permission {
+	perms := []events.Permission{events.BridgePermission(), events.SetupPermission(), events.OperatorPermission()}
+	for _, name := range slices.Sorted(maps.Keys(functionTypes)) {
+		perms = append(perms, events.FunctionPermission(name, functionPublishes[name]...))
+	}
+	return perms
+}
+
+// runNATSAuth issues the credentials of every identity with its permissions.
+func runNATSAuth(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("nats-auth", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dir := fs.String("out", "", "directory to write the server configuration and the credentials to (required)")
+	form := fs.String("form", string(natsconn.FormConfig), "config (NKey users in the server's configuration) or jwt (user JWTs, as nsc issues them)")
+	accountSeed := fs.String("account-seed", "", "jwt: issue the users under this existing account (its seed file, e.g. from nsc) instead of a new operator and account")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: nats-auth: %v", errUsage, err)
+	}
+	if *dir == "" {
+		return fmt.Errorf("%w: nats-auth needs --out", errUsage)
+	}
+	perms := Permissions()
+	if err := natsconn.Issue(*dir, natsconn.Form(*form), *accountSeed, perms); err != nil {
+		return fmt.Errorf("nats-auth: %w", err)
+	}
+	for _, p := range perms {
+		fmt.Fprintf(out, "%-10s publish %d subjects, subscribe %d\n", p.Identity, len(p.Publish), len(p.Subscribe))
+	}
+	fmt.Fprintf(out, "written to %s (%s form)\n", *dir, *form)
+	return nil
+}

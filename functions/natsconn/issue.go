@@ -1,0 +1,198 @@
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+)
+
+// Form is a form of NATS credentials, as nats-server takes them.
+type Form string
+
+const (
+	// FormConfig: an account with one NKey user per identity in the server's configuration
+	// (accounts.conf to include), and each identity's seed in <identity>.nk (--nats-nkey).
+	FormConfig Form = "config"
+	// FormJWT: decentralised auth, as nsc issues it: a user JWT per identity signed by the
+	// account, in <identity>.creds (--nats-creds); without an account seed also an operator
+	// and the account, with resolver.conf to include.
+	FormJWT Form = "jwt"
+)
+
+// AccountName is the NATS account housekeeper's identities share: JetStream's streams live in it.
+const AccountName = "HOUSEKEEPER"
+
+// Issue writes credentials for perms into dir, in form. With FormJWT and accountSeed (an
+// account's seed file, e.g. from nsc), the users are issued under that existing account and
+// no server configuration is written. Seeds and credentials are written with mode 0600.
+func Issue(dir string, form Form, accountSeed string, perms []events.Permission) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	switch form {
+	case FormConfig:
+		if accountSeed != "" {
+			return errors.New("an account seed is for --form jwt")
+		}
+		return issueConfig(dir, perms)
+	case FormJWT:
+		return issueJWT(dir, accountSeed, perms)
+	}
+	return fmt.Errorf("unknown form %q: %s or %s", form, FormConfig, FormJWT)
+}
+
+func issueConfig(dir string, perms []events.Permission) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# housekeeper's NATS identities, written by `housekeeper nats-auth --form config`.\n")
+	fmt.Fprintf(&b, "# Include it in nats-server.conf; each identity connects with --nats-nkey <identity>.nk.\n")
+	fmt.Fprintf(&b, "accounts: {\n  %s: {\n    jetstream: enabled\n    users: [\n", AccountName)
+	for _, p := range perms {
+		user, err := nkeys.CreateUser()
+		if err != nil {
+			return err
+		}
+		seed, err := user.Seed()
+		if err != nil {
+			return err
+		}
+		public, err := user.PublicKey()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.Identity+".nk"), append(seed, '\n'), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "      # %s\n      {nkey: %s, permissions: {publish: {allow: %s}, subscribe: {allow: %s}%s}}\n",
+			p.Identity, public, quoted(p.Publish), quoted(p.Subscribe), map[bool]string{true: ", allow_responses: true"}[p.AllowResponses])
+	}
+	b.WriteString("    ]\n  }\n}\n")
+	return os.WriteFile(filepath.Join(dir, "accounts.conf"), []byte(b.String()), 0o600)
+}
+
+func quoted(subjects []string) string {
+	q := make([]string, len(subjects))
+	for i, s := range subjects {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func issueJWT(dir, accountSeed string, perms []events.Permission) error {
+	var account nkeys.KeyPair
+	if accountSeed != "" {
+		seed, err := os.ReadFile(accountSeed)
+		if err != nil {
+			return fmt.Errorf("account seed: %w", err)
+		}
+		if account, err = nkeys.ParseDecoratedNKey(seed); err != nil {
+			return fmt.Errorf("account seed %s: not an NKey seed", accountSeed)
+		}
+		if public, _ := account.PublicKey(); !nkeys.IsValidPublicAccountKey(public) {
+			return fmt.Errorf("account seed %s: the seed of a %s, not of an account", accountSeed, keyKind(public))
+		}
+	} else {
+		var err error
+		if account, err = writeOperatorAndAccount(dir); err != nil {
+			return err
+		}
+	}
+	for _, p := range perms {
+		user, err := nkeys.CreateUser()
+		if err != nil {
+			return err
+		}
+		public, _ := user.PublicKey()
+		claims := jwt.NewUserClaims(public)
+		claims.Name = p.Identity
+		claims.Pub.Allow.Add(p.Publish...)
+		claims.Sub.Allow.Add(p.Subscribe...)
+		if p.AllowResponses {
+			claims.Resp = &jwt.ResponsePermission{MaxMsgs: 1}
+		}
+		token, err := claims.Encode(account)
+		if err != nil {
+			return fmt.Errorf("identity %s: %w", p.Identity, err)
+		}
+		seed, _ := user.Seed()
+		creds, err := jwt.FormatUserConfig(token, seed)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, p.Identity+".creds"), creds, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeOperatorAndAccount creates an operator, its system account and housekeeper's account
+// with JetStream, writes resolver.conf (the operator, and both accounts preloaded into a memory
+// resolver) and the seeds, and returns housekeeper's account key to sign users with.
+func writeOperatorAndAccount(dir string) (nkeys.KeyPair, error) {
+	operator, err := nkeys.CreateOperator()
+	if err != nil {
+		return nil, err
+	}
+	system, systemJWT, err := newAccount(operator, "SYS", false)
+	if err != nil {
+		return nil, err
+	}
+	account, accountJWT, err := newAccount(operator, AccountName, true)
+	if err != nil {
+		return nil, err
+	}
+	operatorPublic, _ := operator.PublicKey()
+	operatorClaims := jwt.NewOperatorClaims(operatorPublic)
+	operatorClaims.Name = "housekeeper"
+	operatorClaims.SystemAccount, _ = system.PublicKey()
+	operatorJWT, err := operatorClaims.Encode(operator)
+	if err != nil {
+		return nil, err
+	}
+	for name, kp := range map[string]nkeys.KeyPair{"operator.nk": operator, "account.nk": account} {
+		seed, _ := kp.Seed()
+		if err := os.WriteFile(filepath.Join(dir, name), append(seed, '\n'), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	accountPublic, _ := account.PublicKey()
+	conf := fmt.Sprintf("# housekeeper's operator and accounts, written by `housekeeper nats-auth --form jwt`.\n"+
+		"# Include it in nats-server.conf; each identity connects with --nats-creds <identity>.creds.\n"+
+		"operator: %s\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n",
+		operatorJWT, operatorClaims.SystemAccount, operatorClaims.SystemAccount, systemJWT, accountPublic, accountJWT)
+	return account, os.WriteFile(filepath.Join(dir, "resolver.conf"), []byte(conf), 0o600)
+}
+
+// newAccount creates an account signed by operator, with JetStream if jetStream.
+func newAccount(operator nkeys.KeyPair, name string, jetStream bool) (nkeys.KeyPair, string, error) {
+	account, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, "", err
+	}
+	public, _ := account.PublicKey()
+	claims := jwt.NewAccountClaims(public)
+	claims.Name = name
+	if jetStream {
+		claims.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	}
+	token, err := claims.Encode(operator)
+	return account, token, err
+}
+
+func keyKind(public string) string {
+	switch {
+	case nkeys.IsValidPublicOperatorKey(public):
+		return "operator"
+	case nkeys.IsValidPublicUserKey(public):
+		return "user"
+	}
+	return "key of another kind"
+}
