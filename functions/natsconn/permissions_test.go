@@ -195,4 +195,3 @@ func slicesWithout(args []string, name, value string) []string {
 	}
 	return args
 }
-

@@ -110,4 +110,3 @@ func fmtErr(err error) string {
 	}
 	return err.Error()
 }
-
