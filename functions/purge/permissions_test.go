@@ -102,6 +102,14 @@ func TestWholePipelineUnderNATSPermissions(t *testing.T) {
 	if refused := p.RefusedByNATS(); refused != "" {
 		t.Errorf("nats-server refused operations of housekeeper's own components:\n%s", refused)
 	}
+	// The log is where refusals show: a forged due purge from the operator is one.
+	if err := p.NC.Publish("housekeeper.purge.due.forged", nil); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(10*time.Second, "the operator's forged due purge refused in the server's log", func() (bool, string) {
+		refused := p.RefusedByNATS()
+		return strings.Contains(refused, "housekeeper.purge.due.forged"), refused
+	})
 }
 
 func fmtErr(err error) string {

@@ -76,6 +76,7 @@ func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipelin
 		t.Fatal(err)
 	}
 	p.background("bridge", b.Run)
+	p.background("bridge resync", func(ctx context.Context) error { return b.ServeResync(ctx, p.JSFor(events.IdentityBridge).Conn()) })
 	// Objects a test creates from here on are news to the bridge (created events), not part
 	// of its initial list (synced events), however slowly a loaded machine starts it.
 	p.Eventually(60*time.Second, "the bridge's initial lists", func() (bool, string) { return b.Synced(), "not synced" })

@@ -53,8 +53,8 @@ func StartSecureNATS(t testing.TB, form natsconn.Form) (*testenv.Env, *Auth) {
 	return env, startSecureNATS(t, env, form)
 }
 
-// RefusedByNATS returns the lines in which the secured nats-server logged that it refused an
-// operation (a permissions violation), or "" when it refused none.
+// RefusedByNATS returns the lines in which the secured nats-server logged that it refused a
+// publish or a subscription (a permissions violation), or "" when it refused none.
 func (p *Pipeline) RefusedByNATS() string {
 	p.T.Helper()
 	logs, err := os.ReadFile(filepath.Join(p.Env.LogDir, "nats-server.log"))
@@ -63,7 +63,7 @@ func (p *Pipeline) RefusedByNATS() string {
 	}
 	var refused strings.Builder
 	for line := range strings.Lines(string(logs)) {
-		if strings.Contains(line, "Permissions Violation") {
+		if strings.Contains(line, "Publish Violation") || strings.Contains(line, "Subscription Violation") {
 			refused.WriteString(line)
 		}
 	}
