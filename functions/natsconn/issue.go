@@ -196,3 +196,42 @@ func keyKind(public string) string {
 	}
 	return "key of another kind"
 }
+
+// Issued is what Issue wrote into Dir, with the TLS material a secured server and its clients
+// use: how each identity connects, and the server's configuration.
+type Issued struct {
+	Dir  string
+	Form Form
+	// CA verifies the server (and, with ClientCert and ClientKey, the clients).
+	CA, ClientCert, ClientKey string
+}
+
+// Options are the connection options of identity.
+func (i Issued) Options(url, identity string) Options {
+	o := Options{URL: url, TLSCA: i.CA, TLSCert: i.ClientCert, TLSKey: i.ClientKey}
+	if i.Form == FormJWT {
+		o.CredsFile = filepath.Join(i.Dir, identity+".creds")
+	} else {
+		o.NKeyFile = filepath.Join(i.Dir, identity+".nk")
+	}
+	return o
+}
+
+// Args are Options as housekeeper's command-line flags.
+func (i Issued) Args(url, identity string) []string {
+	o := i.Options(url, identity)
+	args := []string{"--nats-url", o.URL, "--nats-tls-ca", o.TLSCA, "--nats-tls-cert", o.TLSCert, "--nats-tls-key", o.TLSKey}
+	if o.CredsFile != "" {
+		return append(args, "--nats-creds", o.CredsFile)
+	}
+	return append(args, "--nats-nkey", o.NKeyFile)
+}
+
+// WriteServerConfig writes Dir/nats-server.conf: TLS with the server's certificate, client
+// certificates signed by CA required, and the issued identities. It returns its path.
+func (i Issued) WriteServerConfig(serverCert, serverKey string) (string, error) {
+	include := map[Form]string{FormConfig: "accounts.conf", FormJWT: "resolver.conf"}[i.Form]
+	path := filepath.Join(i.Dir, "nats-server.conf")
+	conf := fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: true\n}\ninclude %q\n", serverCert, serverKey, i.CA, include)
+	return path, os.WriteFile(path, []byte(conf), 0o600)
+}

@@ -24,11 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
+	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
@@ -36,6 +38,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
 
 // Cluster names the local cluster in events.
@@ -58,7 +61,8 @@ type Options struct {
 
 // Run runs the stack until ctx is done (or, with ExitWhenDone, until the examples are done).
 func Run(ctx context.Context, o Options) error {
-	if err := os.RemoveAll(filepath.Join(o.Dir, "jetstream")); err != nil { // every run starts afresh
+	natsDir := filepath.Join(o.Dir, "nats")
+	if err := os.RemoveAll(natsDir); err != nil { // every run starts afresh
 		return err
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
@@ -82,12 +86,33 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
-	fmt.Fprintln(o.Out, "starting nats-server with JetStream …")
-	n, err := stack.StartNATS(filepath.Join(o.Dir, "jetstream"), stack.NATSLogger(o.Log.Named("nats-server").WithOptions(zap.IncreaseLevel(zap.WarnLevel))))
+	// NATS as an operator runs it: TLS with client certificates, and each component connected
+	// as its own identity with the permissions `housekeeper nats-auth` issues.
+	fmt.Fprintln(o.Out, "starting nats-server with JetStream, TLS and housekeeper's NATS identities …")
+	n, issued, err := natsauth.Start(natsDir, natsconn.FormConfig, cli.Permissions(),
+		stack.NATSLogger(o.Log.Named("nats-server").WithOptions(zap.IncreaseLevel(zap.WarnLevel))))
 	if err != nil {
 		return err
 	}
 	defer n.Stop()
+	var conns []*nats.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	connect := func(identity string) (jetstream.JetStream, error) {
+		auth, err := issued.Options(n.URL, identity).Auth(identity)
+		if err != nil {
+			return nil, err
+		}
+		nc, err := nats.Connect(n.URL, append(auth, nats.Name("housekeeper-"+identity), nats.MaxReconnects(-1))...)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to NATS as %s: %w", identity, err)
+		}
+		conns = append(conns, nc)
+		return jetstream.New(nc)
+	}
 
 	fmt.Fprintln(o.Out, "starting Azurite …")
 	azuriteLog, err := logFile("azurite.log")
@@ -106,18 +131,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer stopS3()
 
-	nc, err := nats.Connect(n.URL, nats.MaxReconnects(-1))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := connect(events.IdentityOperator) // the status table's reads
 	if err != nil {
 		return err
 	}
 	// The one set-up step, as in every deployment: the streams and the functions' consumers.
 	var setupErr bytes.Buffer
-	if code := cli.Main(ctx, []string{"--nats-url", n.URL, "setup", "--log-level", "warn"}, io.Discard, &setupErr); code != 0 {
+	if code := cli.Main(ctx, append(issued.Args(n.URL, events.IdentitySetup), "setup", "--log-level", "warn"), io.Discard, &setupErr); code != 0 {
 		return errors.New(strings.TrimSpace(setupErr.String()))
 	}
 	c, err := kube.NewClient(k.Config)
@@ -129,8 +149,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &session{opts: o, client: c, js: js, azurite: az, s3: s3srv, kubeconfig: kubeconfig, natsURL: n.URL,
-		localRoot: filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
+	s := &session{opts: o, client: c, js: js, connect: connect, azurite: az, s3: s3srv, kubeconfig: kubeconfig,
+		operatorArgs: strings.Join(issued.Args(n.URL, events.IdentityOperator), " "),
+		localRoot:    filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
 		etcdbr: etcdbr, shoots: map[string]*shoot{}}
 	for _, dir := range []string{s.localRoot, s.etcdRoot} {
 		if err := os.RemoveAll(dir); err != nil {
@@ -161,14 +182,17 @@ func Run(ctx context.Context, o Options) error {
 
 // session is one run of the stack.
 type session struct {
-	opts       Options
-	client     client.Client
-	js         jetstream.JetStream
+	opts   Options
+	client client.Client
+	js     jetstream.JetStream
+	// connect connects to NATS as an identity.
+	connect    func(identity string) (jetstream.JetStream, error)
 	azurite    *stack.Azurite
 	s3         *stack.S3
 	kubeconfig string
-	natsURL    string
-	localRoot  string
+	// operatorArgs are the NATS flags of the housekeeper CLI as the operator.
+	operatorArgs string
+	localRoot    string
 	// etcdRoot holds each shoot's etcd data, scratch and credentials directories.
 	etcdRoot string
 	etcdbr   *stack.EtcdBR
@@ -181,21 +205,29 @@ type session struct {
 // startComponents runs the bridge and the functions in this process, as their binaries would.
 func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *stack.Kube) error {
 	log := s.opts.Log
-	b, err := bridge.New(k.Config, s.js, nil, bridge.Options{Cluster: Cluster, Logger: log.Named("bridge")})
+	js := map[string]jetstream.JetStream{}
+	for _, identity := range []string{events.IdentityBridge, bucket.Name, entry.Name, purge.Name, etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
+		var err error
+		if js[identity], err = s.connect(identity); err != nil {
+			return err
+		}
+	}
+	b, err := bridge.New(k.Config, js[events.IdentityBridge], nil, bridge.Options{Cluster: Cluster, Logger: log.Named("bridge")})
 	if err != nil {
 		return err
 	}
 	g.Go(func() error { return b.Run(ctx) })
+	g.Go(func() error { return b.ServeResync(ctx, js[events.IdentityBridge].Conn()) })
 	providers := objectstore.NewRegistry(azure.New(), s3.New(), local.New(s.localRoot))
 	retention := entry.Retention{}
 	for _, fn := range []runtime.Function{
 		bucket.New(s.client, providers, log.Named(bucket.Name)),
-		entry.New(s.client, nil, s.js, retention, Cluster, log.Named(entry.Name)),
-		purge.New(s.client, s.js, providers, retention, Cluster, log.Named(purge.Name)),
-		etcdbackup.NewSchedule(s.client, s.js, Cluster, log.Named(etcdbackup.ScheduleName)),
+		entry.New(s.client, nil, js[entry.Name], retention, Cluster, log.Named(entry.Name)),
+		purge.New(s.client, js[purge.Name], providers, retention, Cluster, log.Named(purge.Name)),
+		etcdbackup.NewSchedule(s.client, js[etcdbackup.ScheduleName], Cluster, log.Named(etcdbackup.ScheduleName)),
 		etcdbackup.NewSnapshot(s.client, providers, log.Named(etcdbackup.SnapshotName)),
 	} {
-		w, err := runtime.NewWorker(s.js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
+		w, err := runtime.NewWorker(js[fn.Name], fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
 			runtime.WithBackoff(200*time.Millisecond, 5*time.Second))
 		if err != nil {
 			return err

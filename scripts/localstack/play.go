@@ -281,8 +281,8 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 		fmt.Fprintf(out, "  %s  due %s  in %s\n", p.entry, p.due.Local().Format(time.TimeOnly), left)
 	}
 	fmt.Fprintf(out, "\nDEAD LETTERS: %d\n", deadLetters)
-	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     %s\nAzurite:  %s\nS3:       %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
-		s.kubeconfig, s.natsURL, s.azurite.Endpoint, s.s3.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
+	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     go run ./functions/cmd/housekeeper %s deadletters list\nAzurite:  %s\nS3:       %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
+		s.kubeconfig, s.operatorArgs, s.azurite.Endpoint, s.s3.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
 }
 
 func truncate(s string, n int) string {

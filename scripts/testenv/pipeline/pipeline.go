@@ -38,7 +38,7 @@ type Pipeline struct {
 	JS     jetstream.JetStream
 	Log    *zap.Logger
 	// Auth is set when NATS is secured (StartSecure): every component connects as itself.
-	Auth *Auth
+	Auth *natsconn.Issued
 
 	identities map[string]jetstream.JetStream
 }
