@@ -16,6 +16,9 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 )
 
 // loadCompose loads docker-compose.yaml as `docker compose` would (no Docker engine needed),
@@ -46,7 +49,7 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
 // and housekeeper's own services built from infra/Dockerfile and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
-	want := []string{"azurite", "bridge", "bucket", "entry", "etcd", "k3s", "kube-init", "nats", "purge", "s3", "schedule", "setup", "snapshot"}
+	want := []string{"azurite", "bridge", "bucket", "entry", "etcd", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
 	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -59,7 +62,7 @@ func TestComposeFile(t *testing.T) {
 	}
 	stages := dockerfileStages(t, filepath.Join(root, "infra/Dockerfile"))
 	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"},
-		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}}
+		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}, "nats-auth": {natsAuth: true}}
 	functionServices := []string{"bucket", "entry", "purge", "schedule", "snapshot"}
 
 	t.Run("images", func(t *testing.T) {
@@ -168,6 +171,8 @@ func TestComposeFile(t *testing.T) {
 	t.Run("depends_on", func(t *testing.T) {
 		want := map[string]map[string]string{
 			"kube-init": {"k3s": types.ServiceConditionHealthy},
+			// NATS starts with the identities nats-auth issued.
+			"nats": {"nats-auth": types.ServiceConditionCompletedSuccessfully},
 			// The setup alone creates the streams and consumers: everything else waits for it.
 			"setup":  {"nats": types.ServiceConditionHealthy},
 			"bridge": {"setup": types.ServiceConditionCompletedSuccessfully, "kube-init": types.ServiceConditionCompletedSuccessfully},
@@ -188,7 +193,7 @@ func TestComposeFile(t *testing.T) {
 				t.Errorf("%s: depends_on %v, want %v", s.Name, got, want[s.Name])
 			}
 		}
-		for _, name := range []string{"kube-init", "setup"} {
+		for _, name := range []string{"kube-init", "setup", "nats-auth"} {
 			if r := svc(name).Restart; r != "no" && r != "" {
 				t.Errorf("%s restarts (%q): a one-shot must not, or service_completed_successfully never comes", name, r)
 			}
@@ -237,6 +242,9 @@ func TestComposeFile(t *testing.T) {
 				}
 				env[k] = *v
 			}
+			if bin.natsAuth {
+				continue // issues credentials; see "nats identities"
+			}
 			if bin.function != "" && !slices.Equal(s.Command, []string{"function", bin.function}) {
 				t.Errorf("%s: command %q, want [function %s]", name, s.Command, bin.function)
 			}
@@ -283,6 +291,50 @@ func TestComposeFile(t *testing.T) {
 		for _, typ := range []string{"azure", "local", "aws"} {
 			if types == nil || !slices.Contains(strings.Split(*types, ","), typ) {
 				t.Errorf("bridge: HOUSEKEEPER_TYPES=%v, want %s among them (the examples' types)", types, typ)
+			}
+		}
+	})
+
+	// nats-auth issues every identity of `housekeeper nats-auth` with TLS for the name "nats";
+	// NATS loads them; each housekeeper process connects as its own identity over TLS.
+	t.Run("nats identities", func(t *testing.T) {
+		const dir = "/var/lib/housekeeper/nats"
+		issuer := svc("nats-auth")
+		if cmd := strings.Join(issuer.Command, " "); !strings.HasPrefix(cmd, "nats-auth --out "+dir+" ") || !strings.Contains(cmd, "--tls-hosts nats,") {
+			t.Errorf("nats-auth: command %q, want nats-auth --out %s --tls-hosts nats,…", cmd, dir)
+		}
+		vol := volumeAt(issuer, dir)
+		if vol == "" {
+			t.Fatalf("nats-auth does not write to a volume at %s", dir)
+		}
+		nats := svc("nats")
+		if cmd := strings.Join(nats.Command, " "); !strings.Contains(cmd, "--config "+dir+"/nats-server.conf") || volumeAt(nats, dir) != vol {
+			t.Errorf("nats: command %q does not load %s/nats-server.conf from nats-auth's volume", cmd, dir)
+		}
+		identities := map[string]bool{}
+		for _, p := range hkcli.Permissions() {
+			identities[p.Identity] = true
+		}
+		for name, bin := range housekeeperServices {
+			if bin.natsAuth {
+				continue
+			}
+			identity := name
+			if bin.bridge {
+				identity = events.IdentityBridge
+			}
+			s := svc(name)
+			if !identities[identity] {
+				t.Errorf("%s: no identity %q among those nats-auth issues", name, identity)
+			}
+			for k, want := range map[string]string{"HOUSEKEEPER_NATS_NKEY": dir + "/" + identity + ".nk", "HOUSEKEEPER_NATS_TLS_CA": dir + "/ca.pem",
+				"HOUSEKEEPER_NATS_TLS_CERT": dir + "/client.pem", "HOUSEKEEPER_NATS_TLS_KEY": dir + "/client-key.pem"} {
+				if v := s.Environment[k]; v == nil || *v != want {
+					t.Errorf("%s: %s=%v, want %s", name, k, v, want)
+				}
+			}
+			if volumeAt(s, dir) != vol {
+				t.Errorf("%s: nats-auth's volume is not at %s", name, dir)
 			}
 		}
 	})

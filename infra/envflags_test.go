@@ -27,6 +27,7 @@ type binary struct {
 	bridge   bool
 	setup    bool
 	function string
+	natsAuth bool // housekeeper nats-auth
 }
 
 func (b binary) String() string {

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	connect := func(identity string) (*nats.Conn, jetstream.JetStream, error) {
 		auth, err := nopts.Auth(identity)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
 		}
 		nc, err := nats.Connect(nopts.URL, append(auth, nats.Name("housekeeper-"+identity))...)
 		if err != nil {

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
@@ -36,15 +39,35 @@ func runNATSAuth(args []string, out io.Writer) error {
 	dir := fs.String("out", "", "directory to write the server configuration and the credentials to (required)")
 	form := fs.String("form", string(natsconn.FormConfig), "config (NKey users in the server's configuration) or jwt (user JWTs, as nsc issues them)")
 	accountSeed := fs.String("account-seed", "", "jwt: issue the users under this existing account (its seed file, e.g. from nsc) instead of a new operator and account")
-	if err := fs.Parse(args); err != nil {
+	force := fs.Bool("force", false, "issue new credentials over those in --out")
+	var tlsHosts config.List
+	fs.Var(&tlsHosts, "tls-hosts", "also write a CA, a server certificate for these hosts, a client certificate and nats-server.conf requiring them (a local stack's TLS; in production, your PKI's)")
+	if err := config.Parse(fs, args); err != nil {
 		return fmt.Errorf("%w: nats-auth: %v", errUsage, err)
 	}
 	if *dir == "" {
 		return fmt.Errorf("%w: nats-auth needs --out", errUsage)
 	}
+	if _, err := os.Stat(filepath.Join(*dir, events.IdentityBridge+map[bool]string{true: ".creds", false: ".nk"}[*form == string(natsconn.FormJWT)])); err == nil && !*force {
+		fmt.Fprintf(out, "%s holds credentials already: kept (--force issues new ones)\n", *dir)
+		return nil
+	}
 	perms := Permissions()
 	if err := natsconn.Issue(*dir, natsconn.Form(*form), *accountSeed, perms); err != nil {
 		return fmt.Errorf("nats-auth: %w", err)
+	}
+	if len(tlsHosts) > 0 {
+		if *accountSeed != "" {
+			return fmt.Errorf("%w: nats-auth: --tls-hosts writes a server configuration, which an existing account (--account-seed) has already", errUsage)
+		}
+		tls, err := natsconn.WriteTLS(*dir, tlsHosts)
+		if err != nil {
+			return fmt.Errorf("nats-auth: %w", err)
+		}
+		issued := natsconn.Issued{Dir: *dir, Form: natsconn.Form(*form), CA: tls.CA, ClientCert: tls.ClientCert, ClientKey: tls.ClientKey}
+		if _, err := issued.WriteServerConfig(tls.ServerCert, tls.ServerKey); err != nil {
+			return fmt.Errorf("nats-auth: %w", err)
+		}
 	}
 	for _, p := range perms {
 		fmt.Fprintf(out, "%-10s publish %d subjects, subscribe %d\n", p.Identity, len(p.Publish), len(p.Subscribe))

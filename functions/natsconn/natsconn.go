@@ -33,8 +33,8 @@ type Options struct {
 // BindFlags registers the options as flags on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.URL, "nats-url", nats.DefaultURL, "NATS server URL(s), comma-separated")
-	fs.StringVar(&o.CredsFile, "nats-creds", "", "NATS credentials file (user JWT and NKey seed, as nsc or `housekeeper nats-auth --form jwt` issues them)")
-	fs.StringVar(&o.NKeyFile, "nats-nkey", "", "NATS NKey seed file of a user in the server's configuration (`housekeeper nats-auth`)")
+	fs.StringVar(&o.CredsFile, "nats-creds", "", "NATS credentials file (user JWT and NKey seed, as nsc or housekeeper nats-auth --form jwt issues them)")
+	fs.StringVar(&o.NKeyFile, "nats-nkey", "", "NATS NKey seed file of a user in the server's configuration, as housekeeper nats-auth issues it")
 	fs.StringVar(&o.TLSCA, "nats-tls-ca", "", "CA bundle to verify the NATS server")
 	fs.StringVar(&o.TLSCert, "nats-tls-cert", "", "client certificate for NATS (mutual TLS)")
 	fs.StringVar(&o.TLSKey, "nats-tls-key", "", "client key for NATS (mutual TLS)")

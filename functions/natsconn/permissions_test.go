@@ -18,7 +18,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -157,7 +156,7 @@ func TestWrongCredentialsFailAtStartWithoutTheSecret(t *testing.T) {
 		t.Errorf("the refusal took %s: it should end start-up at once", took)
 	}
 
-	other, err := stack.WriteNATSTLS(t.TempDir())
+	other, err := natsconn.WriteTLS(t.TempDir(), []string{"127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,3 +77,21 @@ func (n *NATS) Stop() {
 	n.server.Shutdown()
 	n.server.WaitForShutdown()
 }
+
+// StartNATSWithConfig starts nats-server from the configuration file path, as an operator's
+// nats-server reads it (TLS, accounts, users), on loopback ports it picks, with JetStream
+// storing under storeDir.
+func StartNATSWithConfig(path, storeDir string, logger server.Logger) (*NATS, error) {
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server configuration %s: %w", path, err)
+	}
+	opts.ServerName, opts.Host, opts.Port, opts.HTTPHost, opts.HTTPPort = "housekeeper-secure", "127.0.0.1", server.RANDOM_PORT, "127.0.0.1", server.RANDOM_PORT
+	opts.JetStream, opts.StoreDir, opts.NoSigs = true, storeDir, true
+	n := &NATS{opts: *opts, logger: logger}
+	if err := n.Start(); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+

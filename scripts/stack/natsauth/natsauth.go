@@ -22,7 +22,7 @@ func Start(dir string, form natsconn.Form, perms []events.Permission, logger ser
 	if err := natsconn.Issue(dir, form, "", perms); err != nil {
 		return nil, nil, err
 	}
-	tls, err := stack.WriteNATSTLS(dir)
+	tls, err := natsconn.WriteTLS(dir, []string{"127.0.0.1", "localhost"})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package stack
+package natsconn
 
 import (
 	"crypto/ecdsa"
@@ -7,42 +7,22 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
-// NATSTLS is the TLS material of a secured nats-server: a CA, the server's certificate for
-// 127.0.0.1 and a client certificate, both signed by the CA.
-type NATSTLS struct{ CA, ServerCert, ServerKey, ClientCert, ClientKey string }
+// TLSFiles are the TLS material of a secured nats-server: a CA, the server's certificate and
+// a client certificate, both signed by the CA.
+type TLSFiles struct{ CA, ServerCert, ServerKey, ClientCert, ClientKey string }
 
-// StartNATSWithConfig starts nats-server from the configuration file path, as an operator's
-// nats-server reads it (TLS, accounts, users), on loopback ports it picks, with JetStream
-// storing under storeDir.
-func StartNATSWithConfig(path, storeDir string, logger server.Logger) (*NATS, error) {
-	opts, err := server.ProcessConfigFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("nats-server configuration %s: %w", path, err)
-	}
-	opts.ServerName, opts.Host, opts.Port, opts.HTTPHost, opts.HTTPPort = "housekeeper-secure", "127.0.0.1", server.RANDOM_PORT, "127.0.0.1", server.RANDOM_PORT
-	opts.JetStream, opts.StoreDir, opts.NoSigs = true, storeDir, true
-	n := &NATS{opts: *opts, logger: logger}
-	if err := n.Start(); err != nil {
-		return nil, err
-	}
-	return n, nil
-}
-
-// WriteNATSTLS writes a CA, a server certificate for 127.0.0.1 and a client certificate it
-// signed into dir.
-func WriteNATSTLS(dir string) (NATSTLS, error) {
-	f := NATSTLS{
+// WriteTLS writes into dir a CA, a server certificate for hosts (names or IP addresses) and a
+// client certificate, both signed by the CA and valid for a year: TLS for a local or test
+// stack (`housekeeper nats-auth --tls-hosts`). In production, certificates come from your PKI.
+func WriteTLS(dir string, hosts []string) (TLSFiles, error) {
+	f := TLSFiles{
 		CA: filepath.Join(dir, "ca.pem"), ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
 		ClientCert: filepath.Join(dir, "client.pem"), ClientKey: filepath.Join(dir, "client-key.pem"),
 	}
@@ -50,7 +30,7 @@ func WriteNATSTLS(dir string) (NATSTLS, error) {
 	if err != nil {
 		return f, err
 	}
-	caTemplate := certTemplate(1, "housekeeper test CA")
+	caTemplate := certTemplate(1, "housekeeper NATS CA")
 	caTemplate.IsCA, caTemplate.BasicConstraintsValid, caTemplate.KeyUsage = true, true, x509.KeyUsageCertSign
 	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
 	if err != nil {
@@ -61,16 +41,24 @@ func WriteNATSTLS(dir string) (NATSTLS, error) {
 	}
 	ca, _ := x509.ParseCertificate(caDER)
 	for i, leaf := range []struct {
-		cert, key string
-		usage     x509.ExtKeyUsage
-	}{{f.ServerCert, f.ServerKey, x509.ExtKeyUsageServerAuth}, {f.ClientCert, f.ClientKey, x509.ExtKeyUsageClientAuth}} {
+		cert, key, name string
+		usage           x509.ExtKeyUsage
+	}{{f.ServerCert, f.ServerKey, "nats-server", x509.ExtKeyUsageServerAuth}, {f.ClientCert, f.ClientKey, "housekeeper", x509.ExtKeyUsageClientAuth}} {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return f, err
 		}
-		t := certTemplate(int64(i+2), "housekeeper test "+strconv.Itoa(i))
+		t := certTemplate(int64(i+2), leaf.name)
 		t.ExtKeyUsage, t.KeyUsage = []x509.ExtKeyUsage{leaf.usage}, x509.KeyUsageDigitalSignature
-		t.IPAddresses, t.DNSNames = []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"}
+		if leaf.usage == x509.ExtKeyUsageServerAuth {
+			for _, h := range hosts {
+				if ip := net.ParseIP(h); ip != nil {
+					t.IPAddresses = append(t.IPAddresses, ip)
+				} else {
+					t.DNSNames = append(t.DNSNames, h)
+				}
+			}
+		}
 		der, err := x509.CreateCertificate(rand.Reader, t, ca, &key.PublicKey, caKey)
 		if err != nil {
 			return f, err
@@ -92,7 +80,7 @@ func WriteNATSTLS(dir string) (NATSTLS, error) {
 func certTemplate(serial int64, name string) *x509.Certificate {
 	return &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(365 * 24 * time.Hour),
 	}
 }
 
