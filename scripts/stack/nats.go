@@ -94,4 +94,3 @@ func StartNATSWithConfig(path, storeDir string, logger server.Logger) (*NATS, er
 	}
 	return n, nil
 }
-

@@ -1,0 +1,355 @@
+package etcdbackup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
+)
+
+// Forged events for the schedule and snapshot functions. Anyone who can publish on
+// housekeeper's subjects can forge them, on the event's own subject or on a function's
+// redrive subject; the functions must decide from the live config and the store.
+//
+//   - A forged etcdbackupconfig.deleting event about a live config (the copy says it is being
+//     deleted and holds the finalizer; with a made-up uid, with resourceVersion "1", or with
+//     the live uid and resourceVersion) leaves the config as it was — finalizer on, no
+//     deletionTimestamp, same resourceVersion — and its schedule on the server.
+//   - A forged etcdbackup.due event whose Housekeeper-Fired-At lies a year ahead deletes none
+//     of the config's backups. The config keeps 3; its 3 backups are dated a day ahead of the
+//     test, so that a due event handled as an ordinary fire now — which a fixed function may
+//     well do: a fire now is what the scheduler itself sends — makes a backup that is the
+//     oldest and is rotated out itself. Only a fire dated after the backups, the forged time
+//     taken at its word, rotates one of them out. No backup dated after them may appear.
+//
+// After the forged events, both consumers must come to rest (nothing pending or
+// unacknowledged, no retry scheduled, the delivered sequence not growing over 3 s), and the
+// schedule function must have dead-lettered nothing: a well-formed event about a live config
+// is converged, not given up on. The snapshot function may dead-letter the forged future fires
+// themselves (refusing them is a fair answer) but nothing else.
+func TestForgedEtcdBackupEvents(t *testing.T) {
+	began := time.Now()
+	p := pipeline.Start(t)
+	c := p.Client
+	ctx := context.Background()
+	createNamespaces(t, c, "garden", "team")
+	reg, _ := providers(t)
+	dest := newDestination(t, p.Env, c, reg, local.Type, "forged")
+	etcd := startEtcd(t, 5)
+	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
+	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
+
+	type deletingCase struct {
+		identity string // made-up-uid, rv-1, current-rv
+		redrive  bool
+	}
+	var deleting []deletingCase
+	for _, identity := range []string{"made-up-uid", "rv-1", "current-rv"} {
+		for _, redrive := range []bool{false, true} {
+			deleting = append(deleting, deletingCase{identity, redrive})
+		}
+	}
+	dueRedrive := []bool{false, true}
+
+	// A yearly schedule: no real fire during the test.
+	newCfg := func(name string) *backupv1alpha1.EtcdBackupConfig {
+		cfg := newConfig("team", name, dest.obj.Name, 3, etcd.ClientURL)
+		cfg.Spec.Schedule = "@yearly"
+		if err := c.Create(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	delCfgs := make([]*backupv1alpha1.EtcdBackupConfig, len(deleting))
+	for i := range deleting {
+		delCfgs[i] = newCfg(fmt.Sprintf("deleting-%d", i))
+	}
+	dueCfgs := make([]*backupv1alpha1.EtcdBackupConfig, len(dueRedrive))
+	originals := make([][]string, len(dueRedrive))
+	// A day ahead, to the second: later than any fire now during the test.
+	ahead := time.Now().UTC().Truncate(time.Second).Add(24 * time.Hour)
+	for i := range dueRedrive {
+		dueCfgs[i] = newCfg(fmt.Sprintf("future-fire-%d", i))
+		for h := range 3 {
+			key := etcdbackup.Key(dueCfgs[i], ahead.Add(time.Duration(h)*time.Hour))
+			if err := dest.store.Put(ctx, key, []byte("a backup")); err != nil {
+				t.Fatal(err)
+			}
+			originals[i] = append(originals[i], key)
+		}
+	}
+	for _, cfg := range slices.Concat(delCfgs, dueCfgs) {
+		p.Eventually(30*time.Second, events.ObjectName(cfg)+" scheduled, with its finalizer", func() (bool, string) {
+			live := &backupv1alpha1.EtcdBackupConfig{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live); err != nil {
+				return false, err.Error()
+			}
+			return scheduled(live) && controllerutil.ContainsFinalizer(live, backupv1alpha1.Finalizer) &&
+				observeSchedule(p.JS, cfg) != "no schedule", fmt.Sprintf("finalizers %v, status %+v", live.Finalizers, live.Status)
+		})
+	}
+	for _, fn := range []string{etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
+		if _, err := settleConsumer(p.JS, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	observeConfig := func(cfg *backupv1alpha1.EtcdBackupConfig) string {
+		live := &backupv1alpha1.EtcdBackupConfig{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "absent (not found)"
+			}
+			return "unreadable: " + err.Error()
+		}
+		deletion := "none"
+		if live.DeletionTimestamp != nil {
+			deletion = live.DeletionTimestamp.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("uid=%s resourceVersion=%s deletionTimestamp=%s finalizers=%v", live.UID, live.ResourceVersion, deletion, live.Finalizers)
+	}
+	before := make([][2]string, len(deleting))
+	for i, cfg := range delCfgs {
+		before[i] = [2]string{observeConfig(cfg), observeSchedule(p.JS, cfg)}
+	}
+
+	delForged := make([]forgedMsg, len(deleting))
+	for i, dc := range deleting {
+		live := &backupv1alpha1.EtcdBackupConfig{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(delCfgs[i]), live); err != nil {
+			t.Fatal(err)
+		}
+		switch dc.identity {
+		case "made-up-uid":
+			live.UID = uuid.NewUUID()
+		case "rv-1":
+			live.ResourceVersion = "1"
+		}
+		now := metav1.Now()
+		live.DeletionTimestamp = &now
+		controllerutil.AddFinalizer(live, backupv1alpha1.Finalizer)
+		e, err := events.NewObjectEvent(pipeline.Cluster, events.KindEtcdBackupConfig, events.OpDeleting, live,
+			events.WithTrigger("forged-"+string(uuid.NewUUID())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		delForged[i] = publishMsg(t, p.JS, msg, dc.redrive, etcdbackup.ScheduleName)
+	}
+	future := time.Now().UTC().AddDate(1, 0, 0)
+	dueForged := make([]forgedMsg, len(dueRedrive))
+	for i, redrive := range dueRedrive {
+		live := &backupv1alpha1.EtcdBackupConfig{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(dueCfgs[i]), live); err != nil {
+			t.Fatal(err)
+		}
+		e, err := events.NewEtcdBackupDueEvent(pipeline.Cluster, live, live.Spec.Schedule, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The due event's id is the one its installed schedule carries: a fresh one, or
+		// JetStream drops the forgery as a duplicate.
+		e.SetID(strings.ReplaceAll(string(uuid.NewUUID()), "-", ""))
+		msg, err := events.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg.Header.Set(runtime.HeaderFiredAt, future.Format(time.RFC3339Nano))
+		dueForged[i] = publishMsg(t, p.JS, msg, redrive, etcdbackup.SnapshotName)
+	}
+
+	infos := map[string]*jetstream.ConsumerInfo{}
+	for _, fn := range []string{etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
+		info, err := settleConsumer(p.JS, fn)
+		if err != nil {
+			t.Errorf("after the forged events: %v", err)
+		}
+		infos[fn] = info
+	}
+	dls := p.DeadLetters("")
+	for _, d := range dls {
+		ours := slices.ContainsFunc(dueForged, func(m forgedMsg) bool { return m.id == d.EventID })
+		if !ours || d.Function != etcdbackup.SnapshotName {
+			t.Errorf("unexpected dead letter of %s: %s %s (%s): %s", d.Function, d.EventType, d.EventID, d.Subject, d.Reason)
+		}
+	}
+
+	for i, dc := range deleting {
+		via := map[bool]string{false: "object-subject", true: "redrive"}[dc.redrive]
+		t.Run("etcdbackupconfig.deleting:"+dc.identity+":"+via, func(t *testing.T) {
+			if err := forgedHandled(infos[etcdbackup.ScheduleName], delForged[i]); err != nil {
+				t.Fatal(err)
+			}
+			after := [2]string{observeConfig(delCfgs[i]), observeSchedule(p.JS, delCfgs[i])}
+			if after != before[i] {
+				t.Errorf("the forged deleting event (stream sequence %d on %s) changed the config or its schedule:\n  config before: %s\n  config after:  %s\n  schedule before: %s\n  schedule after:  %s",
+					delForged[i].seq, delForged[i].subject, before[i][0], after[0], before[i][1], after[1])
+			}
+		})
+	}
+	for i, redrive := range dueRedrive {
+		via := map[bool]string{false: "object-subject", true: "redrive"}[redrive]
+		t.Run("etcdbackup.due:fired-at-next-year:"+via, func(t *testing.T) {
+			if err := forgedHandled(infos[etcdbackup.SnapshotName], dueForged[i]); err != nil {
+				t.Fatal(err)
+			}
+			keys := listAll(t, dest.store, etcdbackup.Prefix(dueCfgs[i]))
+			for _, k := range originals[i] {
+				if !slices.Contains(keys, k) {
+					t.Errorf("backup %s was deleted by the forged due event (stream sequence %d on %s); backups now: %q", k, dueForged[i].seq, dueForged[i].subject, keys)
+				}
+			}
+			newest := originals[i][len(originals[i])-1]
+			for _, k := range keys {
+				if k > newest {
+					t.Errorf("backup %s is dated after every real backup (the forged fire time taken at its word)", k)
+				}
+			}
+			if s := observeSchedule(p.JS, dueCfgs[i]); s == "no schedule" || strings.HasPrefix(s, "unreadable") {
+				t.Errorf("the config's schedule: %s", s)
+			}
+		})
+	}
+	t.Logf("test took %s", time.Since(began).Round(time.Second))
+}
+
+// observeSchedule renders the config's schedule on the server: whether its holder is there,
+// and what it says.
+func observeSchedule(js jetstream.JetStream, cfg *backupv1alpha1.EtcdBackupConfig) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := js.Stream(ctx, events.RecordStream)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return "no schedule"
+	case err != nil:
+		return "unreadable: " + err.Error()
+	}
+	return fmt.Sprintf("schedule %q targeting %s", msg.Header.Get("Nats-Schedule"), msg.Header.Get("Nats-Schedule-Target"))
+}
+
+// forgedMsg is a forged event as JetStream stored it.
+type forgedMsg struct {
+	id, subject string
+	seq         uint64
+}
+
+// publishMsg publishes msg on its subject, or on function's redrive subject if redrive.
+func publishMsg(t testing.TB, js jetstream.JetStream, msg *nats.Msg, redrive bool, function string) forgedMsg {
+	t.Helper()
+	if redrive {
+		msg.Subject = events.RedriveSubject(function)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatalf("publishing the forged event on %s: %v", msg.Subject, err)
+	}
+	if ack.Duplicate {
+		t.Fatalf("JetStream dropped the forged event on %s as a duplicate", msg.Subject)
+	}
+	return forgedMsg{id: msg.Header.Get("ce-id"), subject: msg.Subject, seq: ack.Sequence}
+}
+
+// settleConsumer waits until function's consumer is at rest: nothing pending or
+// unacknowledged, no retry scheduled, and the delivered stream sequence the same in two
+// samples 3 s apart; an error if it keeps working for two minutes (a hot loop).
+func settleConsumer(js jetstream.JetStream, function string) (*jetstream.ConsumerInfo, error) {
+	info := func() (*jetstream.ConsumerInfo, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, events.RecordStream, function)
+		if err != nil {
+			return nil, err
+		}
+		return c.Info(ctx)
+	}
+	retrying := func() (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := js.Stream(ctx, events.RecordStream)
+		if err != nil {
+			return false, err
+		}
+		_, err = stream.GetLastMsgForSubject(ctx, strings.TrimSuffix(events.RetryScheduleSubject(function, "x"), "x")+"*")
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	for time.Now().Before(deadline) {
+		first, err := info()
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(3 * time.Second)
+		second, err := info()
+		if err != nil {
+			return nil, err
+		}
+		retry, err := retrying()
+		if err != nil {
+			return nil, err
+		}
+		if second.NumPending == 0 && second.NumAckPending == 0 && !retry && first.Delivered.Stream == second.Delivered.Stream {
+			return second, nil
+		}
+		last = fmt.Sprintf("delivered up to stream sequence %d, 3 s later %d; pending %d, ack pending %d, retry scheduled %t",
+			first.Delivered.Stream, second.Delivered.Stream, second.NumPending, second.NumAckPending, retry)
+	}
+	return nil, fmt.Errorf("consumer %s not at rest after 2 minutes (hot loop?): %s", function, last)
+}
+
+// forgedHandled says whether the consumer (at rest) took the forged event and acknowledged it.
+func forgedHandled(info *jetstream.ConsumerInfo, m forgedMsg) error {
+	if info == nil {
+		return errors.New("the consumer is not at rest: cannot tell whether the forged event was handled")
+	}
+	matches := func(filter string) bool {
+		f, s := strings.Split(filter, "."), strings.Split(m.subject, ".")
+		for i, tok := range f {
+			if tok == ">" {
+				return len(s) > i
+			}
+			if i >= len(s) || tok != "*" && tok != s[i] {
+				return false
+			}
+		}
+		return len(f) == len(s)
+	}
+	if !slices.ContainsFunc(info.Config.FilterSubjects, matches) {
+		return fmt.Errorf("forged event on %s never reaches consumer %s (filters %v)", m.subject, info.Name, info.Config.FilterSubjects)
+	}
+	if info.AckFloor.Stream < m.seq {
+		return fmt.Errorf("forged event %d on %s not handled: consumer %s acknowledged up to stream sequence %d", m.seq, m.subject, info.Name, info.AckFloor.Stream)
+	}
+	return nil
+}
