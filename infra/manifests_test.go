@@ -366,12 +366,23 @@ func kustomizationDirs(t *testing.T) []string {
 	t.Helper()
 	var dirs []string
 	for _, f := range filesUnder(t, ".yaml") {
-		if filepath.Base(f) == "kustomization.yaml" {
+		if filepath.Base(f) == "kustomization.yaml" && !isComponent(t, f) {
 			dirs = append(dirs, filepath.Dir(f))
 		}
 	}
 	slices.Sort(dirs)
 	return dirs
+}
+
+// isComponent says the kustomization file f is a Component, rendered only as part of the
+// overlays that include it.
+func isComponent(t *testing.T, f string) bool {
+	t.Helper()
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(data), "\nkind: Component\n")
 }
 
 // filesUnder lists the files under infra/ with one of the extensions, relative to infra/,

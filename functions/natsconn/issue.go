@@ -227,11 +227,13 @@ func (i Issued) Args(url, identity string) []string {
 	return append(args, "--nats-nkey", o.NKeyFile)
 }
 
-// WriteServerConfig writes Dir/nats-server.conf: TLS with the server's certificate, client
-// certificates signed by CA required, and the issued identities. It returns its path.
+// WriteServerConfig writes Dir/nats-server.conf: TLS with the server's certificate (client
+// certificates signed by CA required when the identities have one, ClientCert), and the
+// issued identities. It returns its path.
 func (i Issued) WriteServerConfig(serverCert, serverKey string) (string, error) {
 	include := map[Form]string{FormConfig: "accounts.conf", FormJWT: "resolver.conf"}[i.Form]
 	path := filepath.Join(i.Dir, "nats-server.conf")
-	conf := fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: true\n}\ninclude %q\n", serverCert, serverKey, i.CA, include)
+	conf := fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  ca_file: %q\n  verify: %t\n}\ninclude %q\n",
+		serverCert, serverKey, i.CA, i.ClientCert != "", include)
 	return path, os.WriteFile(path, []byte(conf), 0o600)
 }
