@@ -4,23 +4,28 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
-	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 // functionTypes are the event types each function takes, from the functions themselves.
@@ -32,7 +37,10 @@ var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: e
 // the Job's arguments and environment, its ConfigMap included — against a real nats-server,
 // creates every consumer the overlay reads (each ScaledObject's stream and consumer, each
 // forwarder's function) with the subjects its function takes and the ConfigMap's settings. No
-// function is started. Before the Job ran, the same check finds nothing.
+// function is started. Before the Job ran, the same check finds nothing. NATS is secured as
+// the overlays expect: TLS, and the Job connects as the identity setup from the Secret
+// housekeeper-nats, which holds what `housekeeper nats-auth --form jwt` issued, mounted as the
+// Job mounts it.
 func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 	bin := buildHousekeeper(t)
 	for _, overlay := range []string{"overlays/keda", "overlays/knative"} {
@@ -42,8 +50,7 @@ func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 			if len(readers) != len(functionTypes) {
 				t.Fatalf("the overlay reads the consumers %v, want one per function %v", slices.Sorted(maps.Keys(readers)), slices.Sorted(maps.Keys(functionTypes)))
 			}
-			env := testenv.Start(t, testenv.WithNATS())
-			_, js := env.Connect(t)
+			url, secret, js := startSecuredNATS(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 
@@ -54,7 +61,8 @@ func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 			}
 
 			args, jobEnv := setupJob(t, objs)
-			jobEnv["HOUSEKEEPER_NATS_URL"] = env.NATS.URL // the one thing that differs from the cluster
+			jobEnv["HOUSEKEEPER_NATS_URL"] = url // the one thing that differs from the cluster
+			mountSecret(t, objs, secret, jobEnv)
 			for run := range 2 {                          // a second run (the Job re-applied) changes nothing and succeeds
 				cmd := exec.CommandContext(ctx, bin, args...)
 				for k, v := range jobEnv {
@@ -121,6 +129,76 @@ func consumersRead(t *testing.T, objs []manifest) map[string]string {
 		}
 	}
 	return readers
+}
+
+// startSecuredNATS starts nats-server with TLS and the identities `housekeeper nats-auth --form
+// jwt` issues, and returns its URL, the content of the Secret housekeeper-nats the overlays
+// mount (key → file) and JetStream as the operator.
+func startSecuredNATS(t *testing.T) (string, map[string]string, jetstream.JetStream) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := natsconn.Issue(dir, natsconn.FormJWT, "", hkcli.Permissions()); err != nil {
+		t.Fatal(err)
+	}
+	tls, err := natsconn.WriteTLS(dir, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := natsconn.Issued{Dir: dir, Form: natsconn.FormJWT, CA: tls.CA} // the server is verified; no client certificates
+	conf, err := issued.WriteServerConfig(tls.ServerCert, tls.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := stack.StartNATSWithConfig(conf, filepath.Join(dir, "jetstream"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Stop)
+	secret := map[string]string{"ca.pem": tls.CA}
+	for _, p := range hkcli.Permissions() {
+		secret[p.Identity+".creds"] = filepath.Join(dir, p.Identity+".creds")
+	}
+	auth, err := issued.Options(n.URL, events.IdentityOperator).Auth(events.IdentityOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(n.URL, auth...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.URL, secret, js
+}
+
+// mountSecret does for the setup Job's environment what the kubelet does for its pod: the items
+// of Secret housekeeper-nats it mounts become files, and env's paths under the mount point
+// point at them.
+func mountSecret(t *testing.T, objs []manifest, secret map[string]string, env map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, m := range objs {
+		if m.obj.GetKind() != "Job" {
+			continue
+		}
+		for _, key := range mountedSecretKeys(m.obj, "housekeeper-nats", natsMount) {
+			data, err := os.ReadFile(secret[key])
+			if err != nil {
+				t.Fatalf("%s mounts key %s, which the Secret does not have: %v", m, key, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, key), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for k, v := range env {
+		if rest, ok := strings.CutPrefix(v, natsMount+"/"); ok {
+			env[k] = filepath.Join(dir, rest)
+		}
+	}
 }
 
 // setupJob is the arguments and environment of the setup Job's one container.
