@@ -22,8 +22,8 @@ import (
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
@@ -63,7 +63,7 @@ func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 			args, jobEnv := setupJob(t, objs)
 			jobEnv["HOUSEKEEPER_NATS_URL"] = url // the one thing that differs from the cluster
 			mountSecret(t, objs, secret, jobEnv)
-			for run := range 2 {                          // a second run (the Job re-applied) changes nothing and succeeds
+			for run := range 2 { // a second run (the Job re-applied) changes nothing and succeeds
 				cmd := exec.CommandContext(ctx, bin, args...)
 				for k, v := range jobEnv {
 					cmd.Env = append(cmd.Env, k+"="+v)
