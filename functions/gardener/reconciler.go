@@ -112,24 +112,28 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 // returns the live object the server answers with and the operation it asked for, or nil when
 // the copy does not qualify or its proof failed: then the object is read.
 func (r *Reconciler) claim(ctx context.Context, e cloudevents.Event, ref events.Ref) (extensionsv1alpha1.Object, string, error) {
-	obj := r.NewObject()
-	if err := json.Unmarshal(e.Data(), obj); err != nil || obj.GetName() != ref.Name || obj.GetUID() == "" || obj.GetResourceVersion() == "" {
+	copied := r.NewObject()
+	if err := json.Unmarshal(e.Data(), copied); err != nil || copied.GetName() != ref.Name || copied.GetUID() == "" || copied.GetResourceVersion() == "" {
 		return nil, "", nil
 	}
-	operation := obj.GetAnnotations()[AnnotationOperation]
-	if obj.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(obj, r.Finalizer) ||
-		obj.GetExtensionStatus().GetLastOperation() != nil ||
+	operation := copied.GetAnnotations()[AnnotationOperation]
+	if copied.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(copied, r.Finalizer) ||
+		copied.GetExtensionStatus().GetLastOperation() != nil ||
 		(operation != "" && operation != OperationReconcile && operation != OperationRestore) {
 		return nil, "", nil
 	}
-	patch, err := claimPatch(obj, r.Finalizer)
+	patch, err := claimPatch(copied, r.Finalizer)
 	if err != nil {
 		return nil, "", err
 	}
-	err = r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
+	// The answer goes into an empty object: decoding into the copy would keep what the copy
+	// has and the live object lacks.
+	live := r.NewObject()
+	live.SetName(ref.Name)
+	err = r.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch))
 	switch {
 	case err == nil:
-		return obj, operation, nil
+		return live, operation, nil
 	case apierrors.IsInvalid(err), apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		// The copy is not the live object (outdated or forged), or the object is gone.
 		r.Log.Debug("the event's copy is not the live object: reading it", zap.String("name", ref.Name), zap.Error(err))
