@@ -67,7 +67,7 @@ func FunctionPermission(function string, publishes ...string) Permission {
 			jsAPI("CONSUMER.MSG.NEXT", RecordStream, function),
 			"$JS.ACK." + RecordStream + "." + function + ".>",
 			jsAPI("STREAM.MSG.GET", RecordStream),
-			subjectRoot + ".schedule.retry." + Token(function) + ".*",
+			RetryScheduleFilter(function),
 			DeadLetterSubject(function),
 		}, streamInfo, publishes),
 		Subscribe: []string{

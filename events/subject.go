@@ -104,6 +104,11 @@ func RetryScheduleSubject(function, eventID string) string {
 	return subjectRoot + ".schedule.retry." + Token(function) + "." + Token(eventID)
 }
 
+// RetryScheduleFilter matches the schedule holders of every pending retry of function.
+func RetryScheduleFilter(function string) string {
+	return subjectRoot + ".schedule.retry." + Token(function) + ".*"
+}
+
 // DeadLetterSubject is where a function's dead letters go.
 func DeadLetterSubject(function string) string {
 	return "housekeeper-deadletter." + Token(function)

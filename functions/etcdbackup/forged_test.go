@@ -107,7 +107,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		})
 	}
 	for _, fn := range []string{etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
-		if _, err := settleConsumer(p.JS, fn); err != nil {
+		if _, err := p.AtRest(fn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		before[i] = [2]string{observeConfig(cfg), observeSchedule(p.JS, cfg)}
 	}
 
-	delForged := make([]forgedMsg, len(deleting))
+	delForged := make([]pipeline.Stored, len(deleting))
 	for i, dc := range deleting {
 		live := &backupv1alpha1.EtcdBackupConfig{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(delCfgs[i]), live); err != nil {
@@ -155,10 +155,10 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		delForged[i] = publishMsg(t, p.JS, msg, dc.redrive, etcdbackup.ScheduleName)
+		delForged[i] = publishForged(p, msg, dc.redrive, etcdbackup.ScheduleName)
 	}
 	future := time.Now().UTC().AddDate(1, 0, 0)
-	dueForged := make([]forgedMsg, len(dueRedrive))
+	dueForged := make([]pipeline.Stored, len(dueRedrive))
 	for i, redrive := range dueRedrive {
 		live := &backupv1alpha1.EtcdBackupConfig{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(dueCfgs[i]), live); err != nil {
@@ -176,12 +176,12 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg.Header.Set(runtime.HeaderFiredAt, future.Format(time.RFC3339Nano))
-		dueForged[i] = publishMsg(t, p.JS, msg, redrive, etcdbackup.SnapshotName)
+		dueForged[i] = publishForged(p, msg, redrive, etcdbackup.SnapshotName)
 	}
 
 	infos := map[string]*jetstream.ConsumerInfo{}
 	for _, fn := range []string{etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
-		info, err := settleConsumer(p.JS, fn)
+		info, err := p.AtRest(fn)
 		if err != nil {
 			t.Errorf("after the forged events: %v", err)
 		}
@@ -189,7 +189,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	}
 	dls := p.DeadLetters("")
 	for _, d := range dls {
-		ours := slices.ContainsFunc(dueForged, func(m forgedMsg) bool { return m.id == d.EventID })
+		ours := slices.ContainsFunc(dueForged, func(m pipeline.Stored) bool { return m.ID == d.EventID })
 		if !ours || d.Function != etcdbackup.SnapshotName {
 			t.Errorf("unexpected dead letter of %s: %s %s (%s): %s", d.Function, d.EventType, d.EventID, d.Subject, d.Reason)
 		}
@@ -198,26 +198,26 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	for i, dc := range deleting {
 		via := map[bool]string{false: "object-subject", true: "redrive"}[dc.redrive]
 		t.Run("etcdbackupconfig.deleting:"+dc.identity+":"+via, func(t *testing.T) {
-			if err := forgedHandled(infos[etcdbackup.ScheduleName], delForged[i]); err != nil {
+			if err := pipeline.Acked(infos[etcdbackup.ScheduleName], delForged[i]); err != nil {
 				t.Fatal(err)
 			}
 			after := [2]string{observeConfig(delCfgs[i]), observeSchedule(p.JS, delCfgs[i])}
 			if after != before[i] {
 				t.Errorf("the forged deleting event (stream sequence %d on %s) changed the config or its schedule:\n  config before: %s\n  config after:  %s\n  schedule before: %s\n  schedule after:  %s",
-					delForged[i].seq, delForged[i].subject, before[i][0], after[0], before[i][1], after[1])
+					delForged[i].Seq, delForged[i].Subject, before[i][0], after[0], before[i][1], after[1])
 			}
 		})
 	}
 	for i, redrive := range dueRedrive {
 		via := map[bool]string{false: "object-subject", true: "redrive"}[redrive]
 		t.Run("etcdbackup.due:fired-at-next-year:"+via, func(t *testing.T) {
-			if err := forgedHandled(infos[etcdbackup.SnapshotName], dueForged[i]); err != nil {
+			if err := pipeline.Acked(infos[etcdbackup.SnapshotName], dueForged[i]); err != nil {
 				t.Fatal(err)
 			}
 			keys := listAll(t, dest.store, etcdbackup.Prefix(dueCfgs[i]))
 			for _, k := range originals[i] {
 				if !slices.Contains(keys, k) {
-					t.Errorf("backup %s was deleted by the forged due event (stream sequence %d on %s); backups now: %q", k, dueForged[i].seq, dueForged[i].subject, keys)
+					t.Errorf("backup %s was deleted by the forged due event (stream sequence %d on %s); backups now: %q", k, dueForged[i].Seq, dueForged[i].Subject, keys)
 				}
 			}
 			newest := originals[i][len(originals[i])-1]
@@ -253,103 +253,11 @@ func observeSchedule(js jetstream.JetStream, cfg *backupv1alpha1.EtcdBackupConfi
 	return fmt.Sprintf("schedule %q targeting %s", msg.Header.Get("Nats-Schedule"), msg.Header.Get("Nats-Schedule-Target"))
 }
 
-// forgedMsg is a forged event as JetStream stored it.
-type forgedMsg struct {
-	id, subject string
-	seq         uint64
-}
-
-// publishMsg publishes msg on its subject, or on function's redrive subject if redrive.
-func publishMsg(t testing.TB, js jetstream.JetStream, msg *nats.Msg, redrive bool, function string) forgedMsg {
-	t.Helper()
+// publishForged publishes msg on its subject, or on function's redrive subject if redrive.
+func publishForged(p *pipeline.Pipeline, msg *nats.Msg, redrive bool, function string) pipeline.Stored {
+	p.T.Helper()
 	if redrive {
 		msg.Subject = events.RedriveSubject(function)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ack, err := js.PublishMsg(ctx, msg)
-	if err != nil {
-		t.Fatalf("publishing the forged event on %s: %v", msg.Subject, err)
-	}
-	if ack.Duplicate {
-		t.Fatalf("JetStream dropped the forged event on %s as a duplicate", msg.Subject)
-	}
-	return forgedMsg{id: msg.Header.Get("ce-id"), subject: msg.Subject, seq: ack.Sequence}
-}
-
-// settleConsumer waits until function's consumer is at rest: nothing pending or
-// unacknowledged, no retry scheduled, and the delivered stream sequence the same in two
-// samples 3 s apart; an error if it keeps working for two minutes (a hot loop).
-func settleConsumer(js jetstream.JetStream, function string) (*jetstream.ConsumerInfo, error) {
-	info := func() (*jetstream.ConsumerInfo, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, events.RecordStream, function)
-		if err != nil {
-			return nil, err
-		}
-		return c.Info(ctx)
-	}
-	retrying := func() (bool, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		stream, err := js.Stream(ctx, events.RecordStream)
-		if err != nil {
-			return false, err
-		}
-		_, err = stream.GetLastMsgForSubject(ctx, strings.TrimSuffix(events.RetryScheduleSubject(function, "x"), "x")+"*")
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	var last string
-	for time.Now().Before(deadline) {
-		first, err := info()
-		if err != nil {
-			return nil, err
-		}
-		time.Sleep(3 * time.Second)
-		second, err := info()
-		if err != nil {
-			return nil, err
-		}
-		retry, err := retrying()
-		if err != nil {
-			return nil, err
-		}
-		if second.NumPending == 0 && second.NumAckPending == 0 && !retry && first.Delivered.Stream == second.Delivered.Stream {
-			return second, nil
-		}
-		last = fmt.Sprintf("delivered up to stream sequence %d, 3 s later %d; pending %d, ack pending %d, retry scheduled %t",
-			first.Delivered.Stream, second.Delivered.Stream, second.NumPending, second.NumAckPending, retry)
-	}
-	return nil, fmt.Errorf("consumer %s not at rest after 2 minutes (hot loop?): %s", function, last)
-}
-
-// forgedHandled says whether the consumer (at rest) took the forged event and acknowledged it.
-func forgedHandled(info *jetstream.ConsumerInfo, m forgedMsg) error {
-	if info == nil {
-		return errors.New("the consumer is not at rest: cannot tell whether the forged event was handled")
-	}
-	matches := func(filter string) bool {
-		f, s := strings.Split(filter, "."), strings.Split(m.subject, ".")
-		for i, tok := range f {
-			if tok == ">" {
-				return len(s) > i
-			}
-			if i >= len(s) || tok != "*" && tok != s[i] {
-				return false
-			}
-		}
-		return len(f) == len(s)
-	}
-	if !slices.ContainsFunc(info.Config.FilterSubjects, matches) {
-		return fmt.Errorf("forged event on %s never reaches consumer %s (filters %v)", m.subject, info.Name, info.Config.FilterSubjects)
-	}
-	if info.AckFloor.Stream < m.seq {
-		return fmt.Errorf("forged event %d on %s not handled: consumer %s acknowledged up to stream sequence %d", m.seq, m.subject, info.Name, info.AckFloor.Stream)
-	}
-	return nil
+	return p.PublishNew(msg)
 }

@@ -160,29 +160,14 @@ func forgeObjectEvent(t testing.TB, kind events.Kind, op events.Operation, obj c
 	return msg
 }
 
-// published is a forged event as JetStream stored it.
-type published struct {
-	id, subject string
-	seq         uint64
-}
-
 // publishForged publishes msg on its subject, or on function's redrive subject (the same
 // headers) if redriveTo is set.
-func publishForged(t testing.TB, js jetstream.JetStream, msg *nats.Msg, redriveTo string) published {
-	t.Helper()
+func (f *fixture) publishForged(msg *nats.Msg, redriveTo string) pipeline.Stored {
+	f.T.Helper()
 	if redriveTo != "" {
 		msg.Subject = events.RedriveSubject(redriveTo)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ack, err := js.PublishMsg(ctx, msg)
-	if err != nil {
-		t.Fatalf("publishing the forged event on %s: %v", msg.Subject, err)
-	}
-	if ack.Duplicate {
-		t.Fatalf("JetStream dropped the forged event %s on %s as a duplicate", msg.Header.Get("ce-id"), msg.Subject)
-	}
-	return published{id: msg.Header.Get("ce-id"), subject: msg.Subject, seq: ack.Sequence}
+	return f.PublishNew(msg)
 }
 
 func redriveTarget(redrive bool, function string) string {
@@ -192,80 +177,25 @@ func redriveTarget(redrive bool, function string) string {
 	return ""
 }
 
-func consumerInfo(js jetstream.JetStream, function string) (*jetstream.ConsumerInfo, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, events.RecordStream, function)
-	if err != nil {
-		return nil, err
-	}
-	return c.Info(ctx)
-}
-
-// retryScheduled reports whether a retry of one of function's events waits on the server.
-func retryScheduled(js jetstream.JetStream, function string) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stream, err := js.Stream(ctx, events.RecordStream)
-	if err != nil {
-		return false, err
-	}
-	_, err = stream.GetLastMsgForSubject(ctx, strings.TrimSuffix(events.RetryScheduleSubject(function, "x"), "x")+"*")
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// settle waits until function's consumer is at rest: nothing pending or unacknowledged, no
-// retry scheduled, and its delivered stream sequence the same in two samples 3 s apart. It
-// returns the consumer's info then, or an error if the consumer keeps working for two minutes
-// (a hot loop).
-func settle(js jetstream.JetStream, function string) (*jetstream.ConsumerInfo, error) {
-	deadline := time.Now().Add(2 * time.Minute)
-	var last string
-	for time.Now().Before(deadline) {
-		first, err := consumerInfo(js, function)
-		if err != nil {
-			return nil, err
-		}
-		time.Sleep(3 * time.Second)
-		second, err := consumerInfo(js, function)
-		if err != nil {
-			return nil, err
-		}
-		retrying, err := retryScheduled(js, function)
-		if err != nil {
-			return nil, err
-		}
-		if second.NumPending == 0 && second.NumAckPending == 0 && !retrying && first.Delivered.Stream == second.Delivered.Stream {
-			return second, nil
-		}
-		last = fmt.Sprintf("delivered up to stream sequence %d, 3 s later %d; pending %d, ack pending %d, retry scheduled %t",
-			first.Delivered.Stream, second.Delivered.Stream, second.NumPending, second.NumAckPending, retrying)
-	}
-	return nil, fmt.Errorf("consumer %s not at rest after 2 minutes (hot loop?): %s", function, last)
-}
-
-// mustSettle settles functions before the test reads the state it compares with.
-func mustSettle(t testing.TB, js jetstream.JetStream, functions ...string) {
-	t.Helper()
+// mustSettle waits until functions are at rest before the test reads the state it compares with.
+func (f *fixture) mustSettle(functions ...string) {
+	f.T.Helper()
 	for _, fn := range functions {
-		if _, err := settle(js, fn); err != nil {
-			t.Fatal(err)
+		if _, err := f.AtRest(fn); err != nil {
+			f.T.Fatal(err)
 		}
 	}
 }
 
-// settleAll settles functions after the forged events and returns the consumers' infos; a
-// consumer that does not come to rest fails the test (and has no info).
-func settleAll(t testing.TB, js jetstream.JetStream, functions ...string) map[string]*jetstream.ConsumerInfo {
-	t.Helper()
+// settleAll waits until functions are at rest after the forged events and returns the
+// consumers' infos; a consumer that does not come to rest fails the test (and has no info).
+func (f *fixture) settleAll(functions ...string) map[string]*jetstream.ConsumerInfo {
+	f.T.Helper()
 	infos := map[string]*jetstream.ConsumerInfo{}
 	for _, fn := range functions {
-		info, err := settle(js, fn)
+		info, err := f.AtRest(fn)
 		if err != nil {
-			t.Errorf("after the forged events: %v", err)
+			f.T.Errorf("after the forged events: %v", err)
 			continue
 		}
 		infos[fn] = info
@@ -273,39 +203,11 @@ func settleAll(t testing.TB, js jetstream.JetStream, functions ...string) map[st
 	return infos
 }
 
-// subjectMatches matches a NATS subject against a filter with * and > wildcards.
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		if tok == ">" {
-			return len(s) > i
-		}
-		if i >= len(s) || tok != "*" && tok != s[i] {
-			return false
-		}
-	}
-	return len(f) == len(s)
-}
-
-// handled says whether the consumer (at rest) took the forged event and acknowledged it.
-func handled(info *jetstream.ConsumerInfo, m published) error {
-	if info == nil {
-		return errors.New("the consumer is not at rest: cannot tell whether the forged event was handled")
-	}
-	if !slices.ContainsFunc(info.Config.FilterSubjects, func(f string) bool { return subjectMatches(f, m.subject) }) {
-		return fmt.Errorf("forged event on %s never reaches consumer %s (filters %v)", m.subject, info.Name, info.Config.FilterSubjects)
-	}
-	if info.AckFloor.Stream < m.seq {
-		return fmt.Errorf("forged event %d on %s not handled: consumer %s acknowledged up to stream sequence %d", m.seq, m.subject, info.Name, info.AckFloor.Stream)
-	}
-	return nil
-}
-
 // deadLettered lists the dead letters of the forged event.
-func deadLettered(dls []runtime.DeadLetter, m published) []string {
+func deadLettered(dls []runtime.DeadLetter, m pipeline.Stored) []string {
 	var out []string
 	for _, d := range dls {
-		if d.EventID == m.id {
+		if d.EventID == m.ID {
 			out = append(out, fmt.Sprintf("dead-lettered by %s: %s", d.Function, d.Reason))
 		}
 	}
@@ -313,10 +215,10 @@ func deadLettered(dls []runtime.DeadLetter, m published) []string {
 }
 
 // unexpectedDeadLetters lists dead letters of none of the forged events.
-func unexpectedDeadLetters(dls []runtime.DeadLetter, forged []published) []string {
+func unexpectedDeadLetters(dls []runtime.DeadLetter, forged []pipeline.Stored) []string {
 	var out []string
 	for _, d := range dls {
-		if !slices.ContainsFunc(forged, func(m published) bool { return m.id == d.EventID }) {
+		if !slices.ContainsFunc(forged, func(m pipeline.Stored) bool { return m.ID == d.EventID }) {
 			out = append(out, fmt.Sprintf("%s %s (%s): %s", d.Function, d.EventType, d.Subject, d.Reason))
 		}
 	}
@@ -487,7 +389,7 @@ func (f *fixture) groupFacts() []fact {
 
 // checkGroup fails the test if the forged events changed the fixture's bucket or left dead
 // letters no forged event explains.
-func checkGroup(t *testing.T, before, after []fact, dls []runtime.DeadLetter, forged []published) {
+func checkGroup(t *testing.T, before, after []fact, dls []runtime.DeadLetter, forged []pipeline.Stored) {
 	t.Helper()
 	if d := diff(before, after); len(d) > 0 {
 		t.Errorf("the forged events changed shared state:\n  %s", strings.Join(d, "\n  "))
@@ -498,14 +400,14 @@ func checkGroup(t *testing.T, before, after []fact, dls []runtime.DeadLetter, fo
 }
 
 // check is the verdict of one subtest: the guard, then every change the forged event caused.
-func check(t *testing.T, info *jetstream.ConsumerInfo, m published, before, after []fact, dls []runtime.DeadLetter) {
+func check(t *testing.T, info *jetstream.ConsumerInfo, m pipeline.Stored, before, after []fact, dls []runtime.DeadLetter) {
 	t.Helper()
-	if err := handled(info, m); err != nil {
+	if err := pipeline.Acked(info, m); err != nil {
 		t.Fatal(err)
 	}
 	changes := append(diff(before, after), deadLettered(dls, m)...)
 	if len(changes) > 0 {
-		t.Errorf("the forged event (stream sequence %d on %s) changed live state:\n  %s", m.seq, m.subject, strings.Join(changes, "\n  "))
+		t.Errorf("the forged event (stream sequence %d on %s) changed live state:\n  %s", m.Seq, m.Subject, strings.Join(changes, "\n  "))
 	}
 }
 
@@ -540,7 +442,7 @@ func TestForgedEntryEvents(t *testing.T) {
 		})
 		f.upload(snapshots(name+"/", 3)...)
 	}
-	mustSettle(t, f.JS, entry.Name, bucket.Name, purge.Name)
+	f.mustSettle(entry.Name, bucket.Name, purge.Name)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -564,16 +466,16 @@ func TestForgedEntryEvents(t *testing.T) {
 	}
 	groupBefore := f.groupFacts()
 
-	forged := make([]published, len(cases))
+	forged := make([]pipeline.Stored, len(cases))
 	for i, fg := range cases {
 		live := f.entry(names[i])
 		fg.apply(live, entry.Finalizer, func() {
 			live.Spec.SecretRef = corev1.SecretReference{Name: fmt.Sprintf("entry-decoy-%02d", i), Namespace: "garden"}
 			live.Spec.BucketName = "forged-bucket"
 		})
-		forged[i] = publishForged(t, f.JS, forgeObjectEvent(t, events.KindBackupEntry, fg.op, live), redriveTarget(fg.redrive, entry.Name))
+		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupEntry, fg.op, live), redriveTarget(fg.redrive, entry.Name))
 	}
-	infos := settleAll(t, f.JS, entry.Name, bucket.Name, purge.Name)
+	infos := f.settleAll(entry.Name, bucket.Name, purge.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -641,7 +543,7 @@ func TestForgedBucketEvents(t *testing.T) {
 			f.waitState(&extensionsv1alpha1.BackupEntry{}, user, gardencorev1beta1.LastOperationStateSucceeded)
 		}
 	}
-	mustSettle(t, f.JS, bucket.Name, entry.Name, purge.Name)
+	f.mustSettle(bucket.Name, entry.Name, purge.Name)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -668,7 +570,7 @@ func TestForgedBucketEvents(t *testing.T) {
 	}
 	groupBefore := f.groupFacts()
 
-	forged := make([]published, len(cases))
+	forged := make([]pipeline.Stored, len(cases))
 	for i, c := range cases {
 		live := &extensionsv1alpha1.BackupBucket{}
 		if err := f.Client.Get(ctx, client.ObjectKey{Name: names[i]}, live); err != nil {
@@ -677,9 +579,9 @@ func TestForgedBucketEvents(t *testing.T) {
 		c.apply(live, bucket.Finalizer, func() {
 			live.Spec.SecretRef = corev1.SecretReference{Name: fmt.Sprintf("bucket-decoy-%02d", i), Namespace: "garden"}
 		})
-		forged[i] = publishForged(t, f.JS, forgeObjectEvent(t, events.KindBackupBucket, c.op, live), redriveTarget(c.redrive, bucket.Name))
+		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupBucket, c.op, live), redriveTarget(c.redrive, bucket.Name))
 	}
-	infos := settleAll(t, f.JS, bucket.Name, entry.Name, purge.Name)
+	infos := f.settleAll(bucket.Name, entry.Name, purge.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -724,7 +626,7 @@ func TestForgedPurgeDue(t *testing.T) {
 			f.deleteUntilPending(f.entry(names[i]))
 		}
 	}
-	mustSettle(t, f.JS, entry.Name, bucket.Name, purge.Name)
+	f.mustSettle(entry.Name, bucket.Name, purge.Name)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -750,7 +652,7 @@ func TestForgedPurgeDue(t *testing.T) {
 	}
 	groupBefore := f.groupFacts()
 
-	forged := make([]published, len(cases))
+	forged := make([]pipeline.Stored, len(cases))
 	for i, c := range cases {
 		live := f.entry(names[i])
 		data := events.PurgeData{Entry: live.Name, UID: string(live.UID), BucketName: live.Spec.BucketName,
@@ -764,9 +666,9 @@ func TestForgedPurgeDue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		forged[i] = publishForged(t, f.JS, msg, redriveTarget(c.redrive, purge.Name))
+		forged[i] = f.publishForged(msg, redriveTarget(c.redrive, purge.Name))
 	}
-	infos := settleAll(t, f.JS, purge.Name, entry.Name, bucket.Name)
+	infos := f.settleAll(purge.Name, entry.Name, bucket.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
