@@ -98,23 +98,22 @@ func publish(nc *nats.Conn, subject string, violations chan error) error {
 	if err := nc.Publish(subject, []byte("{}")); err != nil {
 		return err
 	}
-	if err := nc.Flush(); err != nil {
-		return err
-	}
-	select {
-	case err := <-violations:
-		return err
-	case <-time.After(2 * time.Second):
-		return nil
-	}
+	return refusal(nc, violations)
 }
 
+// subscribe subscribes to subject and returns the violation the server reports, if any.
 func subscribe(nc *nats.Conn, subject string, violations chan error) error {
 	sub, err := nc.SubscribeSync(subject)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	return refusal(nc, violations)
+}
+
+// refusal is the violation the server reports for what nc just sent, if it does within two
+// seconds of the server having read it.
+func refusal(nc *nats.Conn, violations chan error) error {
 	if err := nc.Flush(); err != nil {
 		return err
 	}
