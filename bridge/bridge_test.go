@@ -391,7 +391,7 @@ func TestResyncRequestReemitsEveryObject(t *testing.T) {
 		reply, err = h.nc.Request(events.SubjectResync, nil, time.Second)
 		return err == nil
 	})
-	var r ResyncReply
+	var r events.ResyncReply
 	if err := json.Unmarshal(reply.Data, &r); err != nil || r.Queued != 5 {
 		t.Fatalf("resync reply %s (%v), want 5 queued", reply.Data, err)
 	}

@@ -10,11 +10,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 )
 
-// ResyncReply answers a resync request.
-type ResyncReply struct {
-	Queued int `json:"queued"`
-}
-
 // ServeResync answers resync requests on events.SubjectResync until ctx is done: every
 // handled object is announced again. Only the leading bridge serves it.
 func (b *Bridge) ServeResync(ctx context.Context, nc *nats.Conn) error {
@@ -22,7 +17,7 @@ func (b *Bridge) ServeResync(ctx context.Context, nc *nats.Conn) error {
 		trigger := nats.NewInbox() // unique: the re-announcement must not be deduplicated
 		n := b.Resync(trigger[len(nats.InboxPrefix):])
 		b.log.Info("resync requested", zap.Int("queued", n))
-		data, _ := json.Marshal(ResyncReply{Queued: n})
+		data, _ := json.Marshal(events.ResyncReply{Queued: n})
 		_ = m.Respond(data)
 	})
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
@@ -180,7 +179,7 @@ func resync(ctx context.Context, out io.Writer, connect connector) error {
 	if err != nil {
 		return fmt.Errorf("no bridge answered on %s: %w", events.SubjectResync, err)
 	}
-	var reply bridge.ResyncReply
+	var reply events.ResyncReply
 	if err := json.Unmarshal(msg.Data, &reply); err != nil {
 		return fmt.Errorf("bridge answered %q: %w", msg.Data, err)
 	}

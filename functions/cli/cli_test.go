@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
@@ -182,7 +181,7 @@ func TestResyncCommandPrintsWhatTheBridgeQueued(t *testing.T) {
 		t.Errorf("resync without a bridge: exit %d, err %q", code, errOut)
 	}
 	sub, err := f.nc.Subscribe(events.SubjectResync, func(m *nats.Msg) {
-		data, _ := json.Marshal(bridge.ResyncReply{Queued: 42})
+		data, _ := json.Marshal(events.ResyncReply{Queued: 42})
 		_ = m.Respond(data)
 	})
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -175,7 +174,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg.Header.Set(runtime.HeaderFiredAt, future.Format(time.RFC3339Nano))
+		msg.Header.Set(events.HeaderFiredAt, future.Format(time.RFC3339Nano))
 		dueForged[i] = publishForged(p, msg, redrive, etcdbackup.SnapshotName)
 	}
 

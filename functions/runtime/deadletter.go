@@ -14,16 +14,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 )
 
-// Headers a dead letter carries besides the original event's.
-const (
-	HeaderFunction       = "Housekeeper-Function"
-	HeaderReason         = "Housekeeper-Reason"
-	HeaderSubject        = "Housekeeper-Subject"
-	HeaderStreamSequence = "Housekeeper-Stream-Sequence"
-	HeaderDeliveries     = "Housekeeper-Deliveries"
-	HeaderFailedAt       = "Housekeeper-Failed-At"
-)
-
 // maxReasonLength keeps a reason within a header's comfortable size.
 const maxReasonLength = 2048
 
@@ -56,12 +46,12 @@ func deadLetterMsg(function, reason, subject string, seq, deliveries uint64, hea
 	if len(reason) > maxReasonLength {
 		reason = reason[:maxReasonLength] + "…"
 	}
-	msg.Header.Set(HeaderFunction, function)
-	msg.Header.Set(HeaderReason, strings.ReplaceAll(reason, "\n", " "))
-	msg.Header.Set(HeaderSubject, subject)
-	msg.Header.Set(HeaderStreamSequence, strconv.FormatUint(seq, 10))
-	msg.Header.Set(HeaderDeliveries, strconv.FormatUint(deliveries, 10))
-	msg.Header.Set(HeaderFailedAt, time.Now().UTC().Format(time.RFC3339Nano))
+	msg.Header.Set(events.HeaderFunction, function)
+	msg.Header.Set(events.HeaderReason, strings.ReplaceAll(reason, "\n", " "))
+	msg.Header.Set(events.HeaderSubject, subject)
+	msg.Header.Set(events.HeaderStreamSequence, strconv.FormatUint(seq, 10))
+	msg.Header.Set(events.HeaderDeliveries, strconv.FormatUint(deliveries, 10))
+	msg.Header.Set(events.HeaderFailedAt, time.Now().UTC().Format(time.RFC3339Nano))
 	// One dead letter per function and original message, however often it is reported.
 	msg.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s/%d", function, seq))
 	msg.Data = data
@@ -111,17 +101,17 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, function strin
 func parseDeadLetter(seq uint64, h nats.Header, data []byte) DeadLetter {
 	d := DeadLetter{
 		Sequence:  seq,
-		Function:  h.Get(HeaderFunction),
-		Reason:    h.Get(HeaderReason),
-		Subject:   h.Get(HeaderSubject),
+		Function:  h.Get(events.HeaderFunction),
+		Reason:    h.Get(events.HeaderReason),
+		Subject:   h.Get(events.HeaderSubject),
 		EventType: h.Get("ce-type"),
 		EventID:   h.Get("ce-id"),
 		header:    h,
 		data:      data,
 	}
-	d.StreamSequence, _ = strconv.ParseUint(h.Get(HeaderStreamSequence), 10, 64)
-	d.Deliveries, _ = strconv.ParseUint(h.Get(HeaderDeliveries), 10, 64)
-	d.FailedAt, _ = time.Parse(time.RFC3339Nano, h.Get(HeaderFailedAt))
+	d.StreamSequence, _ = strconv.ParseUint(h.Get(events.HeaderStreamSequence), 10, 64)
+	d.Deliveries, _ = strconv.ParseUint(h.Get(events.HeaderDeliveries), 10, 64)
+	d.FailedAt, _ = time.Parse(time.RFC3339Nano, h.Get(events.HeaderFailedAt))
 	return d
 }
 

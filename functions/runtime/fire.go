@@ -7,20 +7,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/housekeeper-dev/housekeeper/events"
 )
 
 // Headers the NATS server's scheduler sets on the messages it fires.
 const (
 	headerScheduler    = "Nats-Scheduler"
 	headerScheduleNext = "Nats-Schedule-Next"
-)
-
-// HeaderFiredAt carries the time a schedule fired across the copies of its message (a retry
-// is a new message, stored later) and, with HeaderFireNext, from a forwarder to a function in
-// HTTP mode: the fire, not the delivery, identifies the work.
-const (
-	HeaderFiredAt  = "Housekeeper-Fired-At"
-	HeaderFireNext = "Housekeeper-Fire-Next"
 )
 
 // Fire describes the schedule firing that produced the event being handled.
@@ -48,10 +42,10 @@ func WithFire(ctx context.Context, f Fire) context.Context {
 	return context.WithValue(ctx, fireKey{}, f)
 }
 
-// fireOf reads the fire from a delivered message: from HeaderFiredAt if an earlier copy set
+// fireOf reads the fire from a delivered message: from events.HeaderFiredAt if an earlier copy set
 // it, else from the scheduler's headers and the message's stream time.
 func fireOf(h nats.Header, meta *jetstream.MsgMetadata) (Fire, bool) {
-	if at, err := time.Parse(time.RFC3339Nano, h.Get(HeaderFiredAt)); err == nil {
+	if at, err := time.Parse(time.RFC3339Nano, h.Get(events.HeaderFiredAt)); err == nil {
 		return Fire{At: at}, true
 	}
 	if h.Get(headerScheduler) == "" || meta == nil {
@@ -66,20 +60,20 @@ func fireOf(h nats.Header, meta *jetstream.MsgMetadata) (Fire, bool) {
 
 // setFireHeaders writes f for a function in HTTP mode.
 func setFireHeaders(h http.Header, f Fire) {
-	h.Set(HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
+	h.Set(events.HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
 	if !f.Next.IsZero() {
-		h.Set(HeaderFireNext, f.Next.UTC().Format(time.RFC3339Nano))
+		h.Set(events.HeaderFireNext, f.Next.UTC().Format(time.RFC3339Nano))
 	}
 }
 
 // fireFromHeaders reads what setFireHeaders wrote.
 func fireFromHeaders(h http.Header) (Fire, bool) {
-	at, err := time.Parse(time.RFC3339Nano, h.Get(HeaderFiredAt))
+	at, err := time.Parse(time.RFC3339Nano, h.Get(events.HeaderFiredAt))
 	if err != nil {
 		return Fire{}, false
 	}
 	f := Fire{At: at.UTC()}
-	if next, err := time.Parse(time.RFC3339Nano, h.Get(HeaderFireNext)); err == nil {
+	if next, err := time.Parse(time.RFC3339Nano, h.Get(events.HeaderFireNext)); err == nil {
 		f.Next = next.UTC()
 	}
 	return f, true

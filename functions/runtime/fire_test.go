@@ -59,7 +59,7 @@ func TestFireOfMessage(t *testing.T) {
 	if !ok || !f.At.Equal(stored.Truncate(time.Second)) || !f.Next.Equal(time.Date(2026, 11, 23, 10, 20, 0, 0, time.UTC)) {
 		t.Fatalf("fire %+v", f)
 	}
-	h.Set(HeaderFiredAt, "2026-11-23T10:10:00Z") // a retry of an earlier fire, stored later
+	h.Set(events.HeaderFiredAt, "2026-11-23T10:10:00Z") // a retry of an earlier fire, stored later
 	if f, _ := fireOf(h, meta); !f.At.Equal(time.Date(2026, 11, 23, 10, 10, 0, 0, time.UTC)) {
 		t.Fatalf("retry's fire %+v", f)
 	}

@@ -11,13 +11,10 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 )
 
-// HeaderAttempts counts the deliveries an event had before it was scheduled for a retry.
-const HeaderAttempts = "Housekeeper-Attempts"
-
 // attempts is how often the event in msg has been tried, this delivery included: the
-// deliveries of earlier copies (HeaderAttempts) plus this copy's.
+// deliveries of earlier copies (events.HeaderAttempts) plus this copy's.
 func attempts(msg jetstream.Msg, meta *jetstream.MsgMetadata) uint64 {
-	earlier, _ := strconv.ParseUint(msg.Headers().Get(HeaderAttempts), 10, 64)
+	earlier, _ := strconv.ParseUint(msg.Headers().Get(events.HeaderAttempts), 10, 64)
 	return earlier + meta.NumDelivered
 }
 
@@ -31,9 +28,9 @@ func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uin
 		return fmt.Errorf("event without ce-id")
 	}
 	retry := redriveMsg(w.fn.Name, msg.Headers(), msg.Data(), fmt.Sprintf("attempt/%s/%d", id, tried))
-	retry.Header.Set(HeaderAttempts, strconv.FormatUint(tried, 10))
+	retry.Header.Set(events.HeaderAttempts, strconv.FormatUint(tried, 10))
 	if f, ok := FireOf(ctx); ok {
-		retry.Header.Set(HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
+		retry.Header.Set(events.HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
 	}
 	target := retry.Subject
 	retry.Subject = events.RetryScheduleSubject(w.fn.Name, id)
