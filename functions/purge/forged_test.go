@@ -417,6 +417,7 @@ func check(t *testing.T, info *jetstream.ConsumerInfo, m pipeline.Stored, before
 // would wait on the server) and another controller's finalizer besides ours; a forged other
 // spec.secretRef names a decoy secret.
 func TestForgedEntryEvents(t *testing.T) {
+	t.Parallel() // its own stack; run beside the other forged-event tests
 	began := time.Now()
 	f := start(t, false)
 	ctx := context.Background()
@@ -498,6 +499,7 @@ func TestForgedEntryEvents(t *testing.T) {
 // buckets an entry uses (where it would wait, in Error); a forged other spec.secretRef names
 // a decoy secret whose key Azurite refuses.
 func TestForgedBucketEvents(t *testing.T) {
+	t.Parallel() // its own stack; run beside the other forged-event tests
 	began := time.Now()
 	f := start(t, false)
 	ctx := context.Background()
@@ -606,6 +608,7 @@ func TestForgedBucketEvents(t *testing.T) {
 // nor for one that is deleting but not due yet (retention 1h): for the latter, its real
 // schedule stays as it is.
 func TestForgedPurgeDue(t *testing.T) {
+	t.Parallel() // its own stack; run beside the other forged-event tests
 	began := time.Now()
 	f := start(t, false)
 	type dueCase struct {
