@@ -134,7 +134,14 @@ func startTLSEtcd(t *testing.T, ca, cert, key []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, peer := freePort(t), freePort(t)
+	client, err := stack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := stack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	clientURL, peerURL := fmt.Sprintf("https://127.0.0.1:%d", client), fmt.Sprintf("http://127.0.0.1:%d", peer)
 	cmd := exec.Command(filepath.Join(bin, "etcd"), "--name", "tls", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
@@ -165,12 +172,3 @@ func startTLSEtcd(t *testing.T, ca, cert, key []byte) string {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}

@@ -243,9 +243,13 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 // only as durable as its sync (production runs three replicas, which acknowledge once
 // replicated).
 func (r *rig) startNATS(bin string) error {
-	port, httpPort := freePort(), freePort()
-	if port == 0 || httpPort == 0 {
-		return fmt.Errorf("no free port for nats-server")
+	port, err := stack.FreePort()
+	if err != nil {
+		return fmt.Errorf("no free port for nats-server: %w", err)
+	}
+	httpPort, err := stack.FreePort()
+	if err != nil {
+		return fmt.Errorf("no free port for nats-server: %w", err)
 	}
 	conf := filepath.Join(r.cfg.Dir, "nats-server.conf")
 	content := fmt.Sprintf("server_name: housekeeper-faults\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n",
@@ -253,7 +257,6 @@ func (r *rig) startNATS(bin string) error {
 	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
 		return err
 	}
-	var err error
 	if r.nats, err = newProcess(r.cfg.Dir, "nats-server", []string{filepath.Join(bin, "nats-server"), "-c", conf}, nil); err != nil {
 		return err
 	}
@@ -269,9 +272,9 @@ func (r *rig) startAzurite(string) error {
 	if err != nil {
 		return err
 	}
-	port := freePort()
-	if port == 0 {
-		return fmt.Errorf("no free port for Azurite")
+	port, err := stack.FreePort()
+	if err != nil {
+		return fmt.Errorf("no free port for Azurite: %w", err)
 	}
 	store := filepath.Join(r.cfg.Dir, "azurite")
 	if err := os.MkdirAll(store, 0o755); err != nil {
@@ -307,14 +310,6 @@ func httpOK(url string) error {
 	return nil
 }
 
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // housekeeper returns the processes of housekeeper itself: the bridge and every worker.
 func (r *rig) housekeeper() []*process { return append([]*process{r.bridge}, r.workers...) }

@@ -34,7 +34,7 @@ func StartAzurite(logs io.Writer) (*Azurite, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -68,12 +68,3 @@ func startAzurite(bin string, port int, logs io.Writer) (*Azurite, error) {
 
 // Stop terminates Azurite and waits for it to exit.
 func (a *Azurite) Stop() { a.proc.stop() }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}

@@ -56,11 +56,11 @@ type EtcdMember struct {
 
 // NewEtcdMember chooses free loopback ports for a member named name with its data in dataDir.
 func NewEtcdMember(name, dataDir string) (*EtcdMember, error) {
-	client, err := freePort()
+	client, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	peer, err := freePort()
+	peer, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

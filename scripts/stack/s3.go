@@ -57,7 +57,7 @@ func StartS3(dir string, logs io.Writer) (*S3, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
