@@ -171,4 +171,3 @@ func startTLSEtcd(t *testing.T, ca, cert, key []byte) string {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-

@@ -310,7 +310,6 @@ func httpOK(url string) error {
 	return nil
 }
 
-
 // housekeeper returns the processes of housekeeper itself: the bridge and every worker.
 func (r *rig) housekeeper() []*process { return append([]*process{r.bridge}, r.workers...) }
 
