@@ -25,7 +25,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
-	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
 
 // functionTypes are the event types each function takes, from the functions themselves.
@@ -136,27 +136,15 @@ func consumersRead(t *testing.T, objs []manifest) map[string]string {
 // mount (key → file) and JetStream as the operator.
 func startSecuredNATS(t *testing.T) (string, map[string]string, jetstream.JetStream) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := natsconn.Issue(dir, natsconn.FormJWT, "", hkcli.Permissions()); err != nil {
-		t.Fatal(err)
-	}
-	tls, err := natsconn.WriteTLS(dir, []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	issued := natsconn.Issued{Dir: dir, Form: natsconn.FormJWT, CA: tls.CA} // the server is verified; no client certificates
-	conf, err := issued.WriteServerConfig(tls.ServerCert, tls.ServerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := stack.StartNATSWithConfig(conf, filepath.Join(dir, "jetstream"), nil)
+	// The server is verified; the overlays present no client certificates.
+	n, issued, err := natsauth.Start(t.TempDir(), natsconn.FormJWT, hkcli.Permissions(), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Stop)
-	secret := map[string]string{"ca.pem": tls.CA}
+	secret := map[string]string{"ca.pem": issued.CA}
 	for _, p := range hkcli.Permissions() {
-		secret[p.Identity+".creds"] = filepath.Join(dir, p.Identity+".creds")
+		secret[p.Identity+".creds"] = issued.CredentialsFile(p.Identity)
 	}
 	auth, err := issued.Options(n.URL, events.IdentityOperator).Auth(events.IdentityOperator)
 	if err != nil {

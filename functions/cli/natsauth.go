@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -48,26 +47,23 @@ func runNATSAuth(args []string, out io.Writer) error {
 	if *dir == "" {
 		return fmt.Errorf("%w: nats-auth needs --out", errUsage)
 	}
-	if _, err := os.Stat(filepath.Join(*dir, events.IdentityBridge+map[bool]string{true: ".creds", false: ".nk"}[*form == string(natsconn.FormJWT)])); err == nil && !*force {
+	if len(tlsHosts) > 0 && *accountSeed != "" {
+		return fmt.Errorf("%w: nats-auth: --tls-hosts writes a server configuration, which an existing account (--account-seed) has already", errUsage)
+	}
+	issued := natsconn.Issued{Dir: *dir, Form: natsconn.Form(*form)}
+	if _, err := os.Stat(issued.CredentialsFile(events.IdentityBridge)); err == nil && !*force {
 		fmt.Fprintf(out, "%s holds credentials already: kept (--force issues new ones)\n", *dir)
 		return nil
 	}
 	perms := Permissions()
-	if err := natsconn.Issue(*dir, natsconn.Form(*form), *accountSeed, perms); err != nil {
-		return fmt.Errorf("nats-auth: %w", err)
-	}
+	var err error
 	if len(tlsHosts) > 0 {
-		if *accountSeed != "" {
-			return fmt.Errorf("%w: nats-auth: --tls-hosts writes a server configuration, which an existing account (--account-seed) has already", errUsage)
-		}
-		tls, err := natsconn.WriteTLS(*dir, tlsHosts)
-		if err != nil {
-			return fmt.Errorf("nats-auth: %w", err)
-		}
-		issued := natsconn.Issued{Dir: *dir, Form: natsconn.Form(*form), CA: tls.CA, ClientCert: tls.ClientCert, ClientKey: tls.ClientKey}
-		if _, err := issued.WriteServerConfig(tls.ServerCert, tls.ServerKey); err != nil {
-			return fmt.Errorf("nats-auth: %w", err)
-		}
+		_, _, err = natsconn.IssueServer(*dir, issued.Form, perms, tlsHosts, true)
+	} else {
+		err = natsconn.Issue(*dir, issued.Form, *accountSeed, perms)
+	}
+	if err != nil {
+		return fmt.Errorf("nats-auth: %w", err)
 	}
 	for _, p := range perms {
 		fmt.Fprintf(out, "%-10s publish %d subjects, subscribe %d\n", p.Identity, len(p.Publish), len(p.Subscribe))

@@ -90,17 +90,18 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if deleted, _ := events.ObjectType(r.Kind, events.OpDeleted); e.Type() == deleted {
 		return nil // gone; a namesake has events of its own
 	}
-	obj, operation, err := r.claim(ctx, e, ref)
-	if err != nil {
+	claimed, operation, err := r.claim(ctx, e, ref)
+	switch {
+	case err != nil:
+		return err
+	case claimed != nil:
+		return r.converge(ctx, claimed, operation)
+	}
+	obj, err := r.read(ctx, ref.Name)
+	if obj == nil {
 		return err
 	}
-	if obj == nil {
-		if obj, err = r.read(ctx, ref.Name); obj == nil {
-			return err
-		}
-		operation = obj.GetAnnotations()[AnnotationOperation]
-	}
-	return r.converge(ctx, obj, operation)
+	return r.Reconcile(ctx, obj)
 }
 
 // claim adds our finalizer to the object the event announces as new, if the event's copy says

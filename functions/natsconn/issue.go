@@ -206,13 +206,41 @@ type Issued struct {
 	CA, ClientCert, ClientKey string
 }
 
+// IssueServer issues perms in form into dir (Issue) with TLS for hosts (WriteTLS), and writes
+// the server's configuration requiring them (WriteServerConfig); with mutualTLS, clients must
+// present the client certificate it wrote. It returns what was issued and the configuration's
+// path.
+func IssueServer(dir string, form Form, perms []events.Permission, hosts []string, mutualTLS bool) (Issued, string, error) {
+	if err := Issue(dir, form, "", perms); err != nil {
+		return Issued{}, "", err
+	}
+	tls, err := WriteTLS(dir, hosts)
+	if err != nil {
+		return Issued{}, "", err
+	}
+	issued := Issued{Dir: dir, Form: form, CA: tls.CA}
+	if mutualTLS {
+		issued.ClientCert, issued.ClientKey = tls.ClientCert, tls.ClientKey
+	}
+	conf, err := issued.WriteServerConfig(tls.ServerCert, tls.ServerKey)
+	return issued, conf, err
+}
+
+// CredentialsFile is the file identity connects with: its .creds (JWT form) or .nk seed.
+func (i Issued) CredentialsFile(identity string) string {
+	if i.Form == FormJWT {
+		return filepath.Join(i.Dir, identity+".creds")
+	}
+	return filepath.Join(i.Dir, identity+".nk")
+}
+
 // Options are the connection options of identity.
 func (i Issued) Options(url, identity string) Options {
 	o := Options{URL: url, TLSCA: i.CA, TLSCert: i.ClientCert, TLSKey: i.ClientKey}
 	if i.Form == FormJWT {
-		o.CredsFile = filepath.Join(i.Dir, identity+".creds")
+		o.CredsFile = i.CredentialsFile(identity)
 	} else {
-		o.NKeyFile = filepath.Join(i.Dir, identity+".nk")
+		o.NKeyFile = i.CredentialsFile(identity)
 	}
 	return o
 }
@@ -220,7 +248,10 @@ func (i Issued) Options(url, identity string) Options {
 // Args are Options as housekeeper's command-line flags.
 func (i Issued) Args(url, identity string) []string {
 	o := i.Options(url, identity)
-	args := []string{"--nats-url", o.URL, "--nats-tls-ca", o.TLSCA, "--nats-tls-cert", o.TLSCert, "--nats-tls-key", o.TLSKey}
+	args := []string{"--nats-url", o.URL, "--nats-tls-ca", o.TLSCA}
+	if o.TLSCert != "" {
+		args = append(args, "--nats-tls-cert", o.TLSCert, "--nats-tls-key", o.TLSKey)
+	}
 	if o.CredsFile != "" {
 		return append(args, "--nats-creds", o.CredsFile)
 	}

@@ -89,7 +89,7 @@ func Run(ctx context.Context, o Options) error {
 	// NATS as an operator runs it: TLS with client certificates, and each component connected
 	// as its own identity with the permissions `housekeeper nats-auth` issues.
 	fmt.Fprintln(o.Out, "starting nats-server with JetStream, TLS and housekeeper's NATS identities …")
-	n, issued, err := natsauth.Start(natsDir, natsconn.FormConfig, cli.Permissions(),
+	n, issued, err := natsauth.Start(natsDir, natsconn.FormConfig, cli.Permissions(), true,
 		stack.NATSLogger(o.Log.Named("nats-server").WithOptions(zap.IncreaseLevel(zap.WarnLevel))))
 	if err != nil {
 		return err
@@ -102,13 +102,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}()
 	connect := func(identity string) (jetstream.JetStream, error) {
-		auth, err := issued.Options(n.URL, identity).Auth(identity)
+		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "housekeeper-"+identity, o.Log.Named(identity))
 		if err != nil {
 			return nil, err
-		}
-		nc, err := nats.Connect(n.URL, append(auth, nats.Name("housekeeper-"+identity), nats.MaxReconnects(-1))...)
-		if err != nil {
-			return nil, fmt.Errorf("connecting to NATS as %s: %w", identity, err)
 		}
 		conns = append(conns, nc)
 		return jetstream.New(nc)

@@ -15,19 +15,11 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
-// Start issues perms in form into dir with a CA, a server and a client certificate, and
-// starts nats-server on loopback from the configuration it writes there; JetStream stores
-// under dir too.
-func Start(dir string, form natsconn.Form, perms []events.Permission, logger server.Logger) (*stack.NATS, *natsconn.Issued, error) {
-	if err := natsconn.Issue(dir, form, "", perms); err != nil {
-		return nil, nil, err
-	}
-	tls, err := natsconn.WriteTLS(dir, []string{"127.0.0.1", "localhost"})
-	if err != nil {
-		return nil, nil, err
-	}
-	issued := &natsconn.Issued{Dir: dir, Form: form, CA: tls.CA, ClientCert: tls.ClientCert, ClientKey: tls.ClientKey}
-	conf, err := issued.WriteServerConfig(tls.ServerCert, tls.ServerKey)
+// Start issues perms in form into dir with a CA and a server certificate for loopback (and,
+// with mutualTLS, a client certificate the server requires), and starts nats-server on
+// loopback from the configuration it writes there; JetStream stores under dir too.
+func Start(dir string, form natsconn.Form, perms []events.Permission, mutualTLS bool, logger server.Logger) (*stack.NATS, *natsconn.Issued, error) {
+	issued, conf, err := natsconn.IssueServer(dir, form, perms, []string{"127.0.0.1", "localhost"}, mutualTLS)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -35,5 +27,5 @@ func Start(dir string, form natsconn.Form, perms []events.Permission, logger ser
 	if err != nil {
 		return nil, nil, err
 	}
-	return n, issued, nil
+	return n, &issued, nil
 }

@@ -132,13 +132,9 @@ func (p *Pipeline) ConnectAs(identity string) (*nats.Conn, jetstream.JetStream) 
 	if p.Auth == nil {
 		return p.Env.Connect(p.T)
 	}
-	auth, err := p.NATSOptions(identity).Auth(identity)
+	nc, err := natsconn.Connect(p.NATSOptions(identity), identity, "housekeeper-"+identity, p.Log.Named("nats-"+identity))
 	if err != nil {
 		p.T.Fatal(err)
-	}
-	nc, err := nats.Connect(p.Env.NATS.URL, append(auth, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))...)
-	if err != nil {
-		p.T.Fatalf("connecting to NATS as %s: %v", identity, err)
 	}
 	p.T.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

@@ -53,7 +53,7 @@ func startSecureNATS(t testing.TB, env *testenv.Env, form natsconn.Form) *natsco
 	}
 	t.Cleanup(func() { _ = logs.Close() })
 	logger := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(logs), zapcore.DebugLevel))
-	n, issued, err := natsauth.Start(filepath.Join(env.LogDir, "nats"), form, cli.Permissions(), stack.NATSLogger(logger))
+	n, issued, err := natsauth.Start(filepath.Join(env.LogDir, "nats"), form, cli.Permissions(), true, stack.NATSLogger(logger))
 	if err != nil {
 		t.Fatalf("nats-server: %v", err)
 	}
