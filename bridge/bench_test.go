@@ -509,7 +509,7 @@ func encodeEntries(h *harness, entries []extensionsv1alpha1.BackupEntry, src str
 	h.t.Helper()
 	msgs := make([]*nats.Msg, len(entries))
 	for i := range entries {
-		e, err := events.NewObjectEvent(src, events.KindBackupEntry, events.OpSynced, &entries[i])
+		e, err := objectEvent(src, events.KindBackupEntry, events.OpSynced, &entries[i])
 		if err != nil {
 			h.t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ func (b *Bridge) enqueue(kind events.Kind, op events.Operation, obj any, opts ..
 	if !ok || !b.filter.handles(o) {
 		return
 	}
-	e, err := events.NewObjectEvent(b.opts.Cluster, kind, op, o, opts...)
+	e, err := objectEvent(b.opts.Cluster, kind, op, o, opts...)
 	if err != nil {
 		b.log.Error("cannot build event", zap.String("kind", string(kind)), zap.String("name", o.GetName()), zap.Error(err))
 		return

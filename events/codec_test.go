@@ -9,27 +9,24 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestObjectEventRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
-		kind        Kind
 		op          Operation
-		obj         client.Object
+		obj         testObject
 		wantSubject string
 		wantType    string
 	}{
-		{KindBackupBucket, OpCreated, testBucketObj(), "housekeeper.backupbucket.created." + testBucket, "dev.housekeeper.backupbucket.created.v1"},
-		{KindBackupBucket, OpDeleted, testBucketObj(), "housekeeper.backupbucket.deleted." + testBucket, "dev.housekeeper.backupbucket.deleted.v1"},
-		{KindBackupEntry, OpDeleting, testEntry(), "housekeeper.backupentry.deleting." + testEntryName, "dev.housekeeper.backupentry.deleting.v1"},
-		{KindBackupEntry, OpSynced, testEntry(), "housekeeper.backupentry.synced." + testEntryName, "dev.housekeeper.backupentry.synced.v1"},
+		{OpCreated, testBucketObj(), "housekeeper.backupbucket.created." + testBucket, "dev.housekeeper.backupbucket.created.v1"},
+		{OpDeleted, testBucketObj(), "housekeeper.backupbucket.deleted." + testBucket, "dev.housekeeper.backupbucket.deleted.v1"},
+		{OpDeleting, testEntry(), "housekeeper.backupentry.deleting." + testEntryName, "dev.housekeeper.backupentry.deleting.v1"},
+		{OpSynced, testEntry(), "housekeeper.backupentry.synced." + testEntryName, "dev.housekeeper.backupentry.synced.v1"},
 	} {
 		t.Run(tc.wantType, func(t *testing.T) {
 			obj := tc.obj
-			e, err := NewObjectEvent(testCluster, tc.kind, tc.op, obj, at(testNow))
+			e, err := NewObjectEvent(testCluster, tc.op, obj.Ref, obj.Data, at(testNow))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +38,7 @@ func TestObjectEventRoundTrip(t *testing.T) {
 			if msg.Subject != tc.wantSubject {
 				t.Errorf("subject = %q, want %q", msg.Subject, tc.wantSubject)
 			}
-			wantID := ID(testCluster, string(obj.GetUID()), obj.GetResourceVersion(), string(tc.op))
+			wantID := ID(testCluster, obj.UID, obj.ResourceVersion, string(tc.op))
 			if e.ID() != wantID {
 				t.Errorf("id = %q, want ID(cluster, uid, resourceVersion, op) = %q", e.ID(), wantID)
 			}
@@ -53,14 +50,14 @@ func TestObjectEventRoundTrip(t *testing.T) {
 				"ce-id":              wantID,
 				"ce-source":          "/housekeeper/clusters/" + testCluster,
 				"ce-type":            tc.wantType,
-				"ce-subject":         obj.GetName(),
+				"ce-subject":         obj.Name,
 				"ce-time":            "2025-03-14T09:26:53Z",
 				"content-type":       "application/json",
-				"ce-kind":            string(tc.kind),
-				"ce-name":            obj.GetName(),
-				"ce-uid":             string(obj.GetUID()),
-				"ce-resourceversion": obj.GetResourceVersion(),
-				"ce-generation":      fmt.Sprint(obj.GetGeneration()),
+				"ce-kind":            string(obj.Kind),
+				"ce-name":            obj.Name,
+				"ce-uid":             obj.UID,
+				"ce-resourceversion": obj.ResourceVersion,
+				"ce-generation":      fmt.Sprint(obj.Generation),
 				"Nats-Msg-Id":        wantID,
 			}
 			for k, want := range wantHeaders {
@@ -77,33 +74,16 @@ func TestObjectEventRoundTrip(t *testing.T) {
 				}
 			}
 
-			// The data is the trimmed object.
-			var data map[string]any
-			if err := json.Unmarshal(msg.Data, &data); err != nil {
-				t.Fatalf("data is not JSON: %v", err)
-			}
-			meta := data["metadata"].(map[string]any)
-			if _, ok := meta["managedFields"]; ok {
-				t.Error("data still has metadata.managedFields")
-			}
-			if ann := meta["annotations"].(map[string]any); ann[lastAppliedAnnotation] != nil {
-				t.Errorf("data still has the %s annotation", lastAppliedAnnotation)
-			}
-			if data["kind"] != string(tc.kind) || data["apiVersion"] != "extensions.gardener.cloud/v1alpha1" {
-				t.Errorf("data apiVersion/kind = %v/%v", data["apiVersion"], data["kind"])
-			}
-			if meta["name"] != obj.GetName() || meta["uid"] != string(obj.GetUID()) {
-				t.Errorf("data metadata names %v/%v", meta["name"], meta["uid"])
-			}
-			if len(obj.GetManagedFields()) == 0 {
-				t.Error("NewObjectEvent modified the object: its managedFields are gone")
+			// The data is the snapshot, as given.
+			if string(msg.Data) != string(obj.Data) {
+				t.Errorf("data:\n got %s\nwant %s", msg.Data, obj.Data)
 			}
 
 			d, err := Decode(msg.Header, msg.Data)
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
-			if d.ID() != wantID || d.Type() != tc.wantType || d.Subject() != obj.GetName() ||
+			if d.ID() != wantID || d.Type() != tc.wantType || d.Subject() != obj.Name ||
 				d.Source() != Source(testCluster) || !d.Time().Equal(testNow) || d.SpecVersion() != "1.0" {
 				t.Errorf("decoded %s", d)
 			}
@@ -114,7 +94,7 @@ func TestObjectEventRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRef := Ref{Kind: tc.kind, Name: obj.GetName(), UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion(), Generation: obj.GetGeneration()}
+			wantRef := obj.Ref
 			if ref != wantRef {
 				t.Errorf("RefOf = %+v, want %+v", ref, wantRef)
 			}
@@ -122,25 +102,17 @@ func TestObjectEventRoundTrip(t *testing.T) {
 	}
 }
 
-// The data unmarshals back into the Gardener type with its spec intact.
-func TestObjectEventDataIsTheObject(t *testing.T) {
+// Data up to MaxDataSize is carried; above it, ErrDataTooLarge names the object.
+func TestObjectEventDataLimit(t *testing.T) {
 	entry := testEntry()
-	e, err := NewObjectEvent(testCluster, KindBackupEntry, OpUpdated, entry, at(testNow))
-	if err != nil {
-		t.Fatal(err)
+	atLimit := []byte(`"` + strings.Repeat("x", MaxDataSize-2) + `"`)
+	if _, err := NewObjectEvent(testCluster, OpUpdated, entry.Ref, atLimit); err != nil {
+		t.Errorf("%d bytes: %v", len(atLimit), err)
 	}
-	var got extensionsv1alpha1.BackupEntry
-	if err := e.DataAs(&got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Spec.BucketName != testBucket || got.Spec.Region != "westeurope" || got.Spec.SecretRef != entry.Spec.SecretRef {
-		t.Errorf("spec = %+v", got.Spec)
-	}
-	if got.Annotations["gardener.cloud/operation"] != "reconcile" {
-		t.Errorf("annotations = %v, want the non-kubectl ones kept", got.Annotations)
-	}
-	if got.Status.ObservedGeneration != 3 {
-		t.Errorf("status.observedGeneration = %d, want 3", got.Status.ObservedGeneration)
+	above := []byte(`"` + strings.Repeat("x", MaxDataSize-1) + `"`)
+	_, err := NewObjectEvent(testCluster, OpUpdated, entry.Ref, above)
+	if !errors.Is(err, ErrDataTooLarge) || !strings.Contains(err.Error(), testEntryName) {
+		t.Errorf("%d bytes: %v, want ErrDataTooLarge naming %s", len(above), err, testEntryName)
 	}
 }
 
@@ -148,7 +120,7 @@ func TestObjectEventID(t *testing.T) {
 	entry := testEntry()
 	build := func(op Operation, opts ...ObjectEventOption) string {
 		t.Helper()
-		e, err := NewObjectEvent(testCluster, KindBackupEntry, op, entry, append(opts, at(testNow))...)
+		e, err := NewObjectEvent(testCluster, op, entry.Ref, entry.Data, append(opts, at(testNow))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +128,7 @@ func TestObjectEventID(t *testing.T) {
 	}
 	// Seen twice, at different times: the same id.
 	first := build(OpUpdated)
-	e, err := NewObjectEvent(testCluster, KindBackupEntry, OpUpdated, entry, at(testNow.Add(time.Hour)))
+	e, err := NewObjectEvent(testCluster, OpUpdated, entry.Ref, entry.Data, at(testNow.Add(time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +162,9 @@ func TestNewObjectEventRejectsOperations(t *testing.T) {
 		{Kind("Secret"), OpCreated},
 		{KindBackupEntry, Operation("exploded")},
 	} {
-		_, err := NewObjectEvent(testCluster, tc.kind, tc.op, testEntry())
+		ref := testEntry().Ref
+		ref.Kind = tc.kind
+		_, err := NewObjectEvent(testCluster, tc.op, ref, testEntry().Data)
 		if !errors.Is(err, ErrUnknownType) {
 			t.Errorf("NewObjectEvent(%s, %s) = %v, want ErrUnknownType", tc.kind, tc.op, err)
 		}
@@ -200,7 +174,7 @@ func TestNewObjectEventRejectsOperations(t *testing.T) {
 func TestPurgeEventRoundTrip(t *testing.T) {
 	data := testPurgeData()
 	data.Deleted = 1234
-	e, err := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry(), data, testNow)
+	e, err := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry().Ref, data, testNow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,24 +205,24 @@ func TestPurgeEventRoundTrip(t *testing.T) {
 	}
 
 	// Re-scheduling the same purge gives the same id; another due time, another id.
-	again, _ := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry(), data, testNow.Add(time.Minute))
+	again, _ := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry().Ref, data, testNow.Add(time.Minute))
 	if again.ID() != wantID {
 		t.Error("the same purge built later got another id")
 	}
 	data.DueAt = data.DueAt.Add(time.Second)
-	later, _ := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry(), data, testNow)
+	later, _ := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry().Ref, data, testNow)
 	if later.ID() == wantID {
 		t.Error("a purge due at another time got the same id")
 	}
 
-	if _, err := NewPurgeEvent(testCluster, OpDeleted, testEntry(), data, testNow); !errors.Is(err, ErrUnknownType) {
+	if _, err := NewPurgeEvent(testCluster, OpDeleted, testEntry().Ref, data, testNow); !errors.Is(err, ErrUnknownType) {
 		t.Errorf("NewPurgeEvent(deleted) = %v, want ErrUnknownType", err)
 	}
 }
 
 // Structured content mode (one JSON document) is accepted too, e.g. from the HTTP mode.
 func TestDecodeStructured(t *testing.T) {
-	e, err := NewObjectEvent(testCluster, KindBackupBucket, OpUpdated, testBucketObj(), at(testNow))
+	e, err := NewObjectEvent(testCluster, OpUpdated, testBucketObj().Ref, testBucketObj().Data, at(testNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +418,7 @@ func TestDecodeEmptyData(t *testing.T) {
 
 func TestEncodeRejects(t *testing.T) {
 	valid := func() cloudevents.Event {
-		e, err := NewObjectEvent(testCluster, KindBackupEntry, OpCreated, testEntry(), at(testNow))
+		e, err := NewObjectEvent(testCluster, OpCreated, testEntry().Ref, testEntry().Data, at(testNow))
 		if err != nil {
 			t.Fatal(err)
 		}

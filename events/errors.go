@@ -8,6 +8,6 @@ var (
 	ErrInvalidEvent = errors.New("invalid event")
 	// ErrUnknownType means the event type is not one this contract defines.
 	ErrUnknownType = errors.New("unknown event type")
-	// ErrDataTooLarge means an object snapshot stays above MaxDataSize even when trimmed.
+	// ErrDataTooLarge means an object's snapshot stays above MaxDataSize even when trimmed.
 	ErrDataTooLarge = errors.New("event data too large")
 )

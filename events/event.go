@@ -8,7 +8,6 @@ import (
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // CloudEvents extension attributes every housekeeper event carries, so consumers filter and
@@ -41,25 +40,25 @@ func WithTrigger(trigger string) ObjectEventOption {
 	return func(o *objectEventOptions) { o.trigger = trigger }
 }
 
-// NewObjectEvent builds the event for op on obj (a BackupBucket or BackupEntry) seen in cluster.
-func NewObjectEvent(cluster string, kind Kind, op Operation, obj client.Object, opts ...ObjectEventOption) (cloudevents.Event, error) {
+// NewObjectEvent builds the event for op on the object ref names, seen in cluster, with data
+// its JSON snapshot (the bridge trims it; see MaxDataSize).
+func NewObjectEvent(cluster string, op Operation, ref Ref, data []byte, opts ...ObjectEventOption) (cloudevents.Event, error) {
 	o := objectEventOptions{now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	eventType, err := ObjectType(kind, op)
+	eventType, err := ObjectType(ref.Kind, op)
 	if err != nil {
 		return cloudevents.Event{}, err
 	}
-	data, err := Snapshot(kind, obj)
-	if err != nil {
-		return cloudevents.Event{}, err
+	if len(data) > MaxDataSize {
+		return cloudevents.Event{}, fmt.Errorf("%w: %s %s is %d bytes, limit %d", ErrDataTooLarge, ref.Kind, ref.Name, len(data), MaxDataSize)
 	}
 	operation := string(op)
 	if o.trigger != "" {
 		operation += "/" + o.trigger
 	}
-	e := newEvent(cluster, eventType, kind, obj, ID(cluster, string(obj.GetUID()), obj.GetResourceVersion(), operation), o.now())
+	e := newEvent(cluster, eventType, ref, ID(cluster, ref.UID, ref.ResourceVersion, operation), o.now())
 	// The snapshot is JSON already: set it as is rather than through SetData, which would
 	// marshal it again.
 	e.SetDataContentType(cloudevents.ApplicationJSON)
@@ -85,25 +84,27 @@ type PurgeData struct {
 
 // NewPurgeEvent builds a purge event about entry. Its id is derived from the entry's uid, the
 // due time and the operation, so re-scheduling the same purge yields the same id.
-func NewPurgeEvent(cluster string, op Operation, entry client.Object, data PurgeData, now time.Time) (cloudevents.Event, error) {
+func NewPurgeEvent(cluster string, op Operation, entry Ref, data PurgeData, now time.Time) (cloudevents.Event, error) {
 	eventType, err := PurgeType(op)
 	if err != nil {
 		return cloudevents.Event{}, err
 	}
-	id := ID(cluster, string(entry.GetUID()), data.DueAt.UTC().Format(time.RFC3339), "purge/"+string(op))
-	e := newEvent(cluster, eventType, KindBackupEntry, entry, id, now)
+	entry.Kind = KindBackupEntry
+	id := ID(cluster, entry.UID, data.DueAt.UTC().Format(time.RFC3339), "purge/"+string(op))
+	e := newEvent(cluster, eventType, entry, id, now)
 	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
 		return cloudevents.Event{}, err
 	}
 	return e, nil
 }
 
-// ObjectName is how events name obj: its name, or "<namespace>/<name>" if it is namespaced.
-func ObjectName(obj client.Object) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
+// ObjectName is how events name an object: its name, or "<namespace>/<name>" if it is
+// namespaced.
+func ObjectName(namespace, name string) string {
+	if namespace != "" {
+		return namespace + "/" + name
 	}
-	return obj.GetName()
+	return name
 }
 
 // SplitObjectName reverses ObjectName: the namespace ("" if none) and the name.
@@ -126,37 +127,40 @@ type EtcdBackupDueData struct {
 
 // NewEtcdBackupDueEvent builds the event an EtcdBackupConfig's schedule fires. Its id derives
 // from the config's uid and generation: installing the same schedule again is a duplicate.
-func NewEtcdBackupDueEvent(cluster string, config client.Object, schedule string, now time.Time) (cloudevents.Event, error) {
-	id := ID(cluster, string(config.GetUID()), strconv.FormatInt(config.GetGeneration(), 10), "etcdbackup/due")
-	e := newEvent(cluster, TypeEtcdBackupDue, KindEtcdBackupConfig, config, id, now)
-	data := EtcdBackupDueData{Namespace: config.GetNamespace(), Name: config.GetName(), UID: string(config.GetUID()),
-		Generation: config.GetGeneration(), Schedule: schedule}
+func NewEtcdBackupDueEvent(cluster string, config Ref, schedule string, now time.Time) (cloudevents.Event, error) {
+	config.Kind = KindEtcdBackupConfig
+	id := ID(cluster, config.UID, strconv.FormatInt(config.Generation, 10), "etcdbackup/due")
+	e := newEvent(cluster, TypeEtcdBackupDue, config, id, now)
+	namespace, name := SplitObjectName(config.Name)
+	data := EtcdBackupDueData{Namespace: namespace, Name: name, UID: config.UID,
+		Generation: config.Generation, Schedule: schedule}
 	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
 		return cloudevents.Event{}, err
 	}
 	return e, nil
 }
 
-func newEvent(cluster, eventType string, kind Kind, obj client.Object, id string, now time.Time) cloudevents.Event {
+func newEvent(cluster, eventType string, ref Ref, id string, now time.Time) cloudevents.Event {
 	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	e.SetSource(Source(cluster)) // parsed and checked: a cluster name is configuration
-	name := ObjectName(obj)
+	name := ref.Name
 	// The rest directly: the setters validate and lower-case names and values that are fixed
 	// here, and an event is built for every change of every object.
 	ec := e.Context.(*cloudevents.EventContextV1)
 	ec.ID, ec.Type, ec.Subject = id, eventType, &name
 	ec.Time = &types.Timestamp{Time: now.UTC()}
 	ec.Extensions = map[string]any{
-		ExtKind:            string(kind),
+		ExtKind:            string(ref.Kind),
 		ExtName:            name,
-		ExtUID:             string(obj.GetUID()),
-		ExtResourceVersion: obj.GetResourceVersion(),
-		ExtGeneration:      strconv.FormatInt(obj.GetGeneration(), 10),
+		ExtUID:             ref.UID,
+		ExtResourceVersion: ref.ResourceVersion,
+		ExtGeneration:      strconv.FormatInt(ref.Generation, 10),
 	}
 	return e
 }
 
-// Ref is what every event names: the object, by kind, name and uid, at a resourceVersion.
+// Ref is what every event names: the object, by kind, name (ObjectName) and uid, at a
+// resourceVersion and generation.
 type Ref struct {
 	Kind            Kind
 	Name            string
@@ -188,3 +192,7 @@ func RefOf(e cloudevents.Event) (Ref, error) {
 	}
 	return r, nil
 }
+
+// MaxDataSize caps an object event's data. Events are triggers; consumers re-read the object,
+// so a snapshot only has to be good enough to filter and audit by.
+const MaxDataSize = 32 << 10

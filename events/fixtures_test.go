@@ -5,13 +5,7 @@ import (
 	"testing"
 	"time"
 
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-
-	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
 // Fixtures shared by the tests of this package.
@@ -32,66 +26,31 @@ func at(t time.Time) ObjectEventOption {
 	return func(o *objectEventOptions) { o.now = func() time.Time { return t } }
 }
 
-var testManagedFields = []metav1.ManagedFieldsEntry{{
-	Manager:    "gardenlet",
-	Operation:  metav1.ManagedFieldsOperationUpdate,
-	APIVersion: "extensions.gardener.cloud/v1alpha1",
-	FieldsType: "FieldsV1",
-	FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:bucketName":{},"f:region":{}}}`)},
-}}
+// testObject is an object as the bridge hands it over: how events name it and its trimmed JSON.
+type testObject struct {
+	Ref
+	Data []byte
+}
 
-func testEntry() *extensionsv1alpha1.BackupEntry {
-	class := extensionsv1alpha1.ExtensionClassSeed
-	return &extensionsv1alpha1.BackupEntry{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            testEntryName,
-			UID:             testEntryUID,
-			ResourceVersion: "48213",
-			Generation:      3,
-			Annotations: map[string]string{
-				lastAppliedAnnotation:                   `{"apiVersion":"extensions.gardener.cloud/v1alpha1","kind":"BackupEntry"}`,
-				"gardener.cloud/operation":              "reconcile",
-				"shoot.gardener.cloud/purpose":          "evaluation",
-				"backup.housekeeper.dev/retention-days": "7",
-			},
-			Labels:        map[string]string{"name": "app"},
-			Finalizers:    []string{"extensions.gardener.cloud/housekeeper"},
-			ManagedFields: testManagedFields,
-		},
-		Spec: extensionsv1alpha1.BackupEntrySpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{
-				Type:           "azure",
-				Class:          &class,
-				ProviderConfig: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupConfig"}`)},
-			},
-			Region:     "westeurope",
-			BucketName: testBucket,
-			SecretRef:  corev1.SecretReference{Name: "entry-" + testEntryName, Namespace: "garden"},
-		},
-		Status: extensionsv1alpha1.BackupEntryStatus{
-			DefaultStatus: extensionsv1alpha1.DefaultStatus{ObservedGeneration: 3},
-		},
+func testEntry() testObject {
+	return testObject{
+		Ref:  Ref{Kind: KindBackupEntry, Name: testEntryName, UID: testEntryUID, ResourceVersion: "48213", Generation: 3},
+		Data: []byte(`{"kind":"BackupEntry","apiVersion":"extensions.gardener.cloud/v1alpha1","metadata":{"name":"shoot--dev--app--0b6b7e6e-3f5a-4c8e-9d1a-2c4f5e6a7b8c","uid":"5c0f8d4e-2b7a-4e31-9a3c-6d8e1f2a3b4c","resourceVersion":"48213","generation":3,"labels":{"name":"app"},"annotations":{"backup.housekeeper.dev/retention-days":"7","gardener.cloud/operation":"reconcile","shoot.gardener.cloud/purpose":"evaluation"},"finalizers":["extensions.gardener.cloud/housekeeper"]},"spec":{"type":"azure","class":"seed","providerConfig":{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupConfig"},"region":"westeurope","bucketName":"a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d","secretRef":{"name":"entry-shoot--dev--app--0b6b7e6e-3f5a-4c8e-9d1a-2c4f5e6a7b8c","namespace":"garden"}},"status":{"observedGeneration":3}}`),
 	}
 }
 
-func testBucketObj() *extensionsv1alpha1.BackupBucket {
-	return &extensionsv1alpha1.BackupBucket{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            testBucket,
-			UID:             testBucketUID,
-			ResourceVersion: "1007",
-			Generation:      1,
-			Annotations: map[string]string{
-				lastAppliedAnnotation: `{"apiVersion":"extensions.gardener.cloud/v1alpha1","kind":"BackupBucket"}`,
-				"backupbucket.extensions.gardener.cloud/generated-secret-namespace": "garden",
-			},
-			ManagedFields: testManagedFields,
-		},
-		Spec: extensionsv1alpha1.BackupBucketSpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "azure"},
-			Region:      "westeurope",
-			SecretRef:   corev1.SecretReference{Name: "backupprovider", Namespace: "garden"},
-		},
+// testDeletingEntry is testEntry a minute after its deletion.
+func testDeletingEntry() testObject {
+	return testObject{
+		Ref:  Ref{Kind: KindBackupEntry, Name: testEntryName, UID: testEntryUID, ResourceVersion: "48290", Generation: 3},
+		Data: []byte(`{"kind":"BackupEntry","apiVersion":"extensions.gardener.cloud/v1alpha1","metadata":{"name":"shoot--dev--app--0b6b7e6e-3f5a-4c8e-9d1a-2c4f5e6a7b8c","uid":"5c0f8d4e-2b7a-4e31-9a3c-6d8e1f2a3b4c","resourceVersion":"48290","generation":3,"deletionTimestamp":"2025-03-14T09:25:53Z","labels":{"name":"app"},"annotations":{"backup.housekeeper.dev/retention-days":"7","gardener.cloud/operation":"reconcile","shoot.gardener.cloud/purpose":"evaluation"},"finalizers":["extensions.gardener.cloud/housekeeper"]},"spec":{"type":"azure","class":"seed","providerConfig":{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupConfig"},"region":"westeurope","bucketName":"a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d","secretRef":{"name":"entry-shoot--dev--app--0b6b7e6e-3f5a-4c8e-9d1a-2c4f5e6a7b8c","namespace":"garden"}},"status":{"observedGeneration":3}}`),
+	}
+}
+
+func testBucketObj() testObject {
+	return testObject{
+		Ref:  Ref{Kind: KindBackupBucket, Name: testBucket, UID: testBucketUID, ResourceVersion: "1007", Generation: 1},
+		Data: []byte(`{"kind":"BackupBucket","apiVersion":"extensions.gardener.cloud/v1alpha1","metadata":{"name":"a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d","uid":"9e8d7c6b-5a49-4382-a716-2b3c4d5e6f70","resourceVersion":"1007","generation":1,"annotations":{"backupbucket.extensions.gardener.cloud/generated-secret-namespace":"garden"}},"spec":{"type":"azure","region":"westeurope","secretRef":{"name":"backupprovider","namespace":"garden"}},"status":{}}`),
 	}
 }
 
@@ -108,7 +67,8 @@ func testPurgeData() PurgeData {
 // encoded builds and encodes a valid event, failing the test on any error.
 func encoded(t testing.TB) *nats.Msg {
 	t.Helper()
-	e, err := NewObjectEvent(testCluster, KindBackupEntry, OpDeleting, testEntry(), at(testNow))
+	entry := testEntry()
+	e, err := NewObjectEvent(testCluster, OpDeleting, entry.Ref, entry.Data, at(testNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +87,9 @@ func cloneHeader(h nats.Header) nats.Header {
 	return c
 }
 
-func testEtcdBackupConfig() *backupv1alpha1.EtcdBackupConfig {
-	return &backupv1alpha1.EtcdBackupConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "etcd-main", UID: "0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a10",
-			ResourceVersion: "51877", Generation: 1, CreationTimestamp: metav1.NewTime(testNow)},
-		Spec: backupv1alpha1.EtcdBackupConfigSpec{
-			Etcd:     backupv1alpha1.EtcdReference{Endpoints: []string{"https://etcd-main-client.team-a:2379"}, TLSSecretRef: &backupv1alpha1.LocalObjectReference{Name: "etcd-client-tls"}},
-			Schedule: "0 */5 * * * *", Keep: 20, Destination: "s3-eu",
-		},
+func testEtcdBackupConfig() testObject {
+	return testObject{
+		Ref:  Ref{Kind: KindEtcdBackupConfig, Name: "team-a/etcd-main", UID: "0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a10", ResourceVersion: "51877", Generation: 1},
+		Data: []byte(`{"kind":"EtcdBackupConfig","apiVersion":"backup.housekeeper.dev/v1alpha1","metadata":{"name":"etcd-main","namespace":"team-a","uid":"0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a10","resourceVersion":"51877","generation":1,"creationTimestamp":"2025-03-14T09:26:53Z"},"spec":{"etcd":{"endpoints":["https://etcd-main-client.team-a:2379"],"tlsSecretRef":{"name":"etcd-client-tls"}},"schedule":"0 */5 * * * *","keep":20,"destination":"s3-eu"},"status":{}}`),
 	}
 }

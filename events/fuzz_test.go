@@ -100,9 +100,9 @@ func addSeed(f *testing.F, a fuzzArgs) {
 // testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	// Valid messages of every shape: object events, purge events, structured mode.
-	bucket, _ := NewObjectEvent(testCluster, KindBackupBucket, OpCreated, testBucketObj(), at(testNow))
-	entry, _ := NewObjectEvent(testCluster, KindBackupEntry, OpDeleted, testEntry(), at(testNow))
-	purge, _ := NewPurgeEvent(testCluster, OpPurgeFailed, testEntry(), PurgeData{Entry: testEntryName, Reason: "403 Forbidden"}, testNow)
+	bucket, _ := NewObjectEvent(testCluster, OpCreated, testBucketObj().Ref, testBucketObj().Data, at(testNow))
+	entry, _ := NewObjectEvent(testCluster, OpDeleted, testEntry().Ref, testEntry().Data, at(testNow))
+	purge, _ := NewPurgeEvent(testCluster, OpPurgeFailed, testEntry().Ref, PurgeData{Entry: testEntryName, Reason: "403 Forbidden"}, testNow)
 	valid := encoded(f)
 	for _, e := range []*nats.Msg{valid, mustEncode(f, bucket), mustEncode(f, entry), mustEncode(f, purge)} {
 		addSeed(f, argsOf(e.Header, e.Data))

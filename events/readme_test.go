@@ -12,7 +12,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 var updateREADME = flag.Bool("update-readme", false, "rewrite the wire examples in README.md from the encoder's output")
@@ -26,9 +25,7 @@ const (
 // Markdown: the README shows what the encoder really produces.
 func wireExamples(t *testing.T) string {
 	t.Helper()
-	deleting := testEntry()
-	deleting.DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Minute)}
-	deleting.ResourceVersion = "48290"
+	deleting := testDeletingEntry()
 
 	scheduled, completed, failed, due := testPurgeData(), testPurgeData(), testPurgeData(), testPurgeData()
 	completed.Deleted = 1318
@@ -41,28 +38,28 @@ func wireExamples(t *testing.T) string {
 	}
 	examples := []example{
 		{"BackupBucket created", func() (cloudevents.Event, error) {
-			return NewObjectEvent(testCluster, KindBackupBucket, OpCreated, testBucketObj(), at(testNow))
+			return NewObjectEvent(testCluster, OpCreated, testBucketObj().Ref, testBucketObj().Data, at(testNow))
 		}, "Every object event (created, updated, deleting, deleted, synced; BackupBucket or BackupEntry) has this shape: the data is the trimmed object."},
 		{"BackupEntry deleting", func() (cloudevents.Event, error) {
-			return NewObjectEvent(testCluster, KindBackupEntry, OpDeleting, deleting, at(testNow))
+			return NewObjectEvent(testCluster, OpDeleting, deleting.Ref, deleting.Data, at(testNow))
 		}, ""},
 		{"purge scheduled", func() (cloudevents.Event, error) {
-			return NewPurgeEvent(testCluster, OpPurgeScheduled, deleting, scheduled, testNow)
+			return NewPurgeEvent(testCluster, OpPurgeScheduled, deleting.Ref, scheduled, testNow)
 		}, ""},
 		{"purge due", func() (cloudevents.Event, error) {
-			return NewPurgeEvent(testCluster, OpPurgeDue, deleting, due, testNow)
+			return NewPurgeEvent(testCluster, OpPurgeDue, deleting.Ref, due, testNow)
 		}, "This is the message as encoded. It is not published on this subject directly: see [Scheduled purges](#scheduled-purges) for how it travels."},
 		{"purge completed", func() (cloudevents.Event, error) {
-			return NewPurgeEvent(testCluster, OpPurgeCompleted, deleting, completed, testNow.Add(7*24*time.Hour+2*time.Minute))
+			return NewPurgeEvent(testCluster, OpPurgeCompleted, deleting.Ref, completed, testNow.Add(7*24*time.Hour+2*time.Minute))
 		}, ""},
 		{"purge failed", func() (cloudevents.Event, error) {
-			return NewPurgeEvent(testCluster, OpPurgeFailed, deleting, failed, testNow.Add(7*24*time.Hour+time.Minute))
+			return NewPurgeEvent(testCluster, OpPurgeFailed, deleting.Ref, failed, testNow.Add(7*24*time.Hour+time.Minute))
 		}, ""},
 		{"EtcdBackupConfig created", func() (cloudevents.Event, error) {
-			return NewObjectEvent(testCluster, KindEtcdBackupConfig, OpCreated, testEtcdBackupConfig(), at(testNow))
+			return NewObjectEvent(testCluster, OpCreated, testEtcdBackupConfig().Ref, testEtcdBackupConfig().Data, at(testNow))
 		}, "EtcdBackupConfigs are namespaced: the subject and the name extension are `<namespace>/<name>` (the NATS subject token escapes the slash)."},
 		{"etcd backup due", func() (cloudevents.Event, error) {
-			return NewEtcdBackupDueEvent(testCluster, testEtcdBackupConfig(), "0 */5 * * * *", testNow)
+			return NewEtcdBackupDueEvent(testCluster, testEtcdBackupConfig().Ref, "0 */5 * * * *", testNow)
 		}, "The payload of the config's schedule on `housekeeper.schedule.etcdbackup.<token>` (`Nats-Schedule: 0 */5 * * * *`, `Nats-Schedule-Target` this subject); every fire stores a copy on this subject with `Nats-Scheduler` and `Nats-Schedule-Next`, and the fire time names the backup."},
 	}
 

@@ -13,13 +13,10 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
@@ -51,8 +48,8 @@ func (f *fixture) cli(args ...string) (int, string, string) {
 }
 
 func (f *fixture) publish(name string) uint64 {
-	b := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1"}}
-	e, err := events.NewObjectEvent("test", events.KindBackupBucket, events.OpCreated, b)
+	ref := events.Ref{Kind: events.KindBackupBucket, Name: name, UID: "uid-" + name, ResourceVersion: "1"}
+	e, err := events.NewObjectEvent("test", events.OpCreated, ref, []byte(`{"kind":"BackupBucket"}`))
 	if err != nil {
 		f.t.Fatal(err)
 	}

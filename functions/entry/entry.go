@@ -22,6 +22,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -223,7 +224,7 @@ func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 		Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName,
 		Prefix: gardener.EntryPrefix(e.Name), DueAt: due,
 	}
-	dueEvent, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeDue, e, data, a.Now())
+	dueEvent, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, a.Now())
 	if err != nil {
 		return err
 	}
@@ -241,7 +242,7 @@ func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 		jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
 		return fmt.Errorf("scheduling the purge of %s: %w", e.Name, err)
 	}
-	scheduled, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeScheduled, e, data, a.Now())
+	scheduled, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeScheduled, kube.Ref(events.KindBackupEntry, e), data, a.Now())
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -96,7 +97,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		}
 	}
 	for _, cfg := range slices.Concat(delCfgs, dueCfgs) {
-		p.Eventually(30*time.Second, events.ObjectName(cfg)+" scheduled, with its finalizer", func() (bool, string) {
+		p.Eventually(30*time.Second, events.ObjectName(cfg.Namespace, cfg.Name)+" scheduled, with its finalizer", func() (bool, string) {
 			live := &backupv1alpha1.EtcdBackupConfig{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live); err != nil {
 				return false, err.Error()
@@ -145,7 +146,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		now := metav1.Now()
 		live.DeletionTimestamp = &now
 		controllerutil.AddFinalizer(live, backupv1alpha1.Finalizer)
-		e, err := events.NewObjectEvent(pipeline.Cluster, events.KindEtcdBackupConfig, events.OpDeleting, live,
+		e, err := pipeline.ObjectEvent(events.KindEtcdBackupConfig, events.OpDeleting, live,
 			events.WithTrigger("forged-"+string(uuid.NewUUID())))
 		if err != nil {
 			t.Fatal(err)
@@ -163,7 +164,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(dueCfgs[i]), live); err != nil {
 			t.Fatal(err)
 		}
-		e, err := events.NewEtcdBackupDueEvent(pipeline.Cluster, live, live.Spec.Schedule, time.Now())
+		e, err := events.NewEtcdBackupDueEvent(pipeline.Cluster, kube.Ref(events.KindEtcdBackupConfig, live), live.Spec.Schedule, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -127,7 +128,7 @@ func inZone(tz string) string {
 // server validates the schedule: one it refuses is returned as the first result, to be
 // reported, not retried.
 func (s *Scheduler) install(ctx context.Context, cfg *backupv1alpha1.EtcdBackupConfig) (refused error, err error) {
-	due, err := events.NewEtcdBackupDueEvent(s.Cluster, cfg, cfg.Spec.Schedule, s.Now())
+	due, err := events.NewEtcdBackupDueEvent(s.Cluster, kube.Ref(events.KindEtcdBackupConfig, cfg), cfg.Spec.Schedule, s.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -152,13 +153,13 @@ func (s *Scheduler) install(ctx context.Context, cfg *backupv1alpha1.EtcdBackupC
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
-		s.Log.Info("schedule installed", zap.String("config", events.ObjectName(cfg)), zap.String("schedule", cfg.Spec.Schedule),
+		s.Log.Info("schedule installed", zap.String("config", events.ObjectName(cfg.Namespace, cfg.Name)), zap.String("schedule", cfg.Spec.Schedule),
 			zap.String("timeZone", cfg.Spec.TimeZone), zap.Int64("generation", cfg.Generation))
 		return nil, nil
 	case errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest:
 		return fmt.Errorf("the NATS server refuses schedule %q%s: %s", cfg.Spec.Schedule, inZone(cfg.Spec.TimeZone), apiErr.Description), nil
 	default:
-		return nil, fmt.Errorf("installing the schedule of %s: %w", events.ObjectName(cfg), err)
+		return nil, fmt.Errorf("installing the schedule of %s: %w", events.ObjectName(cfg.Namespace, cfg.Name), err)
 	}
 }
 
@@ -189,6 +190,6 @@ func (s *Scheduler) release(ctx context.Context, cfg *backupv1alpha1.EtcdBackupC
 	if err := s.Client.Patch(ctx, cfg, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}
-	s.Log.Info("schedule removed", zap.String("config", events.ObjectName(cfg)))
+	s.Log.Info("schedule removed", zap.String("config", events.ObjectName(cfg.Namespace, cfg.Name)))
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
@@ -35,7 +36,7 @@ func newConfig(namespace, name, destination string, keep int32, endpoints ...str
 
 func dueEvent(t testing.TB, cfg *backupv1alpha1.EtcdBackupConfig) cloudevents.Event {
 	t.Helper()
-	e, err := events.NewEtcdBackupDueEvent("test", cfg, cfg.Spec.Schedule, time.Now())
+	e, err := events.NewEtcdBackupDueEvent("test", kube.Ref(events.KindEtcdBackupConfig, cfg), cfg.Spec.Schedule, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

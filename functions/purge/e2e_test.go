@@ -24,6 +24,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
@@ -332,7 +333,7 @@ func (f *fixture) deleteUntilPending(e *extensionsv1alpha1.BackupEntry) time.Tim
 func (f *fixture) purgeDue(e *extensionsv1alpha1.BackupEntry, due time.Time) cloudevents.Event {
 	f.T.Helper()
 	data := events.PurgeData{Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName, Prefix: e.Name + "/", DueAt: due}
-	ev, err := events.NewPurgeEvent(pipeline.Cluster, events.OpPurgeDue, e, data, time.Now())
+	ev, err := events.NewPurgeEvent(pipeline.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, time.Now())
 	if err != nil {
 		f.T.Fatal(err)
 	}

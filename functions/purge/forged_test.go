@@ -28,6 +28,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
@@ -149,7 +150,7 @@ func (fg forgery) apply(obj extensionsv1alpha1.Object, finalizer string, otherSp
 // has), so that JetStream stores it even if an event about the same state exists.
 func forgeObjectEvent(t testing.TB, kind events.Kind, op events.Operation, obj client.Object) *nats.Msg {
 	t.Helper()
-	e, err := events.NewObjectEvent(pipeline.Cluster, kind, op, obj, events.WithTrigger("forged-"+string(uuid.NewUUID())))
+	e, err := pipeline.ObjectEvent(kind, op, obj, events.WithTrigger("forged-"+string(uuid.NewUUID())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,7 +661,7 @@ func TestForgedPurgeDue(t *testing.T) {
 		live := f.entry(names[i])
 		data := events.PurgeData{Entry: live.Name, UID: string(live.UID), BucketName: live.Spec.BucketName,
 			Prefix: gardener.EntryPrefix(live.Name), DueAt: time.Now().Add(-time.Minute).UTC()}
-		e, err := events.NewPurgeEvent(pipeline.Cluster, events.OpPurgeDue, live, data, time.Now())
+		e, err := events.NewPurgeEvent(pipeline.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, live), data, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

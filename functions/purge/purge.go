@@ -25,6 +25,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -313,7 +314,7 @@ func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntr
 
 func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
 	err := func() error {
-		e, err := events.NewPurgeEvent(p.Cluster, op, be, data, p.Now())
+		e, err := events.NewPurgeEvent(p.Cluster, op, kube.Ref(events.KindBackupEntry, be), data, p.Now())
 		if err != nil {
 			return err
 		}

@@ -11,13 +11,10 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
@@ -46,10 +43,8 @@ func newNATSHarness(t *testing.T) *natsHarness {
 // bucketEvent is an event about BackupBucket name at resourceVersion rv.
 func bucketEvent(t testing.TB, op events.Operation, name string, rv int) cloudevents.Event {
 	t.Helper()
-	b := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{
-		Name: name, UID: types.UID("uid-" + name), ResourceVersion: fmt.Sprint(rv), Generation: 1,
-	}}
-	e, err := events.NewObjectEvent("test", events.KindBackupBucket, op, b)
+	ref := events.Ref{Kind: events.KindBackupBucket, Name: name, UID: "uid-" + name, ResourceVersion: fmt.Sprint(rv), Generation: 1}
+	e, err := events.NewObjectEvent("test", op, ref, []byte(`{"kind":"BackupBucket"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

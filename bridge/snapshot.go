@@ -1,34 +1,33 @@
-package events
+package bridge
 
 import (
 	"encoding/json"
 	"fmt"
 	"maps"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
-
-// MaxDataSize caps an event's data. Events are triggers; consumers re-read the object, so a
-// snapshot only has to be good enough to filter and audit by.
-const MaxDataSize = 32 << 10
 
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
 const apiVersion = "extensions.gardener.cloud/v1alpha1"
 
 // Snapshot is the trimmed JSON of obj used as event data: no managedFields, no
-// last-applied-configuration; if that is still above MaxDataSize, without status,
-// providerConfig and backupBucketProviderStatus too; if still above, ErrDataTooLarge.
-func Snapshot(kind Kind, obj client.Object) ([]byte, error) {
+// last-applied-configuration; if that is still above events.MaxDataSize, without status,
+// providerConfig and backupBucketProviderStatus too; if still above, events.ErrDataTooLarge.
+func Snapshot(kind events.Kind, obj client.Object) ([]byte, error) {
 	data, err := marshalTrimmed(kind, obj)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of %s %s: %w", kind, obj.GetName(), err)
 	}
-	if len(data) <= MaxDataSize {
+	if len(data) <= events.MaxDataSize {
 		return data, nil
 	}
 	// Rare: a generic pass over the JSON drops the large optional parts.
@@ -41,16 +40,16 @@ func Snapshot(kind Kind, obj client.Object) ([]byte, error) {
 		delete(spec, "providerConfig")
 		delete(spec, "backupBucketProviderStatus")
 	}
-	if data, err = json.Marshal(m); err != nil || len(data) <= MaxDataSize {
+	if data, err = json.Marshal(m); err != nil || len(data) <= events.MaxDataSize {
 		return data, err
 	}
-	return nil, fmt.Errorf("%w: %s %s is %d bytes trimmed, limit %d", ErrDataTooLarge, kind, obj.GetName(), len(data), MaxDataSize)
+	return nil, fmt.Errorf("%w: %s %s is %d bytes trimmed, limit %d", events.ErrDataTooLarge, kind, obj.GetName(), len(data), events.MaxDataSize)
 }
 
 // marshalTrimmed marshals obj with apiVersion and kind and without managedFields and
 // last-applied-configuration. BackupBuckets and BackupEntries are marshalled once, as a
 // shallow copy: obj is often an informer's cached object, shared and never to be modified.
-func marshalTrimmed(kind Kind, obj client.Object) ([]byte, error) {
+func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
 	tm := metav1.TypeMeta{APIVersion: apiVersion, Kind: string(kind)}
 	switch o := obj.(type) {
 	case *extensionsv1alpha1.BackupEntry:
@@ -95,4 +94,14 @@ func trimMeta(meta *metav1.ObjectMeta) {
 		meta.Annotations = maps.Clone(meta.Annotations)
 		delete(meta.Annotations, lastAppliedAnnotation)
 	}
+}
+
+// objectEvent is the event for op on obj, a kind of object seen in cluster, with its snapshot
+// as data.
+func objectEvent(cluster string, kind events.Kind, op events.Operation, obj client.Object, opts ...events.ObjectEventOption) (cloudevents.Event, error) {
+	data, err := Snapshot(kind, obj)
+	if err != nil {
+		return cloudevents.Event{}, err
+	}
+	return events.NewObjectEvent(cluster, op, kube.Ref(kind, obj), data, opts...)
 }
