@@ -13,8 +13,9 @@ help: ## list the targets
 run: tools ## run the whole local stack (no Docker)
 	$(GO) run ./scripts/cmd/localstack
 
-test: tools ## unit and integration tests against the real components (the committed fuzz corpus included)
+test: tools ## unit and integration tests against the real components, then the event decoder fuzzed for 15s
 	$(GO) test -race -count=1 -timeout 45m ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 15s ./events/
 
 fuzz: ## fuzz the event decoder for FUZZTIME (default 1m); a failing input lands in events/testdata/fuzz
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./events/
