@@ -20,7 +20,6 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
 const (
@@ -77,7 +76,7 @@ func (a *Actuator) reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBu
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
-		return runtime.Permanent(fmt.Errorf("namespace %s for the generated secret does not exist (annotation %s)", ref.Namespace, AnnotationGeneratedSecretNamespace),
+		return gardener.Permanent(fmt.Errorf("namespace %s for the generated secret does not exist (annotation %s)", ref.Namespace, AnnotationGeneratedSecretNamespace),
 			gardencorev1beta1.ErrorConfigurationProblem)
 	}
 	if err != nil {
@@ -103,7 +102,7 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 	}
 	if len(users) > 0 {
 		// Each of them publishes an event when it is gone, which brings us back here.
-		return gardener.Deletion{}, runtime.Waiting(
+		return gardener.Deletion{}, gardener.Waiting(
 			fmt.Errorf("BackupEntries still use bucket %s (live or waiting for their purge): %s", b.Name, strings.Join(users, ", ")),
 			gardencorev1beta1.ErrorRetryableInfraDependencies)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
 const (
@@ -204,7 +203,7 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 	}
 	retention, err := a.Retention.Of(e)
 	if err != nil {
-		return gardener.Deletion{}, runtime.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
+		return gardener.Deletion{}, gardener.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
 	}
 	due, _ := a.Retention.Due(e)
 	if err := a.schedule(ctx, e, due); err != nil {

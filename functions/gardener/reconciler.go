@@ -328,11 +328,11 @@ func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extension
 // returns it for the runtime to retry or dead-letter.
 func (r *Reconciler) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
 	description := err.Error()
-	codes := hkruntime.CodesOf(err)
+	codes, task := CodesOf(err), taskOf(err)
 	r.Log.Warn("failed", zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()),
 		zap.String("operation", string(t)), zap.Error(err), zap.Any("codes", codes))
 	if patchErr := r.patchStatus(ctx, obj, func() {
-		setError(obj, t, gardencorev1beta1.LastOperationStateError, description, codes, r.Now())
+		setError(obj, t, gardencorev1beta1.LastOperationStateError, description, codes, task, r.Now())
 	}); patchErr != nil {
 		return errors.Join(err, patchErr)
 	}

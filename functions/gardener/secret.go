@@ -3,7 +3,6 @@ package gardener
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -31,16 +30,17 @@ func ReadSecretData(ctx context.Context, c client.Client, ref corev1.SecretRefer
 // bridge announces it again when the secret appears (an entry may well be created before its
 // bucket's generated secret).
 func missingSecret(ref corev1.SecretReference) error {
-	return runtime.Waiting(fmt.Errorf("secret %s/%s %s", ref.Namespace, ref.Name, secretMissing),
-		gardencorev1beta1.ErrorConfigurationProblem)
+	return runtime.Waiting(&codedError{
+		err:   fmt.Errorf("secret %s/%s referenced by spec.secretRef does not exist", ref.Namespace, ref.Name),
+		codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem},
+		task:  TaskWaitForSecret,
+	})
 }
 
-// secretMissing ends the lastError of an object that waits for its spec.secretRef secret.
-const secretMissing = "referenced by spec.secretRef does not exist"
-
-// WaitsForSecret says whether obj's last attempt found its spec.secretRef secret missing: only
-// such an object needs announcing again when the secret appears.
+// WaitsForSecret says whether obj's last attempt found its spec.secretRef secret missing
+// (lastError.taskID is TaskWaitForSecret): only such an object needs announcing again when the
+// secret appears.
 func WaitsForSecret(obj extensionsv1alpha1.Object) bool {
 	lastError := obj.GetExtensionStatus().GetLastError()
-	return lastError != nil && strings.Contains(lastError.Description, secretMissing)
+	return lastError != nil && lastError.TaskID != nil && *lastError.TaskID == TaskWaitForSecret
 }

@@ -65,14 +65,19 @@ func setSucceeded(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperati
 }
 
 // setError writes a failure of t: state Error (retried) or Failed (not), progress 50,
-// lastError with the codes, observedGeneration.
-func setError(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, state gardencorev1beta1.LastOperationState, description string, codes []gardencorev1beta1.ErrorCode, now time.Time) {
+// lastError with the codes and the task that failed or waits (if one is known),
+// observedGeneration.
+func setError(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, state gardencorev1beta1.LastOperationState, description string, codes []gardencorev1beta1.ErrorCode, task string, now time.Time) {
 	setLastOperation(obj, t, state, 50, description, now)
-	obj.GetExtensionStatus().SetLastError(&gardencorev1beta1.LastError{
+	lastError := &gardencorev1beta1.LastError{
 		Description:    description,
 		Codes:          codes,
 		LastUpdateTime: ptrTime(now),
-	})
+	}
+	if task != "" {
+		lastError.TaskID = &task
+	}
+	obj.GetExtensionStatus().SetLastError(lastError)
 	obj.GetExtensionStatus().SetObservedGeneration(obj.GetGeneration())
 }
 

@@ -47,7 +47,7 @@ func TestOperationTypeFollowsUpstreamOrder(t *testing.T) {
 func TestStatusWritesAsUpstream(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	b := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
-	setError(b, "Create", gardencorev1beta1.LastOperationStateError, "boom", []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraUnauthenticated}, now)
+	setError(b, "Create", gardencorev1beta1.LastOperationStateError, "boom", []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraUnauthenticated}, "", now)
 	if op := b.Status.LastOperation; op.Progress != 50 || op.State != "Error" || b.Status.LastError.Description != "boom" || b.Status.ObservedGeneration != 3 {
 		t.Errorf("error status %+v %+v", op, b.Status.LastError)
 	}

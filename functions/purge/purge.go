@@ -107,7 +107,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 	due, err := p.Retention.Due(be)
 	if err != nil {
-		return p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, runtime.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem))
+		return p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, gardener.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem))
 	}
 	if now := p.Now(); now.Before(due) {
 		log.Info("not purging yet: the retention was extended; the entry function schedules the new time", zap.Time("due", due))
@@ -200,7 +200,7 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		// few in a row end the run with an error (the runtime retries it later).
 		if slices.Contains(previous, page[0]) {
 			if stalls++; stalls > retries {
-				return deleted, runtime.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
+				return deleted, gardener.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
 					gardencorev1beta1.ErrorRetryableInfraDependencies)
 			}
 		} else {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
-
 	"github.com/housekeeper-dev/housekeeper/events"
 )
 
@@ -24,10 +22,10 @@ const (
 	ClassWaiting Class = "waiting"
 )
 
-// Error is a classified handler error with the Gardener error codes that describe it.
+// Error is a classified handler error. What the error means to an object's API (Gardener's
+// error codes, say) is the object layer's to attach, in err.
 type Error struct {
 	Class Class
-	Codes []gardencorev1beta1.ErrorCode
 	// RetryAfter, when set, overrides the backoff of a retryable error.
 	RetryAfter time.Duration
 	Err        error
@@ -37,13 +35,13 @@ func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Permanent marks err as one that retrying cannot fix.
-func Permanent(err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return &Error{Class: ClassPermanent, Codes: codes, Err: err}
+func Permanent(err error) error {
+	return &Error{Class: ClassPermanent, Err: err}
 }
 
-// Retryable marks err as transient, with codes for lastError.
-func Retryable(err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return &Error{Class: ClassRetryable, Codes: codes, Err: err}
+// Retryable marks err as transient.
+func Retryable(err error) error {
+	return &Error{Class: ClassRetryable, Err: err}
 }
 
 // RetryAfter asks for the event again after d (say, while waiting for another object),
@@ -53,8 +51,8 @@ func RetryAfter(d time.Duration, err error) error {
 }
 
 // Waiting marks err as waiting for another change that will trigger the object again.
-func Waiting(err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return &Error{Class: ClassWaiting, Codes: codes, Err: err}
+func Waiting(err error) error {
+	return &Error{Class: ClassWaiting, Err: err}
 }
 
 // Permanentf is Permanent(fmt.Errorf(...)).
@@ -71,15 +69,6 @@ func ClassOf(err error) Class {
 	default:
 		return ClassRetryable
 	}
-}
-
-// CodesOf returns the Gardener error codes attached to err.
-func CodesOf(err error) []gardencorev1beta1.ErrorCode {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Codes
-	}
-	return nil
 }
 
 func retryAfterOf(err error) time.Duration {
