@@ -31,7 +31,7 @@ type Command struct {
 	types, classes config.List
 	LeaderElect    bool
 	LeaderElection LeaderElection
-	HealthAddr     string
+	Addr           string
 }
 
 // ParseCommand reads flags and HOUSEKEEPER_* environment variables.
@@ -51,7 +51,7 @@ func ParseCommand(args []string) (*Command, error) {
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")
 	hostname, _ := os.Hostname()
 	fs.StringVar(&c.LeaderElection.Identity, "leader-election-identity", hostname, "identity in the Lease (default: hostname, the pod name)")
-	fs.StringVar(&c.HealthAddr, "health-addr", ":8080", "address of /healthz, /readyz and /metrics")
+	fs.StringVar(&c.Addr, "addr", ":8080", "address of /healthz, /readyz and /metrics")
 	if err := config.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (c *Command) Run(ctx context.Context) error {
 		return err
 	}
 	var leading atomic.Bool
-	srv := &health.Server{Addr: c.HealthAddr, Registry: reg, Ready: func() error {
+	srv := &health.Server{Addr: c.Addr, Registry: reg, Ready: func() error {
 		switch {
 		case !nc.IsConnected():
 			return errors.New("not connected to NATS")

@@ -214,7 +214,7 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	// The bridge's production resync period: a lost event is not repaired by a relist within
 	// the run, only by what housekeeper does on purpose (a restart's relist).
 	r.bridge, err = newProcess(r.cfg.Dir, "bridge", []string{filepath.Join(bin, "housekeeper-bridge"),
-		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--health-addr", "127.0.0.1:0"}, env)
+		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--addr", "127.0.0.1:0"}, env)
 	if err != nil {
 		return stop, err
 	}

@@ -68,7 +68,7 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		if err != nil {
 			return err
 		}
-		args = append(args, addrFlag(name), addr)
+		args = append(args, "--addr", addr)
 		args = append(args, o.limitArgs()...)
 		f := e.file(b, phase+"-"+name+".log")
 		cmd := exec.Command(args[0], args[1:]...)
@@ -127,14 +127,6 @@ func setup(log *os.File, bin string, environ []string) error {
 		return fmt.Errorf("housekeeper setup: %v: %s", err, out)
 	}
 	return nil
-}
-
-// addrFlag is the flag of a process's metrics address.
-func addrFlag(name string) string {
-	if name == "bridge" {
-		return "--health-addr"
-	}
-	return "--addr"
 }
 
 // freeAddr is a loopback address with a port free at the moment.

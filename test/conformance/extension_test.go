@@ -117,7 +117,7 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	if out, err := setup.CombinedOutput(); err != nil {
 		t.Fatalf("housekeeper setup for %s: %v\n%s", s.name, err, out)
 	}
-	run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--health-addr", "127.0.0.1:0", "--resync-period", "1m")
+	run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--addr", "127.0.0.1:0", "--resync-period", "1m")
 	for _, fn := range []string{"bucket", "entry", "purge"} {
 		run(fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--addr", "127.0.0.1:0",
 			"--backoff-base", "200ms", "--backoff-max", "2s")
