@@ -500,13 +500,15 @@ func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T
 }
 
 // reportSecretMissing writes the status the bucket function writes when spec.secretRef names
-// no secret.
+// no secret: lastError with the task that waits for it.
 func (h *harness) reportSecretMissing(b *extensionsv1alpha1.BackupBucket) {
 	h.t.Helper()
 	description := fmt.Sprintf("secret %s/%s referenced by spec.secretRef does not exist", b.Spec.SecretRef.Namespace, b.Spec.SecretRef.Name)
 	b.Status.LastOperation = &gardencorev1beta1.LastOperation{Type: "Create", State: "Error", Progress: 50,
 		Description: description, LastUpdateTime: metav1.Now()}
-	b.Status.LastError = &gardencorev1beta1.LastError{Description: description, Codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem}}
+	task := gardener.TaskWaitForSecret
+	b.Status.LastError = &gardencorev1beta1.LastError{Description: description, TaskID: &task,
+		Codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem}}
 	if !gardener.WaitsForSecret(b) {
 		h.t.Fatalf("the status written for %s does not say it waits for its secret", b.Name)
 	}
