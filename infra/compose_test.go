@@ -18,6 +18,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 )
 
@@ -63,7 +64,7 @@ func TestComposeFile(t *testing.T) {
 	stages := dockerfileStages(t, filepath.Join(root, "infra/Dockerfile"))
 	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"},
 		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}, "nats-auth": {natsAuth: true}}
-	functionServices := []string{"bucket", "entry", "purge", "schedule", "snapshot"}
+	functionServices := all.Names()
 
 	t.Run("images", func(t *testing.T) {
 		for _, s := range project.Services {

@@ -27,9 +27,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/bucket"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -180,7 +178,7 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 		}
 	}
 	if len(functions) > 0 {
-		for _, fn := range []string{bucket.Name, entry.Name, purge.Name} {
+		for _, fn := range all.NamesOf(all.Gardener) {
 			if !functions[fn] {
 				t.Errorf("no ScaledObject scales the %s function", fn)
 			}

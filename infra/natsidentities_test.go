@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 )
 
@@ -53,7 +54,7 @@ func TestEveryWorkloadHasItsOwnNATSIdentity(t *testing.T) {
 					t.Errorf("%s: mounts %v of Secret housekeeper-nats at %s, want its own %s.creds and ca.pem only", m, keys, natsMount, identity)
 				}
 			}
-			for _, want := range []string{events.IdentityBridge, events.IdentitySetup, "bucket", "entry", "purge", "schedule", "snapshot"} {
+			for _, want := range append([]string{events.IdentityBridge, events.IdentitySetup}, all.Names()...) {
 				if !seen[want] {
 					t.Errorf("no workload connects as %s", want)
 				}

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
@@ -98,10 +98,11 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	background("bridge", func(ctx context.Context) error { return runAsLeader(ctx, bridgeCfg, b.Run) })
 	root := t.TempDir()
 	providers := objectstore.NewRegistry(local.New(root))
-	for _, fn := range []runtime.Function{
-		etcdbackup.NewSchedule(clientAs("schedule"), js, "rbac-test", log.Named("schedule")),
-		etcdbackup.NewSnapshot(clientAs("snapshot"), providers, log.Named("snapshot")),
-	} {
+	for _, def := range all.EtcdBackup {
+		fn, err := def.Build(context.Background(), runtime.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: "rbac-test", Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
 		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
 			runtime.WithBackoff(100*time.Millisecond, time.Second))
 		if err != nil {

@@ -32,13 +32,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -118,16 +118,13 @@ func TestRBACIsEnough(t *testing.T) {
 	background("bridge", func(ctx context.Context) error { return runAsLeader(ctx, bridgeCfg, b.Run) })
 	root := t.TempDir()
 	providers := objectstore.NewRegistry(local.New(root))
-	// The entry function's metadata cache lists and watches with the entry's permissions too.
-	entryMetadata, err := kube.StartCache(runCtx, as("entry"), entry.MetadataCacheOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fn := range []runtime.Function{
-		bucket.New(clientAs("bucket"), providers, log.Named("bucket")),
-		entry.New(clientAs("entry"), entryMetadata, js, entry.Retention{}, cluster, log.Named("entry")),
-		purge.New(clientAs("purge"), js, providers, entry.Retention{}, cluster, log.Named("purge")),
-	} {
+	// Each function is built as its binary builds it, with its own service account's
+	// permissions (the entry function's metadata cache lists and watches with them too).
+	for _, def := range all.Gardener {
+		fn, err := def.Build(runCtx, runtime.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: cluster, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
 		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
 			runtime.WithBackoff(100*time.Millisecond, time.Second))
 		if err != nil {

@@ -18,19 +18,21 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
 
-// functionTypes are the event types each function takes, from the functions themselves.
-var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types,
-	etcdbackup.ScheduleName: etcdbackup.ScheduleTypes, etcdbackup.SnapshotName: etcdbackup.SnapshotTypes}
+// functionTypes are the event types each function takes, from the registry.
+var functionTypes = func() map[string][]string {
+	types := map[string][]string{}
+	for _, def := range all.Functions {
+		types[def.Name] = def.Types
+	}
+	return types
+}()
 
 // Scale to zero needs the consumers before any function pod: the setup Job of each overlay, run
 // as its container runs it — the image's entrypoint (the housekeeper binary, built here) with

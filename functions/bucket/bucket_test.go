@@ -40,7 +40,7 @@ func start(t *testing.T) *fixture {
 	p := pipeline.Start(t)
 	root := t.TempDir()
 	providers := objectstore.NewRegistry(azure.New(), local.New(root))
-	p.Run(bucket.New(p.Client, providers, p.Log.Named("bucket")))
+	p.RunFunction(bucket.Definition, providers)
 	f := &fixture{Pipeline: p, localRoot: root}
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
 	return f

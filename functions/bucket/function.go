@@ -1,6 +1,7 @@
 package bucket
 
 import (
+	"context"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -21,8 +22,17 @@ const Name = "bucket"
 // announced again by the bridge when one of them is gone.
 var Types = []string{events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced}
 
-// New returns the bucket function.
-func New(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
+// Definition declares the bucket function.
+var Definition = runtime.Definition{
+	Name:  Name,
+	Types: Types,
+	Bind: runtime.NoFlags(func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+		return newFunction(d.Client, d.Stores, d.Log), nil
+	}),
+}
+
+// newFunction returns the bucket function.
+func newFunction(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
 	r := &gardener.Reconciler{
 		Client:    c,
 		Kind:      events.KindBackupBucket,

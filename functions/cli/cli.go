@@ -24,7 +24,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
-const usage = `usage: housekeeper [--nats-url URL ...] COMMAND
+var usage = fmt.Sprintf(`usage: housekeeper [--nats-url URL ...] COMMAND
 
 commands:
   nats-auth --out DIR [--form config|jwt] [--account-seed FILE]
@@ -34,7 +34,7 @@ commands:
                          create or update the streams and every function's durable consumer;
                          run it before the bridge and the functions, and again after a change
   function NAME [--mode pull|http] [--kubeconfig FILE] [--local-root DIR] ...
-                         run a function (bucket, entry, purge) until interrupted
+                         run a function (%s) until interrupted
   forward --function F --url URL
                          deliver F's events from JetStream to F served in http mode (Knative),
                          with retries and dead letters
@@ -47,7 +47,7 @@ commands:
                          re-drive dead letters to their function
 
 Every flag can also be set as HOUSEKEEPER_<FLAG> in the environment.
-`
+`, functionNames())
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -12,19 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
-
-// functionTypes are the event types of each function, for forwarding without the function.
-var functionTypes = map[string][]string{bucket.Name: bucket.Types, entry.Name: entry.Types, purge.Name: purge.Types,
-	etcdbackup.ScheduleName: etcdbackup.ScheduleTypes, etcdbackup.SnapshotName: etcdbackup.SnapshotTypes}
 
 // runForward delivers a function's events from its durable consumer to the function served
 // over HTTP (Knative), with the pull mode's acks, backoff and dead letters.
@@ -43,7 +36,7 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	if err := config.Parse(fs, args); err != nil {
 		return fmt.Errorf("%w: forward: %v", errUsage, err)
 	}
-	types, ok := functionTypes[*name]
+	def, ok := all.Lookup(*name)
 	if !ok || *url == "" {
 		return fmt.Errorf("%w: forward needs --url and --function, one of: %s", errUsage, functionNames())
 	}
@@ -66,7 +59,7 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	fn := runtime.Function{Name: *name, Types: types, Handler: &runtime.Forwarder{URL: *url, Client: &http.Client{Timeout: *timeout}}}
+	fn := runtime.Function{Name: *name, Types: def.Types, Handler: &runtime.Forwarder{URL: *url, Client: &http.Client{Timeout: *timeout}}}
 	// The ack wait outlasts a slow answer; heartbeats keep it alive meanwhile.
 	return runtime.Serve(ctx, fn, runtime.ModePull, *addr, js, reg, log.Named("forward"),
 		runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax))

@@ -6,21 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.uber.org/zap"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
@@ -28,59 +22,21 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
-// deps is what a function is built from.
-type deps struct {
-	config    *rest.Config
-	client    client.Client
-	js        jetstream.JetStream
-	providers objectstore.Registry
-	retention entry.Retention
-	cluster   string
-	log       *zap.Logger
-}
-
-// functions are the functions this binary runs, by name. ctx bounds what they start.
-var functions = map[string]func(context.Context, deps) (runtime.Function, error){
-	bucket.Name: func(_ context.Context, d deps) (runtime.Function, error) {
-		return bucket.New(d.client, d.providers, d.log), nil
-	},
-	entry.Name: func(ctx context.Context, d deps) (runtime.Function, error) {
-		metadata, err := kube.StartCache(ctx, d.config, entry.MetadataCacheOptions())
-		if err != nil {
-			return runtime.Function{}, err
-		}
-		return entry.New(d.client, metadata, d.js, d.retention, d.cluster, d.log), nil
-	},
-	purge.Name: func(_ context.Context, d deps) (runtime.Function, error) {
-		return purge.New(d.client, d.js, d.providers, d.retention, d.cluster, d.log), nil
-	},
-	etcdbackup.ScheduleName: func(_ context.Context, d deps) (runtime.Function, error) {
-		return etcdbackup.NewSchedule(d.client, d.js, d.cluster, d.log), nil
-	},
-	etcdbackup.SnapshotName: func(_ context.Context, d deps) (runtime.Function, error) {
-		return etcdbackup.NewSnapshot(d.client, d.providers, d.log), nil
-	},
-}
-
-func functionNames() string {
-	names := make([]string, 0, len(functions))
-	for n := range functions {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return strings.Join(names, ", ")
-}
+func functionNames() string { return strings.Join(all.Names(), ", ") }
 
 // runFunction runs one function until ctx is done.
 func runFunction(ctx context.Context, args []string, nopts natsconn.Options) error {
-	if len(args) == 0 || functions[args[0]] == nil {
+	if len(args) == 0 {
 		return fmt.Errorf("%w: function needs one of: %s", errUsage, functionNames())
 	}
 	name := args[0]
+	def, ok := all.Lookup(name)
+	if !ok {
+		return fmt.Errorf("%w: no function %q: one of %s", errUsage, name, functionNames())
+	}
 	fs := flag.NewFlagSet("function "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var logOpts logging.Options
@@ -93,10 +49,8 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
 	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
-	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes (entry, purge)")
-	retention := fs.Duration("retention", 0, "how long a deleted BackupEntry's backups are kept before the purge")
-	var byPurpose config.List
-	fs.Var(&byPurpose, "retention-by-purpose", "retention per shoot purpose, e.g. production=168h,evaluation=24h")
+	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes")
+	construct := def.Bind(fs)
 	if err := config.Parse(fs, args[1:]); err != nil {
 		return fmt.Errorf("%w: function %s: %v", errUsage, name, err)
 	}
@@ -104,20 +58,11 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *cluster == "" && name != bucket.Name {
+	if *cluster == "" && def.Publishing() {
 		return fmt.Errorf("%w: function %s needs --cluster (or %s)", errUsage, name, config.EnvName("cluster"))
 	}
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	ret := entry.Retention{Default: *retention, ByPurpose: map[string]time.Duration{}}
-	for _, kv := range byPurpose {
-		purpose, d, ok := strings.Cut(kv, "=")
-		dur, err := time.ParseDuration(d)
-		if !ok || err != nil {
-			return fmt.Errorf("%w: --retention-by-purpose %q: want purpose=duration", errUsage, kv)
-		}
-		ret.ByPurpose[purpose] = dur
 	}
 
 	log, err := logging.New(logOpts)
@@ -144,7 +89,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode. The
 	// streams and the consumer are `housekeeper setup`'s: here they must exist.
 	var js jetstream.JetStream
-	if m == runtime.ModePull || name != bucket.Name {
+	if m == runtime.ModePull || def.Publishing() {
 		nc, err := natsconn.Connect(nopts, name, "housekeeper-"+name, log)
 		if err != nil {
 			return err
@@ -157,7 +102,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 			return err
 		}
 	}
-	fn, err := functions[name](ctx, deps{config: cfg, client: c, js: js, providers: providers, retention: ret, cluster: *cluster, log: log.Named(name)})
+	fn, err := construct.Build(ctx, def, runtime.Deps{Config: cfg, Client: c, JetStream: js, Stores: providers, Cluster: *cluster, Log: log})
 	if err != nil {
 		return err
 	}

@@ -4,29 +4,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 )
-
-// functionPublishes are the subjects each function publishes its work on, besides its retries
-// and dead letters.
-var functionPublishes = map[string][]string{entry.Name: entry.Publishes, purge.Name: purge.Publishes,
-	etcdbackup.ScheduleName: etcdbackup.SchedulePublishes}
 
 // Permissions are the NATS permissions of every identity: the bridge, setup, the operator and
 // each function (which its forwarder shares).
 func Permissions() []events.Permission {
 	perms := []events.Permission{events.BridgePermission(), events.SetupPermission(), events.OperatorPermission()}
-	for _, name := range slices.Sorted(maps.Keys(functionTypes)) {
-		perms = append(perms, events.FunctionPermission(name, functionPublishes[name]...))
+	for _, def := range all.Functions {
+		perms = append(perms, events.FunctionPermission(def.Name, def.Publishes...))
 	}
 	return perms
 }

@@ -5,13 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
@@ -61,8 +60,9 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 			return err
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(functionTypes)) {
-		cons, err := runtime.EnsureConsumer(ctx, js, runtime.Function{Name: name, Types: functionTypes[name]}, cs)
+	for _, def := range all.Functions {
+		name := def.Name
+		cons, err := runtime.EnsureConsumer(ctx, js, runtime.Function{Name: name, Types: def.Types}, cs)
 		if err != nil {
 			return err
 		}

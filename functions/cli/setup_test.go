@@ -11,9 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -55,9 +54,8 @@ func TestSetupCommand(t *testing.T) {
 	}
 	consumers := func() map[string]*jetstream.ConsumerInfo {
 		infos := map[string]*jetstream.ConsumerInfo{}
-		for _, fn := range []runtime.Function{
-			{Name: bucket.Name, Types: bucket.Types}, {Name: entry.Name, Types: entry.Types}, {Name: purge.Name, Types: purge.Types},
-		} {
+		for _, def := range all.Functions {
+			fn := runtime.Function{Name: def.Name, Types: def.Types}
 			c, err := js.Consumer(ctx, events.RecordStream, fn.Name)
 			if err != nil {
 				t.Fatalf("consumer of %s: %v", fn.Name, err)

@@ -1,6 +1,8 @@
 package entry
 
 import (
+	"context"
+	"flag"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -46,9 +48,31 @@ func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconci
 	}
 }
 
-// New returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
+// Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions)
+// when it is given a Kubernetes configuration to start one from.
+var Definition = runtime.Definition{
+	Name:      Name,
+	Types:     Types,
+	Publishes: Publishes,
+	Bind: func(fs *flag.FlagSet) runtime.Constructor {
+		retention := BindRetention(fs)
+		return func(ctx context.Context, d runtime.Deps) (runtime.Function, error) {
+			var metadata client.Reader
+			if d.Config != nil {
+				cache, err := kube.StartCache(ctx, d.Config, MetadataCacheOptions())
+				if err != nil {
+					return runtime.Function{}, err
+				}
+				metadata = cache
+			}
+			return newFunction(d.Client, metadata, d.JetStream, *retention, d.Cluster, d.Log), nil
+		}
+	},
+}
+
+// newFunction returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
 // nil to read everything from the API server.
-func New(c client.Client, metadata client.Reader, js jetstream.JetStream, retention Retention, cluster string, log *zap.Logger) runtime.Function {
+func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, retention Retention, cluster string, log *zap.Logger) runtime.Function {
 	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
 	return runtime.Function{
 		Name:    Name,

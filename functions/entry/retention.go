@@ -1,8 +1,12 @@
 package entry
 
 import (
+	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -68,4 +72,46 @@ func (r Retention) Due(e *extensionsv1alpha1.BackupEntry) (time.Time, error) {
 		return time.Time{}, err
 	}
 	return e.DeletionTimestamp.Add(d).UTC(), nil
+}
+
+// BindRetention registers the retention flags on fs: --retention, the default, and
+// --retention-by-purpose, e.g. production=168h,evaluation=24h. The entry and the purge
+// functions share them.
+func BindRetention(fs *flag.FlagSet) *Retention {
+	r := &Retention{ByPurpose: map[string]time.Duration{}}
+	fs.DurationVar(&r.Default, "retention", 0, "how long a deleted BackupEntry's backups are kept before the purge")
+	fs.Var((*byPurpose)(&r.ByPurpose), "retention-by-purpose", "retention per shoot purpose, e.g. production=168h,evaluation=24h")
+	return r
+}
+
+// byPurpose is the flag value of Retention.ByPurpose: purpose=duration pairs, comma-separated.
+type byPurpose map[string]time.Duration
+
+func (b *byPurpose) String() string {
+	if b == nil {
+		return ""
+	}
+	pairs := make([]string, 0, len(*b))
+	for _, purpose := range slices.Sorted(maps.Keys(*b)) {
+		pairs = append(pairs, purpose+"="+(*b)[purpose].String())
+	}
+	return strings.Join(pairs, ",")
+}
+
+// Set replaces the map with the pairs of s and refuses a pair that is not purpose=duration.
+func (b *byPurpose) Set(s string) error {
+	m := map[string]time.Duration{}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		purpose, d, ok := strings.Cut(kv, "=")
+		dur, err := time.ParseDuration(d)
+		if !ok || purpose == "" || err != nil || dur < 0 {
+			return fmt.Errorf("%q: want purpose=duration, e.g. production=168h", kv)
+		}
+		m[purpose] = dur
+	}
+	*b = m
+	return nil
 }

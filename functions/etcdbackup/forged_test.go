@@ -54,8 +54,8 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "forged")
 	etcd := startEtcd(t, 5)
-	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
-	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
+	p.RunFunction(etcdbackup.ScheduleDefinition, reg)
+	p.RunFunction(etcdbackup.SnapshotDefinition, reg)
 
 	type deletingCase struct {
 		identity string // made-up-uid, rv-1, current-rv

@@ -41,8 +41,18 @@ var SchedulePublishes = []string{events.SubjectEtcdBackupSchedules, events.Subje
 // fill the stream of record.
 const DueMessageTTL = 24 * time.Hour
 
-// NewSchedule returns the schedule function.
-func NewSchedule(c client.Client, js jetstream.JetStream, cluster string, log *zap.Logger) runtime.Function {
+// ScheduleDefinition declares the schedule function.
+var ScheduleDefinition = runtime.Definition{
+	Name:      ScheduleName,
+	Types:     ScheduleTypes,
+	Publishes: SchedulePublishes,
+	Bind: runtime.NoFlags(func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+		return newSchedule(d.Client, d.JetStream, d.Cluster, d.Log), nil
+	}),
+}
+
+// newSchedule returns the schedule function.
+func newSchedule(c client.Client, js jetstream.JetStream, cluster string, log *zap.Logger) runtime.Function {
 	return runtime.Function{
 		Name:    ScheduleName,
 		Types:   ScheduleTypes,

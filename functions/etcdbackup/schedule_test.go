@@ -33,8 +33,8 @@ func TestEverySecondCron(t *testing.T) {
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "cron")
 	etcd := startEtcd(t, 10)
-	p.Run(etcdbackup.NewSchedule(c, p.JSFor(etcdbackup.ScheduleName), pipeline.Cluster, p.Log.Named("schedule")))
-	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
+	p.RunFunction(etcdbackup.ScheduleDefinition, reg)
+	p.RunFunction(etcdbackup.SnapshotDefinition, reg)
 	ctx := context.Background()
 
 	cfg := newConfig("team", "every-second", dest.obj.Name, 10, etcd.ClientURL)
@@ -84,7 +84,7 @@ func TestRefusedSchedule(t *testing.T) {
 	p := pipeline.Start(t)
 	c := p.Client
 	createNamespaces(t, c, "garden", "team")
-	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
+	p.RunFunction(etcdbackup.ScheduleDefinition, nil)
 	ctx := context.Background()
 	for name, mutate := range map[string]func(*backupv1alpha1.EtcdBackupConfigSpec){
 		"bad-minute":    func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Schedule = "0 61 * * * *" },
@@ -125,8 +125,8 @@ func TestOnceNow(t *testing.T) {
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "once")
 	etcd := startEtcd(t, 5)
-	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
-	p.Run(etcdbackup.NewSnapshot(c, reg, p.Log.Named("snapshot")))
+	p.RunFunction(etcdbackup.ScheduleDefinition, reg)
+	p.RunFunction(etcdbackup.SnapshotDefinition, reg)
 	ctx := context.Background()
 
 	cfg := newConfig("team", "once", dest.obj.Name, 3, etcd.ClientURL)

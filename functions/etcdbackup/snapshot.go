@@ -29,8 +29,17 @@ var SnapshotTypes = []string{events.TypeEtcdBackupDue}
 // clock and ours may differ a little); a fire further ahead is refused.
 const MaxFireSkew = time.Minute
 
-// NewSnapshot returns the snapshot function.
-func NewSnapshot(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
+// SnapshotDefinition declares the snapshot function.
+var SnapshotDefinition = runtime.Definition{
+	Name:  SnapshotName,
+	Types: SnapshotTypes,
+	Bind: runtime.NoFlags(func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+		return newSnapshot(d.Client, d.Stores, d.Log), nil
+	}),
+}
+
+// newSnapshot returns the snapshot function.
+func newSnapshot(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
 	return runtime.Function{
 		Name:    SnapshotName,
 		Types:   SnapshotTypes,

@@ -38,9 +38,9 @@ import (
 func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 	p := pipeline.Start(t, testenv.WithS3())
 	providers := objectstore.NewRegistry(azure.New(), s3.New())
-	p.Run(bucket.New(p.Client, providers, p.Log.Named("bucket")))
-	p.Run(entry.New(p.Client, nil, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
-	p.Run(purge.New(p.Client, p.JS, providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")))
+	p.RunFunction(bucket.Definition, providers)
+	p.RunFunction(entry.Definition, providers)
+	p.RunFunction(purge.Definition, providers)
 	f := &fixture{Pipeline: p}
 	ctx := context.Background()
 	admin := rawS3(p.Env.S3.Endpoint, nil)

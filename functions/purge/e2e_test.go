@@ -28,6 +28,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -48,10 +49,10 @@ func start(t *testing.T, withoutPurge bool) *fixture {
 // startOn is start on the pipeline p; each function publishes as its own identity.
 func startOn(t *testing.T, p *pipeline.Pipeline, withoutPurge bool) *fixture {
 	providers := objectstore.NewRegistry(azure.New())
-	p.Run(bucket.New(p.Client, providers, p.Log.Named("bucket")))
-	p.Run(entry.New(p.Client, nil, p.JSFor(entry.Name), entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
+	p.RunFunction(bucket.Definition, providers)
+	p.RunFunction(entry.Definition, providers)
 	if !withoutPurge {
-		p.Run(purge.New(p.Client, p.JSFor(purge.Name), providers, entry.Retention{}, pipeline.Cluster, p.Log.Named("purge")))
+		p.RunFunction(purge.Definition, providers)
 	}
 	cred, err := azblob.NewSharedKeyCredential(stack.AzuriteAccount, stack.AzuriteKey)
 	if err != nil {
@@ -303,7 +304,11 @@ func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
 	f.upload(data...)
 	newDue := f.deleteUntilPending(recreated)
 
-	purger := purge.New(f.Client, f.JS, objectstore.NewRegistry(azure.New()), entry.Retention{}, pipeline.Cluster, f.Log.Named("purge"))
+	purger, err := purge.Definition.Build(ctx, runtime.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
+		Cluster: pipeline.Cluster, Log: f.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := purger.Handler.Handle(ctx, f.purgeDue(old, oldDue)); err != nil {
 		t.Fatalf("the old entry's purge: %v", err)
 	}
@@ -379,7 +384,7 @@ func TestKilledPurgeFinishesAfterRedelivery(t *testing.T) {
 	left := len(f.list(name + "/"))
 	t.Logf("killed the purge with %d of %d blobs left", left, len(inside))
 
-	f.Run(purge.New(f.Client, f.JS, objectstore.NewRegistry(azure.New()), entry.Retention{}, pipeline.Cluster, f.Log.Named("purge")))
+	f.RunFunction(purge.Definition, objectstore.NewRegistry(azure.New()))
 	f.waitGone(name)
 	if n := len(f.list(name + "/")); n != 0 {
 		t.Errorf("%d blobs left under the prefix", n)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
@@ -96,7 +97,7 @@ func TestWholePipelineUnderNATSPermissions(t *testing.T) {
 	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: "shoot--dev--secure", Name: entry.SecretName}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("etcd-backup after the deletion: %v, want not found", err)
 	}
-	for _, fn := range []string{"bucket", entry.Name, "purge"} {
+	for _, fn := range all.NamesOf(all.Gardener) {
 		f.Drained(fn)
 	}
 	if refused := p.RefusedByNATS(); refused != "" {

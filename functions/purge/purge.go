@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,8 +63,21 @@ type Purger struct {
 	stores openStores
 }
 
-// New returns the purge function.
-func New(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention entry.Retention, cluster string, log *zap.Logger) runtime.Function {
+// Definition declares the purge function. It shares the entry function's retention flags.
+var Definition = runtime.Definition{
+	Name:      Name,
+	Types:     Types,
+	Publishes: Publishes,
+	Bind: func(fs *flag.FlagSet) runtime.Constructor {
+		retention := entry.BindRetention(fs)
+		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+			return newFunction(d.Client, d.JetStream, d.Stores, *retention, d.Cluster, d.Log), nil
+		}
+	},
+}
+
+// newFunction returns the purge function.
+func newFunction(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention entry.Retention, cluster string, log *zap.Logger) runtime.Function {
 	p := &Purger{
 		Client: c, Providers: providers, Retention: retention, JetStream: js, Cluster: cluster, Log: log,
 		// Only the protocol's status and finalizer writes are used: no actuator.

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
@@ -62,7 +61,11 @@ func runSlowPurge(t *testing.T, setting string) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	fn := purge.New(c, js, objectstore.NewRegistry(slowProvider{azure.New()}), entry.Retention{}, pipeline.Cluster, zaptest.NewLogger(t))
+	fn, err := purge.Definition.Build(context.Background(), runtime.Deps{Client: c, JetStream: js,
+		Stores: objectstore.NewRegistry(slowProvider{azure.New()}), Cluster: pipeline.Cluster, Log: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
@@ -24,8 +25,8 @@ import (
 // Cluster is the cluster name of the run's events.
 const Cluster = "faults"
 
-// functionNames are the functions run as processes.
-var functionNames = []string{"bucket", "entry", "purge"}
+// functionNames are the functions run as processes: Gardener's.
+var functionNames = all.NamesOf(all.Gardener)
 
 // rig is a running stack with its processes.
 type rig struct {

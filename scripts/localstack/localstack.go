@@ -25,17 +25,14 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
@@ -201,29 +198,27 @@ type session struct {
 // startComponents runs the bridge and the functions in this process, as their binaries would.
 func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *stack.Kube) error {
 	log := s.opts.Log
-	js := map[string]jetstream.JetStream{}
-	for _, identity := range []string{events.IdentityBridge, bucket.Name, entry.Name, purge.Name, etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
-		var err error
-		if js[identity], err = s.connect(identity); err != nil {
-			return err
-		}
+	bridgeJS, err := s.connect(events.IdentityBridge)
+	if err != nil {
+		return err
 	}
-	b, err := bridge.New(k.Config, js[events.IdentityBridge], nil, bridge.Options{Cluster: Cluster, Logger: log.Named("bridge")})
+	b, err := bridge.New(k.Config, bridgeJS, nil, bridge.Options{Cluster: Cluster, Logger: log.Named("bridge")})
 	if err != nil {
 		return err
 	}
 	g.Go(func() error { return b.Run(ctx) })
-	g.Go(func() error { return b.ServeResync(ctx, js[events.IdentityBridge].Conn()) })
+	g.Go(func() error { return b.ServeResync(ctx, bridgeJS.Conn()) })
 	providers := objectstore.NewRegistry(azure.New(), s3.New(), local.New(s.localRoot))
-	retention := entry.Retention{}
-	for _, fn := range []runtime.Function{
-		bucket.New(s.client, providers, log.Named(bucket.Name)),
-		entry.New(s.client, nil, js[entry.Name], retention, Cluster, log.Named(entry.Name)),
-		purge.New(s.client, js[purge.Name], providers, retention, Cluster, log.Named(purge.Name)),
-		etcdbackup.NewSchedule(s.client, js[etcdbackup.ScheduleName], Cluster, log.Named(etcdbackup.ScheduleName)),
-		etcdbackup.NewSnapshot(s.client, providers, log.Named(etcdbackup.SnapshotName)),
-	} {
-		w, err := runtime.NewWorker(js[fn.Name], fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
+	for _, def := range all.Functions {
+		js, err := s.connect(def.Name)
+		if err != nil {
+			return err
+		}
+		fn, err := def.Build(ctx, runtime.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: providers, Cluster: Cluster, Log: log})
+		if err != nil {
+			return err
+		}
+		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
 			runtime.WithBackoff(200*time.Millisecond, 5*time.Second))
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 	localbackupentry "github.com/gardener/gardener/pkg/provider-local/controller/backupentry"
 	"github.com/gardener/gardener/pkg/provider-local/controller/backupoptions"
 
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -118,7 +119,7 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 		t.Fatalf("housekeeper setup for %s: %v\n%s", s.name, err, out)
 	}
 	run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--addr", "127.0.0.1:0", "--resync-period", "1m")
-	for _, fn := range []string{"bucket", "entry", "purge"} {
+	for _, fn := range all.NamesOf(all.Gardener) {
 		run(fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--addr", "127.0.0.1:0",
 			"--backoff-base", "200ms", "--backoff-max", "2s")
 	}

@@ -52,8 +52,8 @@ func TestBackupRotateRestore(t *testing.T) {
 		Spec: backupv1alpha1.BackupDestinationSpec{Type: "local", Bucket: "etcd-backups"}}); err != nil {
 		t.Fatal(err)
 	}
-	p.Run(etcdbackup.NewSchedule(c, p.JS, pipeline.Cluster, p.Log.Named("schedule")))
-	p.Run(etcdbackup.NewSnapshot(c, providers, p.Log.Named("snapshot")))
+	p.RunFunction(etcdbackup.ScheduleDefinition, providers)
+	p.RunFunction(etcdbackup.SnapshotDefinition, providers)
 
 	logs, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
 	if err != nil {

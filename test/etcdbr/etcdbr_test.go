@@ -98,8 +98,8 @@ func start(t *testing.T) *fixture {
 	p := pipeline.Start(t)
 	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets")}
 	f.providers = objectstore.NewRegistry(azure.New(), local.New(f.localRoot))
-	p.Run(bucket.New(p.Client, f.providers, p.Log.Named("bucket")))
-	p.Run(entry.New(p.Client, nil, p.JS, entry.Retention{}, pipeline.Cluster, p.Log.Named("entry")))
+	p.RunFunction(bucket.Definition, f.providers)
+	p.RunFunction(entry.Definition, f.providers)
 	f.startPurgeProcess(t)
 
 	// The cache under $HOME is not reachable by uid 65532: run copies of the binaries.

@@ -22,6 +22,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -108,6 +109,21 @@ func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
 		p.T.Fatal(err)
 	}
 	p.background(fn.Name, w.Run)
+}
+
+// RunFunction builds def as the binary builds it — its own flags from args, the pipeline's
+// Kubernetes client and configuration, the JetStream of def's own identity, stores and the
+// pipeline's cluster — and runs it until the test ends.
+func (p *Pipeline) RunFunction(def runtime.Definition, stores objectstore.Registry, args ...string) {
+	p.T.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p.T.Cleanup(cancel)
+	fn, err := def.Build(ctx, runtime.Deps{Config: p.Env.Kube.Config, Client: p.Client, JetStream: p.JSFor(def.Name),
+		Stores: stores, Cluster: Cluster, Log: p.Log}, args...)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	p.Run(fn)
 }
 
 // NATSOptions are the options identity connects with.

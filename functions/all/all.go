@@ -1,0 +1,52 @@
+// Package all is the registry of housekeeper's functions: the binary, the forwarders, the NATS
+// permissions, setup, make run and every harness iterate it. Adding a function is its package
+// and one line here.
+package all
+
+import (
+	"slices"
+
+	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// Functions are every function, in the order they are listed and started.
+var Functions = []runtime.Definition{
+	bucket.Definition,
+	entry.Definition,
+	purge.Definition,
+	etcdbackup.ScheduleDefinition,
+	etcdbackup.SnapshotDefinition,
+}
+
+// Lookup returns the function called name.
+func Lookup(name string) (runtime.Definition, bool) {
+	i := slices.IndexFunc(Functions, func(d runtime.Definition) bool { return d.Name == name })
+	if i < 0 {
+		return runtime.Definition{}, false
+	}
+	return Functions[i], true
+}
+
+// Names are the functions' names, sorted.
+func Names() []string {
+	return slices.Sorted(slices.Values(NamesOf(Functions)))
+}
+
+// Gardener are the functions of Gardener's BackupBucket and BackupEntry extension contract.
+var Gardener = []runtime.Definition{bucket.Definition, entry.Definition, purge.Definition}
+
+// EtcdBackup are the functions of EtcdBackupConfig.
+var EtcdBackup = []runtime.Definition{etcdbackup.ScheduleDefinition, etcdbackup.SnapshotDefinition}
+
+// NamesOf are the names of defs, in their order.
+func NamesOf(defs []runtime.Definition) []string {
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	return names
+}

@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// Definition declares a function once: what it is called, what it consumes and publishes, its
+// own flags and how it is built. The binary, the forwarders, the NATS permissions, setup, make
+// run and every test harness construct functions from their Definition, so they all run the
+// production configuration.
+type Definition struct {
+	// Name names the durable consumer, the dead-letter and redrive subjects and the NATS
+	// identity.
+	Name string
+	// Types are the event types it consumes.
+	Types []string
+	// Publishes are the subjects it publishes its work on besides its retries and dead letters
+	// (its NATS permission). A function that publishes needs JetStream in every mode and the
+	// cluster name, the source of its events.
+	Publishes []string
+	// Bind registers the function's own flags on fs and returns its constructor, which reads
+	// them once fs is parsed.
+	Bind func(fs *flag.FlagSet) Constructor
+}
+
+// Constructor builds a function from the shared dependencies. ctx bounds what it starts
+// (caches, say).
+type Constructor func(ctx context.Context, d Deps) (Function, error)
+
+// Deps are what functions are built from.
+type Deps struct {
+	// Config is the Kubernetes client configuration, for functions that start caches.
+	Config *rest.Config
+	Client client.Client
+	// JetStream is nil for a function served over HTTP that publishes nothing.
+	JetStream jetstream.JetStream
+	Stores    objectstore.Registry
+	// Cluster names this cluster in the events the function publishes.
+	Cluster string
+	Log     *zap.Logger
+}
+
+// ErrMissingCluster means a function that publishes events was given no cluster name.
+var ErrMissingCluster = errors.New("a function that publishes events needs the cluster name")
+
+// Publishing says whether the function publishes events of its own.
+func (d Definition) Publishing() bool { return len(d.Publishes) > 0 }
+
+// Build builds the function from d with its own flags set by args (as on its command line):
+// the construction of the binary, for in-process runs.
+func (def Definition) Build(ctx context.Context, d Deps, args ...string) (Function, error) {
+	fs := flag.NewFlagSet(def.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	construct := def.Bind(fs)
+	if err := fs.Parse(args); err != nil {
+		return Function{}, fmt.Errorf("function %s: %w", def.Name, err)
+	}
+	return construct.Build(ctx, def, d)
+}
+
+// Build checks what every function needs and calls c.
+func (c Constructor) Build(ctx context.Context, def Definition, d Deps) (Function, error) {
+	if def.Publishing() && (d.Cluster == "" || d.JetStream == nil) {
+		return Function{}, fmt.Errorf("function %s: %w and JetStream", def.Name, ErrMissingCluster)
+	}
+	if d.Log == nil {
+		d.Log = zap.NewNop()
+	}
+	d.Log = d.Log.Named(def.Name)
+	fn, err := c(ctx, d)
+	if err != nil {
+		return Function{}, fmt.Errorf("function %s: %w", def.Name, err)
+	}
+	if fn.Name != def.Name || len(fn.Types) != len(def.Types) {
+		return Function{}, fmt.Errorf("function %s: its constructor built %q with types %v", def.Name, fn.Name, fn.Types)
+	}
+	return fn, fn.Validate()
+}
+
+// NoFlags is Bind for a function without flags of its own.
+func NoFlags(c Constructor) func(*flag.FlagSet) Constructor {
+	return func(*flag.FlagSet) Constructor { return c }
+}
