@@ -9,29 +9,25 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/health"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
-	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/process"
 )
 
 // Command is the bridge binary's configuration.
 type Command struct {
 	Kube           kube.Options
 	NATS           natsconn.Options
-	Log            logging.Options
+	Flags          process.Flags
 	Bridge         Options
 	types, classes config.List
 	LeaderElect    bool
 	LeaderElection LeaderElection
-	Addr           string
 }
 
 // ParseCommand reads flags and HOUSEKEEPER_* environment variables.
@@ -40,7 +36,7 @@ func ParseCommand(args []string) (*Command, error) {
 	fs := flag.NewFlagSet("housekeeper-bridge", flag.ContinueOnError)
 	c.Kube.BindFlags(fs, os.Getenv("KUBECONFIG"))
 	c.NATS.BindFlags(fs)
-	c.Log.BindFlags(fs)
+	c.Flags.BindFlags(fs, "address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.Bridge.Cluster, "cluster", "", "cluster name, the source of every event (required)")
 	fs.Var(&c.types, "types", "provider types to handle (spec.type), comma-separated; empty: all")
 	fs.Var(&c.classes, "classes", "extension classes to handle, comma-separated (default shoot; unset class means shoot)")
@@ -51,7 +47,6 @@ func ParseCommand(args []string) (*Command, error) {
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")
 	hostname, _ := os.Hostname()
 	fs.StringVar(&c.LeaderElection.Identity, "leader-election-identity", hostname, "identity in the Lease (default: hostname, the pod name)")
-	fs.StringVar(&c.Addr, "addr", ":8080", "address of /healthz, /readyz and /metrics")
 	if err := config.Parse(fs, args); err != nil {
 		return nil, err
 	}
@@ -67,40 +62,24 @@ func ParseCommand(args []string) (*Command, error) {
 
 // Run runs the bridge until ctx is done.
 func (c *Command) Run(ctx context.Context) error {
-	log, err := logging.New(c.Log)
+	proc, err := process.Start(ctx, process.Spec{Name: "housekeeper-bridge", Flags: c.Flags, Kube: &c.Kube,
+		NATS: &c.NATS, Identity: events.IdentityBridge})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-	logging.RouteLibraries(log)
+	defer proc.Close()
+	log, cfg, reg, nc, js := proc.Log, proc.KubeConfig, proc.Metrics, proc.NC, proc.JetStream
 	c.Bridge.Logger = log
-
-	cfg, err := c.Kube.Config()
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg = kube.Instrument(cfg, reg)
-	nc, err := natsconn.Connect(c.NATS, events.IdentityBridge, "housekeeper-bridge", log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 
 	b, err := New(cfg, js, reg, c.Bridge)
 	if err != nil {
 		return err
 	}
 	var leading atomic.Bool
-	srv := &health.Server{Addr: c.Addr, Registry: reg, Ready: func() error {
+	srv := &health.Server{Addr: c.Flags.Addr, Registry: reg, Ready: func() error {
 		switch {
-		case !nc.IsConnected():
-			return errors.New("not connected to NATS")
+		case proc.NATSReady() != nil:
+			return proc.NATSReady()
 		case leading.Load() && !b.Synced():
 			return errors.New("informers not synced")
 		}

@@ -9,19 +9,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
-	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/process"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -39,12 +35,11 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	}
 	fs := flag.NewFlagSet("function "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var logOpts logging.Options
-	logOpts.BindFlags(fs)
+	var flags process.Flags
+	flags.BindFlags(fs, "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	var kubeOpts kube.Options
 	kubeOpts.BindFlags(fs, os.Getenv("KUBECONFIG"))
 	mode := fs.String("mode", string(runtime.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
-	addr := fs.String("addr", ":8080", "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
@@ -65,47 +60,26 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
-	log, err := logging.New(logOpts)
+	spec := process.Spec{Name: "housekeeper-" + name, Flags: flags, Kube: &kubeOpts}
+	// Pull mode consumes from JetStream; a function that publishes needs it in either mode. The
+	// streams and the consumer are `housekeeper setup`'s: here they must exist.
+	if m == runtime.ModePull || def.Publishing() {
+		spec.NATS, spec.Identity, spec.RequireStreams = &nopts, name, true
+	}
+	proc, err := process.Start(ctx, spec)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-	logging.RouteLibraries(log)
-	cfg, err := kubeOpts.Config()
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	cfg = kube.Instrument(cfg, reg)
-	c, err := kube.NewClient(cfg)
-	if err != nil {
-		return err
-	}
+	defer proc.Close()
 	providers := objectstore.NewRegistry(azure.New(), s3.New())
 	if *localRoot != "" {
 		providers = objectstore.NewRegistry(azure.New(), s3.New(), local.New(*localRoot))
 	}
-	// Pull mode consumes from JetStream; entry and purge also publish to it in either mode. The
-	// streams and the consumer are `housekeeper setup`'s: here they must exist.
-	var js jetstream.JetStream
-	if m == runtime.ModePull || def.Publishing() {
-		nc, err := natsconn.Connect(nopts, name, "housekeeper-"+name, log)
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		if js, err = jetstream.New(nc); err != nil {
-			return err
-		}
-		if err := natsconn.RequireStreams(ctx, js, log); err != nil {
-			return err
-		}
-	}
-	fn, err := construct.Build(ctx, def, runtime.Deps{Config: cfg, Client: c, JetStream: js, Stores: providers, Cluster: *cluster, Log: log})
+	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
+		Stores: providers, Cluster: *cluster, Log: proc.Log})
 	if err != nil {
 		return err
 	}
-	return runtime.Serve(ctx, fn, m, *addr, js, reg, log, runtime.WithConcurrency(*concurrency),
+	return runtime.Serve(ctx, fn, m, flags.Addr, proc.JetStream, proc.Metrics, proc.Log, runtime.WithConcurrency(*concurrency),
 		runtime.WithBackoff(*backoffBase, *backoffMax))
 }
