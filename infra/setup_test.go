@@ -22,6 +22,7 @@ import (
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
 
@@ -231,10 +232,8 @@ func setupJob(t *testing.T, objs []manifest) ([]string, map[string]string) {
 func buildHousekeeper(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-race", "-o", dir+"/", "./functions/cmd/housekeeper")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	if err := stack.BuildHousekeeper(context.Background(), "", dir, true); err != nil {
+		t.Fatal(err)
 	}
 	return filepath.Join(dir, "housekeeper")
 }

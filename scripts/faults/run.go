@@ -153,15 +153,13 @@ func build(ctx context.Context, cfg Config) (string, error) {
 	}
 	bin := filepath.Join(cfg.Dir, "bin")
 	fmt.Fprintln(cfg.Out, "building housekeeper and housekeeper-bridge (-race) and nats-server …")
-	for _, args := range [][]string{
-		{"build", "-race", "-o", bin + "/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge"},
-		{"build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2"},
-	} {
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go %v: %v\n%s", args, err, out)
-		}
+	if err := stack.BuildHousekeeper(ctx, root, bin, true); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build nats-server: %v\n%s", err, out)
 	}
 	return bin, nil
 }

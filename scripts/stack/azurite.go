@@ -22,7 +22,7 @@ type Azurite struct {
 	Endpoint string
 	Port     int
 
-	proc *process
+	proc *Process
 }
 
 // StartAzurite starts azurite-blob in memory on a free loopback port, writing its access log
@@ -56,15 +56,15 @@ func startAzurite(bin string, port int, logs io.Writer) (*Azurite, error) {
 	cmd.Stdout, cmd.Stderr = logs, logs
 	// Own process group: Azurite is a node process tree, stopped as a whole.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	proc, err := start(cmd)
+	proc, err := StartProcess(cmd)
 	if err != nil {
 		return nil, err
 	}
-	if err := proc.awaitListening("azurite", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
+	if err := proc.AwaitListening("azurite", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err != nil {
 		return nil, err
 	}
 	return &Azurite{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/%s", port, AzuriteAccount), Port: port, proc: proc}, nil
 }
 
 // Stop terminates Azurite and waits for it to exit.
-func (a *Azurite) Stop() { a.proc.stop() }
+func (a *Azurite) Stop() { a.proc.Stop() }

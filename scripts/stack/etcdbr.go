@@ -74,7 +74,7 @@ func (m *EtcdMember) initialCluster() string { return m.Name + "=" + m.PeerURL }
 // Etcd is a running etcd server.
 type Etcd struct {
 	*EtcdMember
-	proc *process
+	proc *Process
 }
 
 // StartEtcd starts etcd for m — a new cluster, or the one a restore left in m.DataDir — and
@@ -83,7 +83,7 @@ func (b *EtcdBR) StartEtcd(m *EtcdMember) (*Etcd, error) {
 	if err := b.ownedDir(m.DataDir); err != nil {
 		return nil, err
 	}
-	p, err := start(b.command(context.Background(), "etcd",
+	p, err := StartProcess(b.command(context.Background(), "etcd",
 		"--name", m.Name,
 		"--data-dir", m.DataDir,
 		"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
@@ -96,14 +96,14 @@ func (b *EtcdBR) StartEtcd(m *EtcdMember) (*Etcd, error) {
 	}
 	e := &Etcd{EtcdMember: m, proc: p}
 	if err := e.waitHealthy(30 * time.Second); err != nil {
-		p.stop()
+		p.Stop()
 		return nil, err
 	}
 	return e, nil
 }
 
 // Stop stops etcd and waits for it to exit.
-func (e *Etcd) Stop() { e.proc.stop() }
+func (e *Etcd) Stop() { e.proc.Stop() }
 
 // SnapshotOptions are the snapshot settings of an Etcd resource's spec.backup.
 type SnapshotOptions struct {
@@ -119,7 +119,7 @@ type SnapshotOptions struct {
 }
 
 // Snapshotter is a running `etcdbrctl snapshot`: etcd-backup-restore's backup loop.
-type Snapshotter struct{ proc *process }
+type Snapshotter struct{ proc *Process }
 
 // StartSnapshotter runs `etcdbrctl snapshot` against etcd, saving to store, with the flags
 // etcd-druid gives the backup-restore sidecar (its statefulset builder's backup-store,
@@ -149,7 +149,7 @@ func (b *EtcdBR) StartSnapshotter(etcd *Etcd, store *BackupStore, o SnapshotOpti
 	}
 	cmd := b.command(context.Background(), "etcdbrctl", append(args, store.Args()...)...)
 	cmd.Env = append(os.Environ(), store.Env()...)
-	p, err := start(cmd)
+	p, err := StartProcess(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (b *EtcdBR) StartSnapshotter(etcd *Etcd, store *BackupStore, o SnapshotOpti
 }
 
 // Stop stops the snapshotter and waits for it to exit.
-func (s *Snapshotter) Stop() { s.proc.stop() }
+func (s *Snapshotter) Stop() { s.proc.Stop() }
 
 // Restore runs `etcdbrctl restore`: it fetches the latest full snapshot and the deltas after it
 // from store and builds m.DataDir from them, for StartEtcd(m). m.DataDir must not exist yet.

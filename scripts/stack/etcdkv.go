@@ -89,7 +89,7 @@ func (e *Etcd) waitHealthy(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	last := "no answer"
 	for time.Now().Before(deadline) {
-		if e.proc.exited() {
+		if e.proc.Exited() {
 			return fmt.Errorf("etcd %s exited before it was healthy (see its log)", e.Name)
 		}
 		resp, err := http.Get(e.ClientURL + "/health")

@@ -4,28 +4,38 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
 )
 
-// start starts cmd (its SysProcAttr should give it its own process group, which stop signals).
-func start(cmd *exec.Cmd) (*process, error) {
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", cmd.Args[0], err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	return p, nil
-}
-
-// process is a started process group.
-type process struct {
+// Process is a started child process in its own process group: the one way every harness
+// (the stack's components, the conformance suite, the benches) runs a binary and stops it.
+type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-func (p *process) exited() bool {
+// StartProcess starts cmd in a process group of its own, which Stop signals.
+func StartProcess(cmd *exec.Cmd) (*Process, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmd.Args[0], err)
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited says whether the process has exited.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -34,20 +44,23 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop sends SIGTERM to the group, then SIGKILL after 10 s, and waits for the exit.
-func (p *process) stop() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+// Signal sends sig to the process group.
+func (p *Process) Signal(sig syscall.Signal) error { return syscall.Kill(-p.cmd.Process.Pid, sig) }
+
+// Stop sends SIGTERM to the group, then SIGKILL after 10 s, and waits for the exit.
+func (p *Process) Stop() {
+	_ = p.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = p.Signal(syscall.SIGKILL)
 		<-p.done
 	}
 }
 
-// awaitListening waits until p accepts connections on addr (30 s at most); a process that
+// AwaitListening waits until p accepts connections on addr (30 s at most); a process that
 // exits or never listens is stopped and named in the error.
-func (p *process) awaitListening(name, addr string) error {
+func (p *Process) AwaitListening(name, addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
@@ -60,9 +73,17 @@ func (p *process) awaitListening(name, addr string) error {
 		case <-p.done:
 			return fmt.Errorf("%s exited before listening on %s (see its log)", name, addr)
 		case <-ctx.Done():
-			p.stop()
+			p.Stop()
 			return fmt.Errorf("%s did not listen on %s within 30s", name, addr)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// State is how the process exited (nil while it runs).
+func (p *Process) State() *os.ProcessState {
+	if !p.Exited() {
+		return nil
+	}
+	return p.cmd.ProcessState
 }

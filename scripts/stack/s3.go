@@ -28,7 +28,7 @@ type S3 struct {
 	Port     int
 	Dir      string
 
-	proc *process
+	proc *Process
 }
 
 // S3Binary is the versitygw executable installed by scripts/install-s3.sh at the version
@@ -80,15 +80,15 @@ func startS3(bin, dir string, port int, logs io.Writer) (*S3, error) {
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	proc, err := start(cmd)
+	proc, err := StartProcess(cmd)
 	if err != nil {
 		return nil, err
 	}
-	if err := proc.awaitListening("versitygw", addr); err != nil {
+	if err := proc.AwaitListening("versitygw", addr); err != nil {
 		return nil, err
 	}
 	return &S3{Endpoint: "http://" + addr, Port: port, Dir: dir, proc: proc}, nil
 }
 
 // Stop terminates the server and waits for it to exit; its data stays in Dir.
-func (s *S3) Stop() { s.proc.stop() }
+func (s *S3) Stop() { s.proc.Stop() }

@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -136,21 +136,9 @@ func routeLibraryLogs(e *env) {
 // buildHousekeeper builds the function and bridge binaries into dir/bin, from this checkout
 // or from the one HOUSEKEEPER_BENCH_SOURCE names (e.g. `git archive` of another commit).
 func buildHousekeeper(dir string) (string, error) {
-	root, err := stack.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	if src := os.Getenv("HOUSEKEEPER_BENCH_SOURCE"); src != "" {
-		root = src
-	}
-	fmt.Fprintf(os.Stderr, "bench: building housekeeper from %s\n", root)
+	fmt.Fprintln(os.Stderr, "bench: building housekeeper")
 	bin := filepath.Join(dir, "bin")
-	cmd := exec.Command("go", "build", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
+	return bin, stack.BuildHousekeeper(context.Background(), os.Getenv("HOUSEKEEPER_BENCH_SOURCE"), bin, false)
 }
 
 // deadline is when the benchmark must have failed by itself rather than be killed by go

@@ -40,10 +40,9 @@ type housekeeper struct {
 
 // process is one housekeeper process and the address of its /metrics.
 type process struct {
+	*stack.Process
 	name string
 	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
 }
 
 func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*housekeeper, error) {
@@ -64,22 +63,22 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		}
 	}
 	run := func(name string, args ...string) error {
-		addr, err := freeAddr()
+		port, err := stack.FreePort()
 		if err != nil {
 			return err
 		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		args = append(args, "--addr", addr)
 		args = append(args, o.limitArgs()...)
 		f := e.file(b, phase+"-"+name+".log")
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = environ
 		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("starting %s: %w", name, err)
+		sp, err := stack.StartProcess(cmd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		p := &process{name: name, addr: addr, cmd: cmd, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(p.done) }()
+		p := &process{Process: sp, name: name, addr: addr}
 		h.procs = append(h.procs, p)
 		return nil
 	}
@@ -129,24 +128,14 @@ func setup(log *os.File, bin string, environ []string) error {
 	return nil
 }
 
-// freeAddr is a loopback address with a port free at the moment.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // waitReady waits until every process answers /readyz with 200.
 func (h *housekeeper) waitReady(timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for _, p := range h.procs {
 		for {
 			select {
-			case <-p.done:
-				return fmt.Errorf("%s exited while starting: %v", p.name, p.cmd.ProcessState)
+			case <-p.Done():
+				return fmt.Errorf("%s exited while starting: %v", p.name, p.State())
 			default:
 			}
 			resp, err := http.Get("http://" + p.addr + "/readyz")
@@ -191,8 +180,8 @@ func (h *housekeeper) scrape() (byVerb, byResource counts, err error) {
 	byVerb, byResource = counts{}, counts{}
 	for _, p := range h.procs {
 		select {
-		case <-p.done:
-			return nil, nil, fmt.Errorf("%s exited: %v", p.name, p.cmd.ProcessState)
+		case <-p.Done():
+			return nil, nil, fmt.Errorf("%s exited: %v", p.name, p.State())
 		default:
 		}
 		v, r, err := scrapeRequests(p.addr)
@@ -208,15 +197,15 @@ func (h *housekeeper) scrape() (byVerb, byResource counts, err error) {
 func (h *housekeeper) stop() error {
 	var errs []error
 	for _, p := range h.procs {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		_ = p.Signal(syscall.SIGTERM)
 	}
 	for _, p := range h.procs {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-time.After(10 * time.Second):
 			errs = append(errs, fmt.Errorf("%s did not stop within 10s of SIGTERM", p.name))
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+			_ = p.Signal(syscall.SIGKILL)
+			<-p.Done()
 		}
 	}
 	h.nats.Stop()

@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 
 	"k8s.io/utils/ptr"
 	controllerconfig "sigs.k8s.io/controller-runtime/pkg/config"
@@ -97,21 +95,11 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", name, err)
+		p, err := stack.StartProcess(cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		t.Cleanup(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-done
-			}
-		})
+		t.Cleanup(p.Stop)
 	}
 	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
 	setup.Env = append(os.Environ(), env...)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gardener/gardener/pkg/client/kubernetes"
+	gardenerenvtest "github.com/gardener/gardener/test/envtest"
 	"github.com/go-logr/logr"
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
@@ -27,9 +29,6 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/gardener/gardener/pkg/client/kubernetes"
-	gardenerenvtest "github.com/gardener/gardener/test/envtest"
 
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -190,31 +189,10 @@ func startGarden(t *testing.T, l *logs) *garden {
 	return &garden{cfg: cfg, client: c}
 }
 
-// buildHousekeeper compiles the housekeeper and housekeeper-bridge binaries of this module.
+// buildHousekeeper compiles the housekeeper and housekeeper-bridge binaries into dir/bin, of
+// this module or of the checkout HOUSEKEEPER_CONFORMANCE_SOURCE names (e.g. a git worktree at an
+// older commit, to judge it with this suite).
 func buildHousekeeper(dir string) (string, error) {
-	root, err := stack.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	// HOUSEKEEPER_CONFORMANCE_SOURCE judges another checkout of housekeeper (e.g. a git
-	// worktree at an older commit) with this suite.
-	if src := os.Getenv("HOUSEKEEPER_CONFORMANCE_SOURCE"); src != "" {
-		root = src
-	}
 	bin := filepath.Join(dir, "bin")
-	// -race, as the test binaries are built: the build reuses their compiled packages, and a
-	// race in the bridge or a function shows in its log.
-	cmd := exec.Command("go", "build", "-race", "-o", bin+"/", "./functions/cmd/housekeeper", "./bridge/cmd/housekeeper-bridge")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", &buildError{err: err, out: string(out)}
-	}
-	return bin, nil
+	return bin, stack.BuildHousekeeper(context.Background(), os.Getenv("HOUSEKEEPER_CONFORMANCE_SOURCE"), bin, true)
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "go build: " + e.err.Error() + "\n" + e.out }
