@@ -34,16 +34,18 @@ var Definition = runtime.Definition{
 // newFunction returns the bucket function.
 func newFunction(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
 	r := &gardener.Reconciler{
-		Client:    c,
-		Kind:      events.KindBackupBucket,
-		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupBucket{} },
-		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
-			return o.(*extensionsv1alpha1.BackupBucket).Spec.SecretRef
+		StatusWriter: gardener.StatusWriter{
+			Client: c,
+			Kind:   events.KindBackupBucket,
+			SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
+				return o.(*extensionsv1alpha1.BackupBucket).Spec.SecretRef
+			},
+			Finalizer: Finalizer,
+			Log:       log,
+			Now:       time.Now,
 		},
-		Finalizer: Finalizer,
+		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupBucket{} },
 		Actuator:  &Actuator{Client: c, Providers: providers},
-		Log:       log,
-		Now:       time.Now,
 	}
 	return runtime.Function{
 		Name:    Name,

@@ -30,21 +30,28 @@ var Types = []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.Ty
 // purge schedules and their announcements.
 var Publishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeScheduled)...)
 
-// Reconciler returns the Gardener protocol for BackupEntries around a; the purge function
-// uses it to release an entry once its backups are gone.
-func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconciler {
-	return &gardener.Reconciler{
-		Client:    c,
-		Kind:      events.KindBackupEntry,
-		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupEntry{} },
+// StatusWriter writes BackupEntries as the Gardener protocol does; the purge function uses it
+// to record its progress and release an entry once its backups are gone.
+func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter {
+	return gardener.StatusWriter{
+		Client: c,
+		Kind:   events.KindBackupEntry,
 		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
 			return o.(*extensionsv1alpha1.BackupEntry).Spec.SecretRef
 		},
 		Finalizer: Finalizer,
-		Migrates:  true,
-		Actuator:  a,
 		Log:       log,
 		Now:       time.Now,
+	}
+}
+
+// Reconciler returns the Gardener protocol for BackupEntries around a.
+func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconciler {
+	return &gardener.Reconciler{
+		StatusWriter: StatusWriter(c, log),
+		NewObject:    func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupEntry{} },
+		Migrates:     true,
+		Actuator:     a,
 	}
 }
 

@@ -242,8 +242,8 @@ func (row decisionRow) object() extensionsv1alpha1.Object {
 }
 
 func (row decisionRow) reconciler(c client.Client, a Actuator) *Reconciler {
-	r := &Reconciler{Client: c, Finalizer: testFinalizer, Actuator: a, Log: zap.NewNop(),
-		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}
+	r := &Reconciler{StatusWriter: StatusWriter{Client: c, Finalizer: testFinalizer, Log: zap.NewNop(),
+		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}, Actuator: a}
 	if row.bucket {
 		r.Kind, r.NewObject = events.KindBackupBucket, func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupBucket{} }
 		r.SecretRef = func(o extensionsv1alpha1.Object) corev1.SecretReference {

@@ -62,17 +62,25 @@ type Deletion struct {
 // patch whose answer carries the credentials; and lastOperation is written once, when the
 // operation has an outcome, not also as Processing before it.
 type Reconciler struct {
-	Client    client.Client
-	Kind      events.Kind
+	StatusWriter
 	NewObject func() extensionsv1alpha1.Object
-	// SecretRef returns the object's spec.secretRef.
-	SecretRef func(extensionsv1alpha1.Object) corev1.SecretReference
-	Finalizer string
 	// Migrates says the kind takes part in control-plane migration (BackupEntry). For a kind
 	// that does not (BackupBucket), a migrate annotation is reconciled like any other change.
 	Migrates bool
 	Actuator Actuator
-	Log      *zap.Logger
+}
+
+// StatusWriter is how the protocol writes an object: lastOperation, lastError and
+// observedGeneration as upstream writes them, and our finalizer on the object and on its
+// spec.secretRef secret. The Reconciler writes through it, and so does whoever finishes an
+// operation the reconciler left pending (the purge of a deleted BackupEntry).
+type StatusWriter struct {
+	Client client.Client
+	Kind   events.Kind
+	// SecretRef returns the object's spec.secretRef.
+	SecretRef func(extensionsv1alpha1.Object) corev1.SecretReference
+	Finalizer string
+	Log       *zap.Logger
 	// Now is the clock (tests set it).
 	Now func() time.Time
 }
@@ -326,7 +334,7 @@ func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extension
 
 // Fail records err in the status — lastOperation Error, lastError with its codes — and
 // returns it for the runtime to retry or dead-letter.
-func (r *Reconciler) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
+func (r *StatusWriter) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
 	description := err.Error()
 	codes, task := CodesOf(err), taskOf(err)
 	r.Log.Warn("failed", zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()),
@@ -340,7 +348,7 @@ func (r *Reconciler) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t 
 }
 
 // Progress records how far a long operation got: lastOperation Processing at progress.
-func (r *Reconciler) Progress(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, progress int32, description string) error {
+func (r *StatusWriter) Progress(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, progress int32, description string) error {
 	return r.patchStatus(ctx, obj, func() {
 		setLastOperation(obj, t, gardencorev1beta1.LastOperationStateProcessing, progress, description, r.Now())
 	})
@@ -348,7 +356,7 @@ func (r *Reconciler) Progress(ctx context.Context, obj extensionsv1alpha1.Object
 
 // RemoveFinalizers releases the object: first its spec.secretRef secret, as upstream does,
 // then the object itself. A conflict means obj is outdated: the caller reads it again.
-func (r *Reconciler) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
+func (r *StatusWriter) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
 	ref := r.SecretRef(obj)
 	if _, err := r.patchSecretFinalizer(ctx, ref, "$deleteFromPrimitiveList/finalizers"); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
@@ -361,7 +369,7 @@ func (r *Reconciler) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha
 
 // ensureFinalizers puts our finalizer on the object (dropping its operation annotation in the
 // same patch if dropOperation) and on its spec.secretRef secret, and returns the secret's data.
-func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object, dropOperation bool) (map[string][]byte, error) {
+func (r *StatusWriter) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object, dropOperation bool) (map[string][]byte, error) {
 	change := func(o client.Object, finalizer string) bool {
 		changed := controllerutil.AddFinalizer(o, finalizer)
 		if dropOperation {
@@ -386,7 +394,7 @@ func (r *Reconciler) ensureFinalizers(ctx context.Context, obj extensionsv1alpha
 // patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with more
 // of its metadata. The patch carries obj's resourceVersion: other controllers edit finalizers
 // too, and obj may come from an event.
-func (r *Reconciler) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.Object, change func(client.Object, string) bool) error {
+func (r *StatusWriter) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.Object, change func(client.Object, string) bool) error {
 	base := obj.DeepCopyObject().(client.Object)
 	if !change(obj, r.Finalizer) {
 		return nil
@@ -397,7 +405,7 @@ func (r *Reconciler) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.
 // patchSecretFinalizer adds (directive "finalizers") or removes ("$deleteFromPrimitiveList/
 // finalizers") our finalizer on a secret with one strategic merge patch: no read, no conflict
 // with gardenlet's own patches of the secret, and the answer is the secret.
-func (r *Reconciler) patchSecretFinalizer(ctx context.Context, ref corev1.SecretReference, directive string) (*corev1.Secret, error) {
+func (r *StatusWriter) patchSecretFinalizer(ctx context.Context, ref corev1.SecretReference, directive string) (*corev1.Secret, error) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{directive: []string{r.Finalizer}}})
 	if err != nil {
 		return nil, err
@@ -406,7 +414,7 @@ func (r *Reconciler) patchSecretFinalizer(ctx context.Context, ref corev1.Secret
 	return secret, r.Client.Patch(ctx, secret, client.RawPatch(types.StrategicMergePatchType, patch))
 }
 
-func (r *Reconciler) removeAnnotation(ctx context.Context, obj extensionsv1alpha1.Object) error {
+func (r *StatusWriter) removeAnnotation(ctx context.Context, obj extensionsv1alpha1.Object) error {
 	base := obj.DeepCopyObject().(client.Object)
 	if !dropAnnotation(obj) {
 		return nil
@@ -425,7 +433,7 @@ func dropAnnotation(o client.Object) bool {
 	return true
 }
 
-func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {
+func (r *StatusWriter) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {
 	base := obj.DeepCopyObject().(client.Object)
 	mutate()
 	// Optimistic lock: a status written from a stale read must fail, not undo a newer one.
@@ -436,7 +444,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, obj extensionsv1alpha1.Obj
 }
 
 // succeeded is the description of a successful operation of type t.
-func (r *Reconciler) succeeded(t gardencorev1beta1.LastOperationType) string {
+func (r *StatusWriter) succeeded(t gardencorev1beta1.LastOperationType) string {
 	return fmt.Sprintf("%s %s", r.Kind, pastVerb(t))
 }
 

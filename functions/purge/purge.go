@@ -49,8 +49,9 @@ type Purger struct {
 	Client    client.Client
 	Providers objectstore.Registry
 	Retention entry.Retention
-	// Entries is the BackupEntry protocol: status progress and releasing the finalizers.
-	Entries   *gardener.Reconciler
+	// Entries writes BackupEntries as the Gardener protocol does: progress, errors, and
+	// releasing the finalizers once the backups are gone.
+	Entries   gardener.StatusWriter
 	JetStream jetstream.JetStream
 	Cluster   string
 	Log       *zap.Logger
@@ -80,8 +81,7 @@ var Definition = runtime.Definition{
 func newFunction(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention entry.Retention, cluster string, log *zap.Logger) runtime.Function {
 	p := &Purger{
 		Client: c, Providers: providers, Retention: retention, JetStream: js, Cluster: cluster, Log: log,
-		// Only the protocol's status and finalizer writes are used: no actuator.
-		Entries:          entry.Reconciler(c, nil, log),
+		Entries:          entry.StatusWriter(c, log),
 		Now:              time.Now,
 		ProgressInterval: 2 * time.Second,
 		KeyRetries:       3,
