@@ -86,8 +86,10 @@ type run struct {
 	dst     *seedEnv
 	creds   *corev1.Secret
 
-	buckets []*bucketRef
-	entries []*entryRef
+	// bucketA and bucketB are the source and the destination seed's buckets.
+	bucketA, bucketB *bucketRef
+	buckets          []*bucketRef
+	entries          []*entryRef
 }
 
 type bucketRef struct {
@@ -133,384 +135,425 @@ func runScenarios(t *testing.T, g *garden, clk *shiftClock, ext extension) {
 		}
 	}
 
-	var e1 *entryRef
-	t.Run("1-reconcile", func(t *testing.T) {
-		shoot := r.shoot(t, "one", gardencorev1beta1.ShootPurposeEvaluation, r.src)
-		e1 = r.deployEntry(t, shoot, r.src, bucketA.name)
-		r.expectEntrySucceeded(t, e1)
-		r.expectEtcdBackup(t, e1.seed, shoot, "etcd-backup", bucketA.name)
+	r.bucketA, r.bucketB = bucketA, bucketB
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) { sc.run(r, t) })
+	}
+}
 
-		be := &extensionsv1alpha1.BackupEntry{}
-		if err := r.src.client.Get(ctx, client.ObjectKey{Name: e1.name}, be); err != nil {
+// scenarios run in this order on the world runScenarios starts. Each builds its own shoots
+// and entries, so any one runs alone, e.g.
+// go test ./test/conformance -run 'TestConformance/housekeeper/4-'; bucket deletion comes last
+// because it deletes the buckets the others use.
+var scenarios = []struct {
+	name string
+	run  func(*run, *testing.T)
+}{
+	{"1-reconcile", (*run).reconcile},
+	{"2-error-and-recovery", (*run).errorAndRecovery},
+	{"3-delete-without-grace-period", (*run).deleteWithoutGracePeriod},
+	{"4-delete-with-grace-period", (*run).deleteWithGracePeriod},
+	{"6-credentials-rotation", (*run).credentialsRotation},
+	{"5-control-plane-migration", (*run).controlPlaneMigration},
+	{"7-bucket-delete", (*run).bucketDelete},
+}
+
+// 1-reconcile: an entry is reconciled: etcd-backup written, the extension objects as gardenlet deployed them, the bucket directory there.
+func (r *run) reconcile(t *testing.T) {
+	ctx := context.Background()
+	bucketA := r.bucketA
+	shoot := r.shoot(t, "one", gardencorev1beta1.ShootPurposeEvaluation, r.src)
+	e1 := r.deployEntry(t, shoot, r.src, bucketA.name)
+	r.expectEntrySucceeded(t, e1)
+	r.expectEtcdBackup(t, e1.seed, shoot, "etcd-backup", bucketA.name)
+
+	be := &extensionsv1alpha1.BackupEntry{}
+	if err := r.src.client.Get(ctx, client.ObjectKey{Name: e1.name}, be); err != nil {
+		t.Fatal(err)
+	}
+	if be.Status.LastOperation == nil || be.Status.LastOperation.State != gardencorev1beta1.LastOperationStateSucceeded {
+		t.Errorf("extension BackupEntry lastOperation = %+v, want Succeeded", be.Status.LastOperation)
+	}
+	t.Logf("extension BackupEntry as gardenlet deployed it: annotations %v, labels %v, finalizers %v, spec.secretRef %s/%s",
+		be.Annotations, be.Labels, be.Finalizers, be.Spec.SecretRef.Namespace, be.Spec.SecretRef.Name)
+	bb := &extensionsv1alpha1.BackupBucket{}
+	if err := r.src.client.Get(ctx, client.ObjectKey{Name: bucketA.name}, bb); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(filepath.Join(r.root, bucketA.name)); err != nil || !info.IsDir() {
+		t.Errorf("bucket directory %s: %v", bucketA.name, err)
+	}
+	t.Logf("extension BackupBucket as gardenlet deployed it: annotations %v, labels %v, spec.secretRef %s/%s, status.generatedSecretRef %v",
+		bb.Annotations, bb.Labels, bb.Spec.SecretRef.Namespace, bb.Spec.SecretRef.Name, bb.Status.GeneratedSecretRef)
+}
+
+// 2-error-and-recovery: errors are reported and recovered from: a bucket that cannot be created, an entry whose shoot namespace comes late.
+func (r *run) errorAndRecovery(t *testing.T) {
+	ctx := context.Background()
+	bucketA := r.bucketA
+	t.Run("bucket-directory-cannot-be-created", func(t *testing.T) {
+		// A dangling symbolic link where the bucket directory belongs: the provider cannot
+		// create the bucket, a real failure of the local object store.
+		name := "broken-" + r.project
+		link := filepath.Join(r.root, name)
+		if err := os.Symlink(filepath.Join(r.root, "nowhere", "at-all"), link); err != nil {
 			t.Fatal(err)
 		}
-		if be.Status.LastOperation == nil || be.Status.LastOperation.State != gardencorev1beta1.LastOperationStateSucceeded {
-			t.Errorf("extension BackupEntry lastOperation = %+v, want Succeeded", be.Status.LastOperation)
+		b := r.deployBucket(t, r.src, name)
+		r.eventually(t, "core BackupBucket "+name+" reports the error", func() error {
+			bb, err := b.deployer.Get(ctx)
+			if err != nil {
+				return err
+			}
+			if bb.Status.LastError == nil || bb.Status.LastOperation == nil || bb.Status.LastOperation.State != gardencorev1beta1.LastOperationStateError {
+				return fmt.Errorf("lastOperation %s, lastError %s", describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
+			}
+			t.Logf("core BackupBucket while the directory cannot be created: lastError %q", bb.Status.LastError.Description)
+			return nil
+		})
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("extension BackupEntry as gardenlet deployed it: annotations %v, labels %v, finalizers %v, spec.secretRef %s/%s",
-			be.Annotations, be.Labels, be.Finalizers, be.Spec.SecretRef.Namespace, be.Spec.SecretRef.Name)
+		// gardenlet's seed controller re-deploys its bucket regularly; do it now.
+		r.redeployBucket(t, b)
+		if err := b.deployer.Wait(ctx); err != nil {
+			t.Fatalf("core BackupBucket after the fix: %v", err)
+		}
+		if info, err := os.Stat(filepath.Join(r.root, name)); err != nil || !info.IsDir() {
+			t.Errorf("bucket directory %s after recovery: %v", name, err)
+		}
+	})
+	t.Run("late-shoot-namespace", func(t *testing.T) {
+		if !r.ext.watchesNamespaces() {
+			t.Skip("provider-local, deployed as gardenlet expects (reconciling on the operation annotation), " +
+				"watches no namespaces: it reports success and never writes etcd-backup once the namespace appears (gardener#9749); " +
+				"upstream gardenlet deploys the namespace before the BackupEntry")
+		}
+		shoot := r.shootWithoutNamespace(t, "late", gardencorev1beta1.ShootPurposeEvaluation, r.src)
+		e := r.deployEntry(t, shoot, r.src, bucketA.name)
+		r.expectEntrySucceeded(t, e)
+		r.neverState(t, e, gardencorev1beta1.LastOperationStateError, 4*time.Second)
+		if err := r.src.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: technicalID(shoot)}}); err != nil {
+			t.Fatal(err)
+		}
+		r.expectEtcdBackup(t, r.src, shoot, "etcd-backup", bucketA.name)
+		r.neverState(t, e, gardencorev1beta1.LastOperationStateError, time.Second)
+	})
+}
+
+// 3-delete-without-grace-period: deleting an entry without a grace period purges its backups at once and no neighbour's.
+func (r *run) deleteWithoutGracePeriod(t *testing.T) {
+	ctx := context.Background()
+	bucketA := r.bucketA
+	shoot := r.shoot(t, "three", gardencorev1beta1.ShootPurposeEvaluation, r.src)
+	neighbourShoot := r.shoot(t, "threen", gardencorev1beta1.ShootPurposeEvaluation, r.src)
+	e := r.deployEntry(t, shoot, r.src, bucketA.name)
+	n := r.deployEntry(t, neighbourShoot, r.src, bucketA.name)
+	r.expectEntrySucceeded(t, e)
+	r.expectEntrySucceeded(t, n)
+	r.expectEtcdBackup(t, r.src, shoot, "etcd-backup", bucketA.name)
+	backups := writeBackups(t, r.root, bucketA.name, e.name)
+	neighbour := writeBackups(t, r.root, bucketA.name, n.name)
+
+	r.destroyEntry(t, e)
+	expectGone(t, backups)
+	expectPresent(t, neighbour)
+	if _, err := e.deployer.Get(ctx); !apierrors.IsNotFound(err) {
+		t.Errorf("core BackupEntry %s after deletion: %v, want NotFound", e.name, err)
+	}
+	r.expectNoSecret(t, r.src, technicalID(shoot), "etcd-backup")
+}
+
+// 4-delete-with-grace-period: deleting an entry with a grace period keeps its backups until the period ends.
+func (r *run) deleteWithGracePeriod(t *testing.T) {
+	ctx := context.Background()
+	bucketA := r.bucketA
+	shoot := r.shoot(t, "four", gardencorev1beta1.ShootPurposeProduction, r.src)
+	e := r.deployEntry(t, shoot, r.src, bucketA.name)
+	r.expectEntrySucceeded(t, e)
+	backups := writeBackups(t, r.root, bucketA.name, e.name)
+
+	if err := e.deployer.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually(t, "gardenlet schedules the deletion", func() error {
+		be, err := e.deployer.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if op := be.Status.LastOperation; op == nil || op.State != gardencorev1beta1.LastOperationStatePending {
+			return fmt.Errorf("lastOperation %s", describeOp(op))
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second)
+	expectPresent(t, backups)
+	be := &extensionsv1alpha1.BackupEntry{}
+	if err := r.src.client.Get(ctx, client.ObjectKey{Name: e.name}, be); err != nil {
+		t.Fatalf("extension BackupEntry during the grace period: %v", err)
+	}
+	if be.DeletionTimestamp != nil {
+		t.Errorf("extension BackupEntry is being deleted during the grace period")
+	}
+
+	r.clk.Shift(deletionGracePeriodHours*time.Hour + time.Minute)
+	defer r.clk.Shift(0)
+	// as upstream's integration test: the reconcile annotation makes gardenlet look again.
+	core, err := e.deployer.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(core.DeepCopy())
+	metav1.SetMetaDataAnnotation(&core.ObjectMeta, v1beta1constants.GardenerOperation, v1beta1constants.GardenerOperationReconcile)
+	if err := r.g.client.Patch(ctx, core, patch); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCleanup(t, e)
+	r.clk.Shift(0)
+	expectGone(t, backups)
+}
+
+// 6-credentials-rotation: rotated credentials reach the bucket's and the entry's secrets.
+func (r *run) credentialsRotation(t *testing.T) {
+	ctx := context.Background()
+	bucketA := r.bucketA
+	shoot := r.shoot(t, "six", gardencorev1beta1.ShootPurposeEvaluation, r.src)
+	e1 := r.deployEntry(t, shoot, r.src, bucketA.name)
+	r.expectEntrySucceeded(t, e1)
+	rotatedAt := time.Now().Add(-time.Second)
+	creds := &corev1.Secret{}
+	if err := r.g.client.Get(ctx, client.ObjectKeyFromObject(r.creds), creds); err != nil {
+		t.Fatal(err)
+	}
+	creds.Data = map[string][]byte{"token": []byte("second")}
+	if err := r.g.client.Update(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
+	// gardenlet's seed controller re-deploys the seed's bucket (reconcile annotation).
+	r.redeployBucket(t, bucketA)
+	r.eventually(t, "gardenlet copies the rotated credentials to the seed", func() error {
+		s := &corev1.Secret{}
+		if err := r.src.client.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "bucket-" + bucketA.name}, s); err != nil {
+			return err
+		}
+		if string(s.Data["token"]) != "second" {
+			return fmt.Errorf("bucket-%s holds token %q", bucketA.name, s.Data["token"])
+		}
+		return nil
+	})
+	r.eventually(t, "the extension reconciles the bucket with the rotated secret", func() error {
 		bb := &extensionsv1alpha1.BackupBucket{}
 		if err := r.src.client.Get(ctx, client.ObjectKey{Name: bucketA.name}, bb); err != nil {
+			return err
+		}
+		op := bb.Status.LastOperation
+		if op == nil || op.State != gardencorev1beta1.LastOperationStateSucceeded || op.LastUpdateTime.Time.Before(rotatedAt) {
+			return fmt.Errorf("extension BackupBucket lastOperation %s", describeOp(op))
+		}
+		return nil
+	})
+	if err := bucketA.deployer.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// When the extension reports status.generatedSecretRef, gardenlet gives BackupEntries the
+	// data of the garden copy of that secret (the secret the core BackupBucket references in
+	// status.generatedSecretRef), not spec.credentialsRef. Rotate that one and re-deploy the
+	// entry as the shoot's reconcile does: its etcd-backup must carry the new data.
+	bb, err := bucketA.deployer.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bb.Status.GeneratedSecretRef == nil {
+		t.Fatalf("core BackupBucket %s has no status.generatedSecretRef", bucketA.name)
+	}
+	generated := &corev1.Secret{}
+	if err := r.g.client.Get(ctx, client.ObjectKey{Namespace: bb.Status.GeneratedSecretRef.Namespace, Name: bb.Status.GeneratedSecretRef.Name}, generated); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(generated.DeepCopy())
+	if generated.Data == nil {
+		generated.Data = map[string][]byte{}
+	}
+	generated.Data["rotated"] = []byte(rotatedAt.Format(time.RFC3339Nano))
+	if err := r.g.client.Patch(ctx, generated, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := e1.deployer.Deploy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.eventually(t, "etcd-backup carries the rotated data", func() error {
+		s := &corev1.Secret{}
+		if err := r.src.client.Get(ctx, client.ObjectKey{Namespace: technicalID(e1.shoot), Name: "etcd-backup"}, s); err != nil {
+			return err
+		}
+		if string(s.Data["rotated"]) != rotatedAt.Format(time.RFC3339Nano) {
+			return fmt.Errorf("etcd-backup keys %v, rotated=%q", keys(s.Data), s.Data["rotated"])
+		}
+		if string(s.Data["bucketName"]) != bucketA.name {
+			return fmt.Errorf("etcd-backup bucketName %q", s.Data["bucketName"])
+		}
+		return nil
+	})
+	r.expectEntrySucceeded(t, e1)
+}
+
+// 5-control-plane-migration: an entry migrates to another seed: released without cleanup on the source, restored on the destination.
+func (r *run) controlPlaneMigration(t *testing.T) {
+	ctx := context.Background()
+	bucketA, bucketB := r.bucketA, r.bucketB
+	shoot := r.shoot(t, "five", gardencorev1beta1.ShootPurposeEvaluation, r.src, r.dst)
+	e := r.deployEntry(t, shoot, r.src, bucketA.name)
+	r.expectEntrySucceeded(t, e)
+	backups := writeBackups(t, r.root, bucketA.name, e.name)
+
+	// Migrate: the core BackupEntry is scheduled to the destination seed; the source
+	// gardenlet annotates the extension object with migrate, waits for Migrate Succeeded,
+	// then deletes it. Its delete is held until the extension has settled and more events
+	// have passed.
+	r.src.holdExtensionDeletes.Store(true)
+	defer r.src.holdExtensionDeletes.Store(false)
+	migrate := r.entryDeployer(e.shoot, e.name, r.dst.name, bucketA.name)
+	if err := migrate.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ext := &extensionsv1alpha1.BackupEntry{}
+	r.eventually(t, "the extension migrates the source seed's BackupEntry", func() error {
+		if err := r.src.client.Get(ctx, client.ObjectKey{Name: e.name}, ext); err != nil {
+			return err
+		}
+		op := ext.Status.LastOperation
+		if op == nil || op.Type != gardencorev1beta1.LastOperationTypeMigrate || op.State != gardencorev1beta1.LastOperationStateSucceeded {
+			return fmt.Errorf("lastOperation %s", describeOp(op))
+		}
+		if v, ok := ext.Annotations[v1beta1constants.GardenerOperation]; ok {
+			return fmt.Errorf("annotation %s=%s still present", v1beta1constants.GardenerOperation, v)
+		}
+		return nil
+	})
+	t.Logf("source extension BackupEntry after Migrate: annotations %v, finalizers %v", ext.Annotations, ext.Finalizers)
+	for i := range 3 {
+		patch := client.MergeFrom(ext.DeepCopy())
+		metav1.SetMetaDataAnnotation(&ext.ObjectMeta, v1beta1constants.GardenerTimestamp, time.Now().UTC().Format(time.RFC3339Nano))
+		metav1.SetMetaDataLabel(&ext.ObjectMeta, "conformance.housekeeper.dev/touch", fmt.Sprint(i))
+		if err := r.src.client.Patch(ctx, ext, patch); err != nil {
 			t.Fatal(err)
 		}
-		if info, err := os.Stat(filepath.Join(r.root, bucketA.name)); err != nil || !info.IsDir() {
-			t.Errorf("bucket directory %s: %v", bucketA.name, err)
+		time.Sleep(700 * time.Millisecond)
+	}
+	expectPresent(t, backups)
+	r.src.holdExtensionDeletes.Store(false)
+	r.eventually(t, "gardenlet finishes the migration", func() error {
+		be, err := migrate.Get(ctx)
+		if err != nil {
+			return err
 		}
-		t.Logf("extension BackupBucket as gardenlet deployed it: annotations %v, labels %v, spec.secretRef %s/%s, status.generatedSecretRef %v",
-			bb.Annotations, bb.Labels, bb.Spec.SecretRef.Namespace, bb.Spec.SecretRef.Name, bb.Status.GeneratedSecretRef)
-	})
-
-	t.Run("2-error-and-recovery", func(t *testing.T) {
-		t.Run("bucket-directory-cannot-be-created", func(t *testing.T) {
-			// A dangling symbolic link where the bucket directory belongs: the provider cannot
-			// create the bucket, a real failure of the local object store.
-			name := "broken-" + r.project
-			link := filepath.Join(r.root, name)
-			if err := os.Symlink(filepath.Join(r.root, "nowhere", "at-all"), link); err != nil {
-				t.Fatal(err)
-			}
-			b := r.deployBucket(t, r.src, name)
-			r.eventually(t, "core BackupBucket "+name+" reports the error", func() error {
-				bb, err := b.deployer.Get(ctx)
-				if err != nil {
-					return err
-				}
-				if bb.Status.LastError == nil || bb.Status.LastOperation == nil || bb.Status.LastOperation.State != gardencorev1beta1.LastOperationStateError {
-					return fmt.Errorf("lastOperation %s, lastError %s", describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
-				}
-				t.Logf("core BackupBucket while the directory cannot be created: lastError %q", bb.Status.LastError.Description)
-				return nil
-			})
-			if err := os.Remove(link); err != nil {
-				t.Fatal(err)
-			}
-			// gardenlet's seed controller re-deploys its bucket regularly; do it now.
-			r.redeployBucket(t, b)
-			if err := b.deployer.Wait(ctx); err != nil {
-				t.Fatalf("core BackupBucket after the fix: %v", err)
-			}
-			if info, err := os.Stat(filepath.Join(r.root, name)); err != nil || !info.IsDir() {
-				t.Errorf("bucket directory %s after recovery: %v", name, err)
-			}
-		})
-		t.Run("late-shoot-namespace", func(t *testing.T) {
-			if !r.ext.watchesNamespaces() {
-				t.Skip("provider-local, deployed as gardenlet expects (reconciling on the operation annotation), " +
-					"watches no namespaces: it reports success and never writes etcd-backup once the namespace appears (gardener#9749); " +
-					"upstream gardenlet deploys the namespace before the BackupEntry")
-			}
-			shoot := r.shootWithoutNamespace(t, "late", gardencorev1beta1.ShootPurposeEvaluation, r.src)
-			e := r.deployEntry(t, shoot, r.src, bucketA.name)
-			r.expectEntrySucceeded(t, e)
-			r.neverState(t, e, gardencorev1beta1.LastOperationStateError, 4*time.Second)
-			if err := r.src.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: technicalID(shoot)}}); err != nil {
-				t.Fatal(err)
-			}
-			r.expectEtcdBackup(t, r.src, shoot, "etcd-backup", bucketA.name)
-			r.neverState(t, e, gardencorev1beta1.LastOperationStateError, time.Second)
-		})
-	})
-
-	t.Run("3-delete-without-grace-period", func(t *testing.T) {
-		shoot := r.shoot(t, "three", gardencorev1beta1.ShootPurposeEvaluation, r.src)
-		neighbourShoot := r.shoot(t, "threen", gardencorev1beta1.ShootPurposeEvaluation, r.src)
-		e := r.deployEntry(t, shoot, r.src, bucketA.name)
-		n := r.deployEntry(t, neighbourShoot, r.src, bucketA.name)
-		r.expectEntrySucceeded(t, e)
-		r.expectEntrySucceeded(t, n)
-		r.expectEtcdBackup(t, r.src, shoot, "etcd-backup", bucketA.name)
-		backups := writeBackups(t, r.root, bucketA.name, e.name)
-		neighbour := writeBackups(t, r.root, bucketA.name, n.name)
-
-		r.destroyEntry(t, e)
-		expectGone(t, backups)
-		expectPresent(t, neighbour)
-		if _, err := e.deployer.Get(ctx); !apierrors.IsNotFound(err) {
-			t.Errorf("core BackupEntry %s after deletion: %v, want NotFound", e.name, err)
+		op := be.Status.LastOperation
+		if op == nil || op.Type != gardencorev1beta1.LastOperationTypeMigrate || op.State != gardencorev1beta1.LastOperationStateSucceeded || be.Status.SeedName != nil {
+			return fmt.Errorf("lastOperation %s, status.seedName %v", describeOp(op), ptr.Deref(be.Status.SeedName, "<nil>"))
 		}
-		r.expectNoSecret(t, r.src, technicalID(shoot), "etcd-backup")
+		err = r.src.client.Get(ctx, client.ObjectKey{Name: e.name}, &extensionsv1alpha1.BackupEntry{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("extension BackupEntry on the source seed: %v, want NotFound", err)
+		}
+		return nil
 	})
+	time.Sleep(3 * time.Second)
+	expectPresent(t, backups)
 
-	t.Run("4-delete-with-grace-period", func(t *testing.T) {
-		shoot := r.shoot(t, "four", gardencorev1beta1.ShootPurposeProduction, r.src)
-		e := r.deployEntry(t, shoot, r.src, bucketA.name)
-		r.expectEntrySucceeded(t, e)
-		backups := writeBackups(t, r.root, bucketA.name, e.name)
+	// Restore on the destination, as gardenlet's shoot flow does: the source- entry on the
+	// source bucket first, then the entry itself switched to the destination seed's bucket.
+	sourceName := v1beta1constants.BackupSourcePrefix + "-" + e.name
+	source := &entryRef{name: sourceName, shoot: shoot, seed: r.dst, deployer: r.entryDeployer(shoot, sourceName, r.dst.name, bucketA.name)}
+	r.entries = append(r.entries, source)
+	if err := source.deployer.Deploy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.expectEntrySucceeded(t, source)
+	r.expectEtcdBackup(t, r.dst, shoot, "source-etcd-backup", bucketA.name)
 
+	restore := r.entryDeployer(shoot, e.name, r.dst.name, bucketB.name)
+	e.deployer, e.seed = restore, r.dst
+	state := &gardencorev1beta1.ShootState{}
+	if err := r.g.client.Get(ctx, client.ObjectKeyFromObject(shoot), state); err != nil {
+		t.Fatal(err)
+	}
+	if err := restore.Restore(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	r.expectEntrySucceeded(t, e)
+	r.eventually(t, "gardenlet removes the restore annotation", func() error {
+		be, err := restore.Get(ctx)
+		if err != nil {
+			return err
+		}
+		if v, ok := be.Annotations[v1beta1constants.GardenerOperation]; ok {
+			return fmt.Errorf("annotation %s=%s", v1beta1constants.GardenerOperation, v)
+		}
+		if be.Spec.BucketName != bucketB.name {
+			return fmt.Errorf("spec.bucketName %s", be.Spec.BucketName)
+		}
+		return nil
+	})
+	r.expectEtcdBackup(t, r.dst, shoot, "etcd-backup", bucketB.name)
+	expectPresent(t, backups)
+
+	// etcd's copy task copies the backups to the destination bucket.
+	copied := copyBackups(t, r.root, bucketA.name, bucketB.name, e.name)
+
+	// gardenlet destroys the source- entry with force-deletion.
+	if err := source.deployer.SetForceDeletionAnnotation(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := source.deployer.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.waitCleanup(t, source)
+	expectGone(t, backups)
+	expectPresent(t, copied)
+	r.expectEtcdBackup(t, r.dst, shoot, "etcd-backup", bucketB.name)
+	r.expectNoSecret(t, r.dst, technicalID(shoot), "source-etcd-backup")
+}
+
+// 7-bucket-delete: deleting the remaining entries and the buckets removes the directories and the secrets.
+func (r *run) bucketDelete(t *testing.T) {
+	ctx := context.Background()
+	for _, e := range r.entries {
+		if _, err := e.deployer.Get(ctx); apierrors.IsNotFound(err) {
+			continue
+		}
+		if err := e.deployer.SetForceDeletionAnnotation(ctx); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.deployer.Destroy(ctx); err != nil {
 			t.Fatal(err)
 		}
-		r.eventually(t, "gardenlet schedules the deletion", func() error {
-			be, err := e.deployer.Get(ctx)
-			if err != nil {
-				return err
-			}
-			if op := be.Status.LastOperation; op == nil || op.State != gardencorev1beta1.LastOperationStatePending {
-				return fmt.Errorf("lastOperation %s", describeOp(op))
-			}
-			return nil
-		})
-		time.Sleep(3 * time.Second)
-		expectPresent(t, backups)
-		be := &extensionsv1alpha1.BackupEntry{}
-		if err := r.src.client.Get(ctx, client.ObjectKey{Name: e.name}, be); err != nil {
-			t.Fatalf("extension BackupEntry during the grace period: %v", err)
-		}
-		if be.DeletionTimestamp != nil {
-			t.Errorf("extension BackupEntry is being deleted during the grace period")
-		}
-
-		r.clk.Shift(deletionGracePeriodHours*time.Hour + time.Minute)
-		defer r.clk.Shift(0)
-		// as upstream's integration test: the reconcile annotation makes gardenlet look again.
-		core, err := e.deployer.Get(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		patch := client.MergeFrom(core.DeepCopy())
-		metav1.SetMetaDataAnnotation(&core.ObjectMeta, v1beta1constants.GardenerOperation, v1beta1constants.GardenerOperationReconcile)
-		if err := r.g.client.Patch(ctx, core, patch); err != nil {
-			t.Fatal(err)
-		}
+	}
+	for _, e := range r.entries {
 		r.waitCleanup(t, e)
-		r.clk.Shift(0)
-		expectGone(t, backups)
-	})
-
-	t.Run("6-credentials-rotation", func(t *testing.T) {
-		if e1 == nil {
-			t.Skip("needs the entry of 1-reconcile, which failed")
-		}
-		rotatedAt := time.Now().Add(-time.Second)
-		creds := &corev1.Secret{}
-		if err := r.g.client.Get(ctx, client.ObjectKeyFromObject(r.creds), creds); err != nil {
+	}
+	for _, b := range r.buckets {
+		if err := b.deployer.Destroy(ctx); err != nil {
 			t.Fatal(err)
 		}
-		creds.Data = map[string][]byte{"token": []byte("second")}
-		if err := r.g.client.Update(ctx, creds); err != nil {
-			t.Fatal(err)
-		}
-		// gardenlet's seed controller re-deploys the seed's bucket (reconcile annotation).
-		r.redeployBucket(t, bucketA)
-		r.eventually(t, "gardenlet copies the rotated credentials to the seed", func() error {
-			s := &corev1.Secret{}
-			if err := r.src.client.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "bucket-" + bucketA.name}, s); err != nil {
-				return err
-			}
-			if string(s.Data["token"]) != "second" {
-				return fmt.Errorf("bucket-%s holds token %q", bucketA.name, s.Data["token"])
-			}
-			return nil
-		})
-		r.eventually(t, "the extension reconciles the bucket with the rotated secret", func() error {
-			bb := &extensionsv1alpha1.BackupBucket{}
-			if err := r.src.client.Get(ctx, client.ObjectKey{Name: bucketA.name}, bb); err != nil {
-				return err
-			}
-			op := bb.Status.LastOperation
-			if op == nil || op.State != gardencorev1beta1.LastOperationStateSucceeded || op.LastUpdateTime.Time.Before(rotatedAt) {
-				return fmt.Errorf("extension BackupBucket lastOperation %s", describeOp(op))
-			}
-			return nil
-		})
-		if err := bucketA.deployer.Wait(ctx); err != nil {
-			t.Fatal(err)
-		}
-
-		// When the extension reports status.generatedSecretRef, gardenlet gives BackupEntries the
-		// data of the garden copy of that secret (the secret the core BackupBucket references in
-		// status.generatedSecretRef), not spec.credentialsRef. Rotate that one and re-deploy the
-		// entry as the shoot's reconcile does: its etcd-backup must carry the new data.
-		bb, err := bucketA.deployer.Get(ctx)
+	}
+	for _, b := range r.buckets {
+		wctx, cancel := context.WithTimeout(ctx, waitTimeout)
+		err := b.deployer.WaitCleanup(wctx)
+		cancel()
 		if err != nil {
-			t.Fatal(err)
+			bb, _ := b.deployer.Get(ctx)
+			t.Fatalf("core BackupBucket %s not deleted: %v (lastOperation %s, lastError %s)", b.name, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
 		}
-		if bb.Status.GeneratedSecretRef == nil {
-			t.Fatalf("core BackupBucket %s has no status.generatedSecretRef", bucketA.name)
+		if _, err := os.Lstat(filepath.Join(r.root, b.name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("bucket directory %s after deletion: %v, want it gone", b.name, err)
 		}
-		generated := &corev1.Secret{}
-		if err := r.g.client.Get(ctx, client.ObjectKey{Namespace: bb.Status.GeneratedSecretRef.Namespace, Name: bb.Status.GeneratedSecretRef.Name}, generated); err != nil {
-			t.Fatal(err)
+		r.expectNoSecret(t, b.seed, "garden", "generated-bucket-"+b.name)
+		r.expectNoSecret(t, b.seed, "garden", "bucket-"+b.name)
+		if err := b.seed.client.Get(ctx, client.ObjectKey{Name: b.name}, &extensionsv1alpha1.BackupBucket{}); !apierrors.IsNotFound(err) {
+			t.Errorf("extension BackupBucket %s: %v, want NotFound", b.name, err)
 		}
-		patch := client.MergeFrom(generated.DeepCopy())
-		if generated.Data == nil {
-			generated.Data = map[string][]byte{}
-		}
-		generated.Data["rotated"] = []byte(rotatedAt.Format(time.RFC3339Nano))
-		if err := r.g.client.Patch(ctx, generated, patch); err != nil {
-			t.Fatal(err)
-		}
-		if err := e1.deployer.Deploy(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r.eventually(t, "etcd-backup carries the rotated data", func() error {
-			s := &corev1.Secret{}
-			if err := r.src.client.Get(ctx, client.ObjectKey{Namespace: technicalID(e1.shoot), Name: "etcd-backup"}, s); err != nil {
-				return err
-			}
-			if string(s.Data["rotated"]) != rotatedAt.Format(time.RFC3339Nano) {
-				return fmt.Errorf("etcd-backup keys %v, rotated=%q", keys(s.Data), s.Data["rotated"])
-			}
-			if string(s.Data["bucketName"]) != bucketA.name {
-				return fmt.Errorf("etcd-backup bucketName %q", s.Data["bucketName"])
-			}
-			return nil
-		})
-		r.expectEntrySucceeded(t, e1)
-	})
-
-	t.Run("5-control-plane-migration", func(t *testing.T) {
-		shoot := r.shoot(t, "five", gardencorev1beta1.ShootPurposeEvaluation, r.src, r.dst)
-		e := r.deployEntry(t, shoot, r.src, bucketA.name)
-		r.expectEntrySucceeded(t, e)
-		backups := writeBackups(t, r.root, bucketA.name, e.name)
-
-		// Migrate: the core BackupEntry is scheduled to the destination seed; the source
-		// gardenlet annotates the extension object with migrate, waits for Migrate Succeeded,
-		// then deletes it. Its delete is held until the extension has settled and more events
-		// have passed.
-		r.src.holdExtensionDeletes.Store(true)
-		defer r.src.holdExtensionDeletes.Store(false)
-		migrate := r.entryDeployer(e.shoot, e.name, r.dst.name, bucketA.name)
-		if err := migrate.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ext := &extensionsv1alpha1.BackupEntry{}
-		r.eventually(t, "the extension migrates the source seed's BackupEntry", func() error {
-			if err := r.src.client.Get(ctx, client.ObjectKey{Name: e.name}, ext); err != nil {
-				return err
-			}
-			op := ext.Status.LastOperation
-			if op == nil || op.Type != gardencorev1beta1.LastOperationTypeMigrate || op.State != gardencorev1beta1.LastOperationStateSucceeded {
-				return fmt.Errorf("lastOperation %s", describeOp(op))
-			}
-			if v, ok := ext.Annotations[v1beta1constants.GardenerOperation]; ok {
-				return fmt.Errorf("annotation %s=%s still present", v1beta1constants.GardenerOperation, v)
-			}
-			return nil
-		})
-		t.Logf("source extension BackupEntry after Migrate: annotations %v, finalizers %v", ext.Annotations, ext.Finalizers)
-		for i := range 3 {
-			patch := client.MergeFrom(ext.DeepCopy())
-			metav1.SetMetaDataAnnotation(&ext.ObjectMeta, v1beta1constants.GardenerTimestamp, time.Now().UTC().Format(time.RFC3339Nano))
-			metav1.SetMetaDataLabel(&ext.ObjectMeta, "conformance.housekeeper.dev/touch", fmt.Sprint(i))
-			if err := r.src.client.Patch(ctx, ext, patch); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(700 * time.Millisecond)
-		}
-		expectPresent(t, backups)
-		r.src.holdExtensionDeletes.Store(false)
-		r.eventually(t, "gardenlet finishes the migration", func() error {
-			be, err := migrate.Get(ctx)
-			if err != nil {
-				return err
-			}
-			op := be.Status.LastOperation
-			if op == nil || op.Type != gardencorev1beta1.LastOperationTypeMigrate || op.State != gardencorev1beta1.LastOperationStateSucceeded || be.Status.SeedName != nil {
-				return fmt.Errorf("lastOperation %s, status.seedName %v", describeOp(op), ptr.Deref(be.Status.SeedName, "<nil>"))
-			}
-			err = r.src.client.Get(ctx, client.ObjectKey{Name: e.name}, &extensionsv1alpha1.BackupEntry{})
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("extension BackupEntry on the source seed: %v, want NotFound", err)
-			}
-			return nil
-		})
-		time.Sleep(3 * time.Second)
-		expectPresent(t, backups)
-
-		// Restore on the destination, as gardenlet's shoot flow does: the source- entry on the
-		// source bucket first, then the entry itself switched to the destination seed's bucket.
-		sourceName := v1beta1constants.BackupSourcePrefix + "-" + e.name
-		source := &entryRef{name: sourceName, shoot: shoot, seed: r.dst, deployer: r.entryDeployer(shoot, sourceName, r.dst.name, bucketA.name)}
-		r.entries = append(r.entries, source)
-		if err := source.deployer.Deploy(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r.expectEntrySucceeded(t, source)
-		r.expectEtcdBackup(t, r.dst, shoot, "source-etcd-backup", bucketA.name)
-
-		restore := r.entryDeployer(shoot, e.name, r.dst.name, bucketB.name)
-		e.deployer, e.seed = restore, r.dst
-		state := &gardencorev1beta1.ShootState{}
-		if err := r.g.client.Get(ctx, client.ObjectKeyFromObject(shoot), state); err != nil {
-			t.Fatal(err)
-		}
-		if err := restore.Restore(ctx, state); err != nil {
-			t.Fatal(err)
-		}
-		r.expectEntrySucceeded(t, e)
-		r.eventually(t, "gardenlet removes the restore annotation", func() error {
-			be, err := restore.Get(ctx)
-			if err != nil {
-				return err
-			}
-			if v, ok := be.Annotations[v1beta1constants.GardenerOperation]; ok {
-				return fmt.Errorf("annotation %s=%s", v1beta1constants.GardenerOperation, v)
-			}
-			if be.Spec.BucketName != bucketB.name {
-				return fmt.Errorf("spec.bucketName %s", be.Spec.BucketName)
-			}
-			return nil
-		})
-		r.expectEtcdBackup(t, r.dst, shoot, "etcd-backup", bucketB.name)
-		expectPresent(t, backups)
-
-		// etcd's copy task copies the backups to the destination bucket.
-		copied := copyBackups(t, r.root, bucketA.name, bucketB.name, e.name)
-
-		// gardenlet destroys the source- entry with force-deletion.
-		if err := source.deployer.SetForceDeletionAnnotation(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := source.deployer.Destroy(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r.waitCleanup(t, source)
-		expectGone(t, backups)
-		expectPresent(t, copied)
-		r.expectEtcdBackup(t, r.dst, shoot, "etcd-backup", bucketB.name)
-		r.expectNoSecret(t, r.dst, technicalID(shoot), "source-etcd-backup")
-	})
-
-	t.Run("7-bucket-delete", func(t *testing.T) {
-		for _, e := range r.entries {
-			if _, err := e.deployer.Get(ctx); apierrors.IsNotFound(err) {
-				continue
-			}
-			if err := e.deployer.SetForceDeletionAnnotation(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := e.deployer.Destroy(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, e := range r.entries {
-			r.waitCleanup(t, e)
-		}
-		for _, b := range r.buckets {
-			if err := b.deployer.Destroy(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, b := range r.buckets {
-			wctx, cancel := context.WithTimeout(ctx, waitTimeout)
-			err := b.deployer.WaitCleanup(wctx)
-			cancel()
-			if err != nil {
-				bb, _ := b.deployer.Get(ctx)
-				t.Fatalf("core BackupBucket %s not deleted: %v (lastOperation %s, lastError %s)", b.name, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
-			}
-			if _, err := os.Lstat(filepath.Join(r.root, b.name)); !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("bucket directory %s after deletion: %v, want it gone", b.name, err)
-			}
-			r.expectNoSecret(t, b.seed, "garden", "generated-bucket-"+b.name)
-			r.expectNoSecret(t, b.seed, "garden", "bucket-"+b.name)
-			if err := b.seed.client.Get(ctx, client.ObjectKey{Name: b.name}, &extensionsv1alpha1.BackupBucket{}); !apierrors.IsNotFound(err) {
-				t.Errorf("extension BackupBucket %s: %v, want NotFound", b.name, err)
-			}
-		}
-	})
+	}
 }
 
 // deployBucket deploys a core BackupBucket of type local for the seed with gardener's deployer.
