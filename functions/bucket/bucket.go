@@ -149,14 +149,6 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 // provider whose buckets have one. The provider it returns writes that region into the
 // generated secret.
 func (a *Actuator) open(b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provider, objectstore.Store, error) {
-	provider, err := a.Providers.Get(b.Spec.Type)
-	if err != nil {
-		return nil, nil, gardener.StoreError(err)
-	}
-	provider = objectstore.InRegion(provider, b.Spec.Region)
-	store, err := provider.Open(b.Name, credentials)
-	if err != nil {
-		return nil, nil, gardener.StoreError(err)
-	}
-	return provider, store, nil
+	provider, store, err := a.Providers.Open(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name}, credentials)
+	return provider, store, gardener.StoreError(err)
 }

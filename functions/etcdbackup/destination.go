@@ -44,11 +44,7 @@ func openDestination(ctx context.Context, c client.Client, providers objectstore
 	if dest.Spec.Endpoint != "" {
 		credentials[keyEndpoint] = []byte(dest.Spec.Endpoint)
 	}
-	provider, err := providers.Get(dest.Spec.Type)
-	if err != nil {
-		return nil, dest, problemf(backupv1alpha1.ReasonInvalidDestination, "BackupDestination %q: %v", name, err)
-	}
-	store, err := objectstore.InRegion(provider, dest.Spec.Region).Open(dest.Spec.Bucket, credentials)
+	_, store, err := providers.Open(objectstore.Where{Type: dest.Spec.Type, Region: dest.Spec.Region, Bucket: dest.Spec.Bucket}, credentials)
 	if err != nil {
 		reason := backupv1alpha1.ReasonInvalidDestination
 		if errors.Is(err, objectstore.ErrMissingCredentials) || errors.Is(err, objectstore.ErrInvalidCredentials) {

@@ -98,3 +98,24 @@ func TestInRegion(t *testing.T) {
 		t.Errorf("InRegion changed the provider it was given: region %q", data[s3.KeyRegion])
 	}
 }
+
+// Open is Get, InRegion and the provider's Open in one: the provider it returns is in the
+// bucket's region, and a type nobody registered or credentials a provider refuses are its
+// errors.
+func TestRegistryOpen(t *testing.T) {
+	reg := objectstore.NewRegistry(s3.New(), local.New(t.TempDir()))
+	creds := map[string][]byte{s3.KeyAccessKeyID: []byte("id"), s3.KeySecretAccessKey: []byte("key"), s3.KeyRegion: []byte("us-east-1")}
+	p, store, err := reg.Open(objectstore.Where{Type: s3.Type, Region: "eu-west-1", Bucket: "backups"}, creds)
+	if err != nil || store == nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if data, err := p.BackupSecretData(creds); err != nil || string(data[s3.KeyRegion]) != "eu-west-1" {
+		t.Errorf("the provider Open returned writes region %q, %v; want the bucket's eu-west-1", data[s3.KeyRegion], err)
+	}
+	if _, _, err := reg.Open(objectstore.Where{Type: "gcs", Bucket: "backups"}, creds); !errors.Is(err, objectstore.ErrUnknownType) {
+		t.Errorf("unknown type: %v, want ErrUnknownType", err)
+	}
+	if _, _, err := reg.Open(objectstore.Where{Type: s3.Type, Bucket: "backups"}, map[string][]byte{}); !errors.Is(err, objectstore.ErrMissingCredentials) {
+		t.Errorf("no credentials: %v, want ErrMissingCredentials", err)
+	}
+}

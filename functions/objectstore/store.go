@@ -115,6 +115,28 @@ func (r Registry) Get(providerType string) (Provider, error) {
 	return nil, fmt.Errorf("%w %q: known types are %s", ErrUnknownType, providerType, strings.Join(quote(known), ", "))
 }
 
+// Where names a bucket: the provider type (spec.type), the region (spec.region, "" for none)
+// and the bucket's name.
+type Where struct {
+	Type, Region, Bucket string
+}
+
+// Open opens the bucket w names with credentials: the one way every function opens a store.
+// It returns the provider in w's region too (the bucket function writes that region into the
+// generated secret).
+func (r Registry) Open(w Where, credentials map[string][]byte) (Provider, Store, error) {
+	p, err := r.Get(w.Type)
+	if err != nil {
+		return nil, nil, err
+	}
+	p = InRegion(p, w.Region)
+	store, err := p.Open(w.Bucket, credentials)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, store, nil
+}
+
 func quote(ss []string) []string {
 	out := make([]string, len(ss))
 	for i, s := range ss {

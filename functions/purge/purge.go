@@ -311,19 +311,15 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 
 // openWith opens be's bucket with the provider, region and credentials given.
 func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
-	provider, err := p.Providers.Get(providerType)
-	if err != nil {
-		return nil, gardener.StoreError(err)
+	if _, err := p.Providers.Get(providerType); err != nil {
+		return nil, gardener.StoreError(err) // before reading a secret that would not help
 	}
 	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
 	if err != nil {
 		return nil, err
 	}
-	store, err := objectstore.InRegion(provider, region).Open(be.Spec.BucketName, credentials)
-	if err != nil {
-		return nil, gardener.StoreError(err)
-	}
-	return store, nil
+	_, store, err := p.Providers.Open(objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName}, credentials)
+	return store, gardener.StoreError(err)
 }
 
 func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
