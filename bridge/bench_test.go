@@ -42,6 +42,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 const (
@@ -378,15 +379,12 @@ func publishedSynced(br *Bridge) float64 {
 	return testutil.ToFloat64(br.metrics.published.WithLabelValues(events.TypeEntrySynced))
 }
 
-// poll waits up to benchWait for cond, checking every millisecond.
+// poll waits up to benchWait for cond, checking every millisecond (what is measured ends
+// when cond holds).
 func poll(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(benchWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", benchWait, what)
-		}
-		time.Sleep(time.Millisecond)
+	if err := stack.Poll(benchWait, time.Millisecond, what, func() (bool, string, error) { return cond(), "", nil }); err != nil {
+		tb.Fatal(err)
 	}
 }
 

@@ -133,13 +133,7 @@ func typesOf(rs []received, uid string) []string {
 
 func (h *harness) eventually(timeout time.Duration, what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(h.t, timeout, what, func() (bool, string) { return cond(), "" })
 }
 
 func bucket(name, providerType string) *extensionsv1alpha1.BackupBucket {

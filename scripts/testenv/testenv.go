@@ -175,3 +175,15 @@ func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	}
 	return nc, js
 }
+
+// Eventually polls cond every 100 ms until it holds, failing the test after timeout with what
+// it waited for and cond's last word.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	if err := stack.Poll(timeout, 100*time.Millisecond, what, func() (bool, string, error) {
+		ok, state := cond()
+		return ok, state, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

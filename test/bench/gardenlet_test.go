@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 // gardenlet's part, played by the benchmark: the inputs gardenlet prepares before it deploys
@@ -212,24 +213,7 @@ func deleteExtensionObject(ctx context.Context, c client.Client, obj client.Obje
 // poll calls f every 100 ms until it reports done, fails or timeout passes; used only for the
 // phase's setup and teardown, never for what is measured.
 func poll(timeout time.Duration, f func() (bool, string, error)) error {
-	end := time.Now().Add(timeout)
-	last := ""
-	for {
-		done, state, err := f()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		if state != "" {
-			last = state
-		}
-		if time.Now().After(end) {
-			return fmt.Errorf("not done within %s (last: %s)", timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return stack.Poll(timeout, 100*time.Millisecond, "the phase's objects", f)
 }
 
 // forceCleanup removes a failed phase's objects once its side is stopped: it drops the

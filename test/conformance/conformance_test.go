@@ -14,6 +14,11 @@ import (
 	"testing"
 	"time"
 
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	corebackupbucket "github.com/gardener/gardener/pkg/component/garden/backupbucket"
+	corebackupentry "github.com/gardener/gardener/pkg/component/garden/backupentry"
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,11 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
-	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
-	corebackupbucket "github.com/gardener/gardener/pkg/component/garden/backupbucket"
-	corebackupentry "github.com/gardener/gardener/pkg/component/garden/backupentry"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 const (
@@ -771,16 +772,13 @@ func (r *run) waitCleanup(t *testing.T, e *entryRef) {
 
 func (r *run) eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
+	if err := stack.Poll(waitTimeout, waitInterval, what, func() (bool, string, error) {
+		if err := f(); err != nil {
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(waitInterval)
+		return true, "", nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -193,17 +193,7 @@ func (p *Pipeline) background(name string, run func(context.Context) error) {
 // Eventually polls cond until it holds, failing the test after timeout with cond's last word.
 func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() (bool, string)) {
 	p.T.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.T.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(p.T, timeout, what, cond)
 }
 
 // DeadLetters lists the dead letters of function.
