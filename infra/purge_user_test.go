@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
 )
 
 // etcdBackupRestoreUser is the uid and gid etcd-druid runs etcd-backup-restore as. On the
@@ -21,7 +21,7 @@ func TestPurgeRunsAsEtcdBackupRestoreUser(t *testing.T) {
 	checked := 0
 	for _, m := range allManifests(t) {
 		path := podSpecPath(m.obj)
-		if path == nil || functionOf(m.obj) != purge.Name {
+		if path == nil || functionOf(m.obj) != entry.PurgeName {
 			continue
 		}
 		pod, _, _ := unstructured.NestedMap(m.obj.Object, append(path, "securityContext")...)

@@ -9,7 +9,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -17,7 +16,7 @@ import (
 var Functions = []runtime.Definition{
 	bucket.Definition,
 	entry.Definition,
-	purge.Definition,
+	entry.PurgeDefinition,
 	etcdbackup.ScheduleDefinition,
 	etcdbackup.SnapshotDefinition,
 }
@@ -37,7 +36,7 @@ func Names() []string {
 }
 
 // Gardener are the functions of Gardener's BackupBucket and BackupEntry extension contract.
-var Gardener = []runtime.Definition{bucket.Definition, entry.Definition, purge.Definition}
+var Gardener = []runtime.Definition{bucket.Definition, entry.Definition, entry.PurgeDefinition}
 
 // EtcdBackup are the functions of EtcdBackupConfig.
 var EtcdBackup = []runtime.Definition{etcdbackup.ScheduleDefinition, etcdbackup.SnapshotDefinition}

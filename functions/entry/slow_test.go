@@ -1,4 +1,4 @@
-package purge_test
+package entry_test
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -61,7 +61,7 @@ func runSlowPurge(t *testing.T, setting string) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	fn, err := purge.Definition.Build(context.Background(), runtime.Deps{Client: c, JetStream: js,
+	fn, err := entry.PurgeDefinition.Build(context.Background(), runtime.Deps{Client: c, JetStream: js,
 		Stores: objectstore.NewRegistry(slowProvider{azure.New()}), Cluster: pipeline.Cluster, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package purge is the purge function: when the NATS server fires a deleted BackupEntry's
 // scheduled purge, it re-checks the entry, deletes every object under the entry's prefix —
 // and never one outside it — with the bucket's credentials, then releases the entry.
-package purge
+package entry
 
 import (
 	"context"
@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -32,14 +31,14 @@ import (
 )
 
 // Name is the function's name.
-const Name = "purge"
+const PurgeName = "purge"
 
 // Types are the events the function takes: the purges the NATS server fires when due.
-var Types = []string{events.TypePurgeDue}
+var PurgeTypes = []string{events.TypePurgeDue}
 
 // Publishes are the subjects the function publishes its work on (its NATS permission): the
 // outcome of each purge.
-var Publishes = events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed)
+var PurgePublishes = events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed)
 
 // errPageFull stops a listing after one page.
 var errPageFull = errors.New("page full")
@@ -48,7 +47,7 @@ var errPageFull = errors.New("page full")
 type Purger struct {
 	Client    client.Client
 	Providers objectstore.Registry
-	Retention entry.Retention
+	Retention Retention
 	// Entries writes BackupEntries as the Gardener protocol does: progress, errors, and
 	// releasing the finalizers once the backups are gone.
 	Entries   gardener.StatusWriter
@@ -65,28 +64,28 @@ type Purger struct {
 }
 
 // Definition declares the purge function. It shares the entry function's retention flags.
-var Definition = runtime.Definition{
-	Name:      Name,
-	Types:     Types,
-	Publishes: Publishes,
+var PurgeDefinition = runtime.Definition{
+	Name:      PurgeName,
+	Types:     PurgeTypes,
+	Publishes: PurgePublishes,
 	Bind: func(fs *flag.FlagSet) runtime.Constructor {
-		retention := entry.BindRetention(fs)
+		retention := BindRetention(fs)
 		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
-			return newFunction(d.Client, d.JetStream, d.Stores, *retention, d.Cluster, d.Log), nil
+			return newPurge(d.Client, d.JetStream, d.Stores, *retention, d.Cluster, d.Log), nil
 		}
 	},
 }
 
 // newFunction returns the purge function.
-func newFunction(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention entry.Retention, cluster string, log *zap.Logger) runtime.Function {
+func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, cluster string, log *zap.Logger) runtime.Function {
 	p := &Purger{
 		Client: c, Providers: providers, Retention: retention, JetStream: js, Cluster: cluster, Log: log,
-		Entries:          entry.StatusWriter(c, log),
+		Entries:          StatusWriter(c, log),
 		Now:              time.Now,
 		ProgressInterval: 2 * time.Second,
 		KeyRetries:       3,
 	}
-	return runtime.Function{Name: Name, Types: Types, Handler: p}
+	return runtime.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
 }
 
 // Handle runs a due purge after checking the live entry: it must exist, be the same object
@@ -112,7 +111,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	case be.DeletionTimestamp == nil:
 		log.Info("not purging: the entry is not being deleted")
 		return nil
-	case !controllerutil.ContainsFinalizer(be, entry.Finalizer):
+	case !controllerutil.ContainsFinalizer(be, Finalizer):
 		log.Info("not purging: the entry was already released")
 		return nil
 	case gardener.IsMigrated(be):

@@ -1,4 +1,4 @@
-package purge_test
+package entry_test
 
 import (
 	"context"
@@ -30,7 +30,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -444,7 +443,7 @@ func TestForgedEntryEvents(t *testing.T) {
 		})
 		f.upload(snapshots(name+"/", 3)...)
 	}
-	f.mustSettle(entry.Name, bucket.Name, purge.Name)
+	f.mustSettle(entry.Name, bucket.Name, entry.PurgeName)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -477,7 +476,7 @@ func TestForgedEntryEvents(t *testing.T) {
 		})
 		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupEntry, fg.op, live), redriveTarget(fg.redrive, entry.Name))
 	}
-	infos := f.settleAll(entry.Name, bucket.Name, purge.Name)
+	infos := f.settleAll(entry.Name, bucket.Name, entry.PurgeName)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -546,7 +545,7 @@ func TestForgedBucketEvents(t *testing.T) {
 			f.waitState(&extensionsv1alpha1.BackupEntry{}, user, gardencorev1beta1.LastOperationStateSucceeded)
 		}
 	}
-	f.mustSettle(bucket.Name, entry.Name, purge.Name)
+	f.mustSettle(bucket.Name, entry.Name, entry.PurgeName)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -584,7 +583,7 @@ func TestForgedBucketEvents(t *testing.T) {
 		})
 		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupBucket, c.op, live), redriveTarget(c.redrive, bucket.Name))
 	}
-	infos := f.settleAll(bucket.Name, entry.Name, purge.Name)
+	infos := f.settleAll(bucket.Name, entry.Name, entry.PurgeName)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -630,7 +629,7 @@ func TestForgedPurgeDue(t *testing.T) {
 			f.deleteUntilPending(f.entry(names[i]))
 		}
 	}
-	f.mustSettle(entry.Name, bucket.Name, purge.Name)
+	f.mustSettle(entry.Name, bucket.Name, entry.PurgeName)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -670,9 +669,9 @@ func TestForgedPurgeDue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		forged[i] = f.publishForged(msg, redriveTarget(c.redrive, purge.Name))
+		forged[i] = f.publishForged(msg, redriveTarget(c.redrive, entry.PurgeName))
 	}
-	infos := f.settleAll(purge.Name, entry.Name, bucket.Name)
+	infos := f.settleAll(entry.PurgeName, entry.Name, bucket.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -684,7 +683,7 @@ func TestForgedPurgeDue(t *testing.T) {
 		name := map[bool]string{false: "healthy-entry", true: "deleting-not-due"}[c.deleting] +
 			map[bool]string{false: ":purge-due-subject", true: ":redrive"}[c.redrive]
 		t.Run(name, func(t *testing.T) {
-			check(t, infos[purge.Name], forged[i], before[i], after[i], dls)
+			check(t, infos[entry.PurgeName], forged[i], before[i], after[i], dls)
 		})
 	}
 	t.Logf("%d forged purge-due events; test took %s", len(cases), time.Since(began).Round(time.Second))

@@ -1,4 +1,4 @@
-package purge_test
+package entry_test
 
 import (
 	"context"
@@ -27,7 +27,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
@@ -52,7 +51,7 @@ func startOn(t *testing.T, p *pipeline.Pipeline, withoutPurge bool) *fixture {
 	p.RunFunction(bucket.Definition, providers)
 	p.RunFunction(entry.Definition, providers)
 	if !withoutPurge {
-		p.RunFunction(purge.Definition, providers)
+		p.RunFunction(entry.PurgeDefinition, providers)
 	}
 	cred, err := azblob.NewSharedKeyCredential(stack.AzuriteAccount, stack.AzuriteKey)
 	if err != nil {
@@ -304,7 +303,7 @@ func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
 	f.upload(data...)
 	newDue := f.deleteUntilPending(recreated)
 
-	purger, err := purge.Definition.Build(ctx, runtime.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
+	purger, err := entry.PurgeDefinition.Build(ctx, runtime.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
 		Cluster: pipeline.Cluster, Log: f.Log})
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +383,7 @@ func TestKilledPurgeFinishesAfterRedelivery(t *testing.T) {
 	left := len(f.list(name + "/"))
 	t.Logf("killed the purge with %d of %d blobs left", left, len(inside))
 
-	f.RunFunction(purge.Definition, objectstore.NewRegistry(azure.New()))
+	f.RunFunction(entry.PurgeDefinition, objectstore.NewRegistry(azure.New()))
 	f.waitGone(name)
 	if n := len(f.list(name + "/")); n != 0 {
 		t.Errorf("%d blobs left under the prefix", n)

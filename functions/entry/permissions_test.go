@@ -1,4 +1,4 @@
-package purge_test
+package entry_test
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package purge_test
+package entry_test
 
 // A benchmark against a real Azurite, like the Azure provider's tests. It measures once per
 // call, whatever b.N: uploading thousands of blobs dwarfs the measurement, so under the default
@@ -21,8 +21,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -96,7 +96,7 @@ func BenchmarkPurge(b *testing.B) {
 	// Warm Azurite and both clients up, so that neither measurement pays for the first batch or
 	// delete request Azurite serves (its code paths are compiled on first use).
 	for _, warm := range []func() (int, error){
-		func() (int, error) { return purge.DeletePrefix(ctx, store, warmUpPrefix, benchKeyRetries, nil) },
+		func() (int, error) { return entry.DeletePrefix(ctx, store, warmUpPrefix, benchKeyRetries, nil) },
 		func() (int, error) { return deleteSequentially(ctx, seq, benchContainer, warmUpPrefix) },
 	} {
 		uploadBlobs(ctx, b, setup, benchKeys(warmUpPrefix, warmUpBlobs))
@@ -121,7 +121,7 @@ func BenchmarkPurge(b *testing.B) {
 		r.uploaded = time.Since(start)
 		purgeRequests.reset()
 		start = time.Now()
-		deleted, err := purge.DeletePrefix(ctx, store, benchPrefix, benchKeyRetries, nil)
+		deleted, err := entry.DeletePrefix(ctx, store, benchPrefix, benchKeyRetries, nil)
 		r.purge = run{time.Since(start), purgeRequests.load()}
 		if err != nil {
 			b.Fatalf("DeletePrefix of %d blobs: %v", n, err)

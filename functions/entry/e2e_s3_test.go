@@ -1,4 +1,4 @@
-package purge_test
+package entry_test
 
 import (
 	"context"
@@ -23,7 +23,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/purge"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
@@ -40,7 +39,7 @@ func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 	providers := objectstore.NewRegistry(azure.New(), s3.New())
 	p.RunFunction(bucket.Definition, providers)
 	p.RunFunction(entry.Definition, providers)
-	p.RunFunction(purge.Definition, providers)
+	p.RunFunction(entry.PurgeDefinition, providers)
 	f := &fixture{Pipeline: p}
 	ctx := context.Background()
 	admin := rawS3(p.Env.S3.Endpoint, nil)
