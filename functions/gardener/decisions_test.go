@@ -132,7 +132,7 @@ var decisionRows = []decisionRow{
 	{name: "migrate releases without cleanup", annotation: OperationMigrate, ours: true, last: lastOp(tReconcile, sSucceeded),
 		wantType: tMigrate, wantState: sSucceeded},
 	{name: "migrate wins over deletion", annotation: OperationMigrate, deleting: true, ours: true, last: lastOp(tReconcile, sSucceeded),
-		gone: true, wantClass: anyClass},
+		gone: true},
 	{name: "migrated away is left alone", last: lastOp(tMigrate, sSucceeded)},
 	{name: "migrated away and deleted is released without cleanup", deleting: true, ours: true, last: lastOp(tMigrate, sSucceeded),
 		gone: true},
@@ -146,10 +146,6 @@ var decisionRows = []decisionRow{
 	{name: "bucket: a Migrate last operation is no reason to stop", bucket: true, last: lastOp(tMigrate, sSucceeded),
 		calls: []string{"reconcile"}, wantType: tReconcile, wantState: sSucceeded, wantOurs: true, wantSecretOurs: true},
 }
-
-// anyClass accepts any returned error, or none: releasing a deleted object lets it go at
-// once, and the write that follows may find it gone (the runtime settles that).
-const anyClass runtime.Class = "any"
 
 func TestDecisions(t *testing.T) {
 	for _, row := range decisionRows {
@@ -177,7 +173,6 @@ func TestDecisions(t *testing.T) {
 			err := r.Reconcile(ctx, live)
 
 			switch {
-			case row.wantClass == anyClass:
 			case row.wantClass == "" && err != nil:
 				t.Errorf("error %v, want none", err)
 			case row.wantClass != "" && (err == nil || runtime.ClassOf(err) != row.wantClass):

@@ -329,7 +329,8 @@ func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extension
 		return err
 	}
 	log.Info("migrated")
-	return r.removeAnnotation(ctx, obj)
+	// A deleting object is gone once released: no annotation is left to remove.
+	return client.IgnoreNotFound(r.removeAnnotation(ctx, obj))
 }
 
 // Fail records err in the status — lastOperation Error, lastError with its codes — and
