@@ -143,7 +143,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		}
 		return err
 	}
-	if err := p.Entries.RemoveFinalizers(ctx, be); err != nil {
+	if err := p.Entries.Release(ctx, be); err != nil {
 		return err
 	}
 	data.Deleted = deleted

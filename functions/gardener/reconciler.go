@@ -314,7 +314,7 @@ func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensions
 		return r.patchStatus(ctx, obj, func() { setPending(obj, t, 1, d.Description, r.Now()) })
 	}
 	log.Info("deleted, releasing finalizers")
-	return r.RemoveFinalizers(ctx, obj)
+	return r.Release(ctx, obj)
 }
 
 // migrate lets go of the object: the destination seed takes over. Nothing is cleaned up (etcd
@@ -353,6 +353,20 @@ func (r *StatusWriter) Progress(ctx context.Context, obj extensionsv1alpha1.Obje
 	return r.patchStatus(ctx, obj, func() {
 		setLastOperation(obj, t, gardencorev1beta1.LastOperationStateProcessing, progress, description, r.Now())
 	})
+}
+
+// Release ends a deletion that is done. When another controller's finalizer keeps the object
+// after ours goes, lastOperation says Delete Succeeded first, as upstream does, so that no
+// earlier lastError outlives the deletion; when ours is the last, the object goes at once and
+// that write is saved. Then RemoveFinalizers.
+func (r *StatusWriter) Release(ctx context.Context, obj extensionsv1alpha1.Object) error {
+	if len(obj.GetFinalizers()) > 1 {
+		t := gardencorev1beta1.LastOperationTypeDelete
+		if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, r.succeeded(t), r.Now()) }); err != nil {
+			return err
+		}
+	}
+	return r.RemoveFinalizers(ctx, obj)
 }
 
 // RemoveFinalizers releases the object: first its spec.secretRef secret, as upstream does,
@@ -455,6 +469,8 @@ func pastVerb(t gardencorev1beta1.LastOperationType) string {
 		return "created"
 	case gardencorev1beta1.LastOperationTypeRestore:
 		return "restored"
+	case gardencorev1beta1.LastOperationTypeDelete:
+		return "deleted"
 	}
 	return "reconciled"
 }
