@@ -194,7 +194,7 @@ func measureBridgePublish(h *harness, cluster string, n int) (run bridgeRun, ret
 		}
 		return nil
 	}))
-	br, err := New(h.env.Kube.Config, h.js, nil, Options{Cluster: cluster, Logger: log})
+	br, err := New(h.env.Kube.Config, h.js, nil, Options{Cluster: cluster, Scope: testScope, Logger: log})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func measureBridge(h *harness, n int) bridgeCost {
 	func() {
 		reg := prometheus.NewRegistry()
 		cfg := kube.Instrument(rest.CopyConfig(h.env.Kube.Config), reg)
-		br, err := New(cfg, h.js, nil, Options{Cluster: cluster, Logger: zap.NewNop()})
+		br, err := New(cfg, h.js, nil, Options{Cluster: cluster, Scope: testScope, Logger: zap.NewNop()})
 		if err != nil {
 			h.t.Fatal(err)
 		}

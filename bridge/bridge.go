@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,9 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	if opts.Cluster == "" {
 		return nil, errors.New("bridge: a cluster name is required (it is every event's source)")
 	}
+	if err := opts.Scope.Validate(); err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
 	rc, err := kube.ExtensionsRESTClient(cfg)
 	if err != nil {
 		return nil, err
@@ -72,7 +76,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	q := newQueue(opts.MaxRetryDelay)
 	b := &Bridge{
 		opts:      opts,
-		filter:    filter{types: opts.Types, classes: opts.Classes},
+		filter:    filter{scope: opts.Scope},
 		publisher: p,
 		queue:     q,
 		metrics:   newMetrics(reg, q),

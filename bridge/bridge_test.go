@@ -34,6 +34,9 @@ import (
 
 const cluster = "test-seed"
 
+// testScope is the bridge's scope unless a test says otherwise.
+var testScope = gardener.Scope{Types: gardener.ImplementedTypes, Classes: []string{"shoot"}}
+
 // harness is a real kube-apiserver and nats-server with the streams, and a way to read them.
 type harness struct {
 	t   testing.TB
@@ -66,6 +69,9 @@ func (h *harness) startWith(cfg *rest.Config, opts Options) (*Bridge, func()) {
 	h.t.Helper()
 	opts.Cluster = cluster
 	opts.Logger = zaptest.NewLogger(h.t)
+	if len(opts.Scope.Types) == 0 {
+		opts.Scope = testScope
+	}
 	b, err := New(cfg, h.js, nil, opts)
 	if err != nil {
 		h.t.Fatal(err)
@@ -179,7 +185,7 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 	h := newHarness(t)
 	existing := bucket("seed-bucket", "azure")
 	h.create(existing)
-	_, _ = h.start(Options{Types: []string{"azure"}})
+	_, _ = h.start(Options{Scope: gardener.Scope{Types: []string{"azure"}, Classes: []string{"shoot"}}})
 
 	e := entry("shoot--dev--app--1a2b", "azure")
 	h.create(e)
@@ -338,7 +344,7 @@ func TestBridgePublishesNothingBeforeEveryListIsIn(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	opts := Options{Cluster: cluster, Logger: zaptest.NewLogger(t)}
+	opts := Options{Cluster: cluster, Scope: testScope, Logger: zaptest.NewLogger(t)}
 	b, err := New(cfg, h.js, nil, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -586,7 +592,7 @@ func TestBridgeWatchesSecretsOnlyWhereReferenced(t *testing.T) {
 	h.create(foreign)
 
 	var requests secretRequests
-	b, _ := h.startWith(requests.config(h.env.Kube.Config), Options{Types: []string{"azure"}})
+	b, _ := h.startWith(requests.config(h.env.Kube.Config), Options{Scope: gardener.Scope{Types: []string{"azure"}, Classes: []string{"shoot"}}})
 	if got := b.secrets.watched(); !slices.Equal(got, []string{"garden"}) {
 		t.Errorf("watching secrets in %v, want [garden]", got)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,21 +27,54 @@ type Command struct {
 	NATS           natsconn.Options
 	Flags          process.Flags
 	Bridge         Options
-	types, classes config.List
 	LeaderElect    bool
 	LeaderElection LeaderElection
 }
 
-// ParseCommand reads flags and HOUSEKEEPER_* environment variables.
+// ParseCommand reads flags and HOUSEKEEPER_* environment variables. On --help it returns
+// flag.ErrHelp: print Usage.
 func ParseCommand(args []string) (*Command, error) {
 	c := &Command{}
+	fs := c.flags()
+	if err := config.Parse(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("housekeeper-bridge takes no arguments, got %q", fs.Args())
+	}
+	if err := c.Kube.Validate(); err != nil {
+		return nil, err
+	}
+	if err := config.ValidateCluster(c.Bridge.Cluster); err != nil {
+		return nil, err
+	}
+	if err := c.Bridge.Scope.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Usage is the bridge's help: what it does and its flags.
+func Usage() string {
+	var b strings.Builder
+	b.WriteString("usage: housekeeper-bridge [flags]\n\nPublish every change of the BackupBuckets and BackupEntries it serves (--types, --classes), their\nsecrets and namespaces, and of EtcdBackupConfigs, as CloudEvents on NATS JetStream.\n\nflags:\n")
+	fs := (&Command{}).flags()
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	b.WriteString("\nEvery flag can also be set as HOUSEKEEPER_<FLAG> in the environment.\n")
+	return b.String()
+}
+
+// flags binds the command's flags to c.
+func (c *Command) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("housekeeper-bridge", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	c.Kube.BindFlags(fs, os.Getenv("KUBECONFIG"))
 	c.NATS.BindFlags(fs)
 	c.Flags.BindFlags(fs, "address of /healthz, /readyz and /metrics")
 	fs.StringVar(&c.Bridge.Cluster, "cluster", "", "cluster name, the source of every event (required)")
-	fs.Var(&c.types, "types", "provider types to handle (spec.type), comma-separated; empty: all")
-	fs.Var(&c.classes, "classes", "extension classes to handle, comma-separated (default shoot; unset class means shoot)")
+	c.Bridge.Scope.BindFlags(fs)
 	fs.DurationVar(&c.Bridge.ResyncPeriod, "resync-period", 30*time.Minute, "re-announce every object this often (0: only at start)")
 	fs.IntVar(&c.Bridge.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "published events awaiting their JetStream ack at once")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")
@@ -47,17 +82,7 @@ func ParseCommand(args []string) (*Command, error) {
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")
 	hostname, _ := os.Hostname()
 	fs.StringVar(&c.LeaderElection.Identity, "leader-election-identity", hostname, "identity in the Lease (default: hostname, the pod name)")
-	if err := config.Parse(fs, args); err != nil {
-		return nil, err
-	}
-	c.Bridge.Types, c.Bridge.Classes = c.types, c.classes
-	if err := c.Kube.Validate(); err != nil {
-		return nil, err
-	}
-	if c.Bridge.Cluster == "" {
-		return nil, fmt.Errorf("--cluster (or %s) is required: it names this cluster in every event", config.EnvName("cluster"))
-	}
-	return c, nil
+	return fs
 }
 
 // Run runs the bridge until ctx is done.

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 // Annotations whose change alone carries no new desired state: gardenlet bumps the timestamp
@@ -21,31 +22,20 @@ const (
 
 // filter selects the objects this bridge is responsible for.
 type filter struct {
-	types, classes []string
+	scope gardener.Scope
 }
 
 // handles reports whether obj is the bridge's: a BackupBucket or BackupEntry of a configured
 // type and class, or an EtcdBackupConfig.
 func (f filter) handles(obj client.Object) bool {
-	var spec extensionsv1alpha1.DefaultSpec
 	switch o := obj.(type) {
-	case *extensionsv1alpha1.BackupBucket:
-		spec = o.Spec.DefaultSpec
-	case *extensionsv1alpha1.BackupEntry:
-		spec = o.Spec.DefaultSpec
+	case *extensionsv1alpha1.BackupBucket, *extensionsv1alpha1.BackupEntry:
+		return f.scope.Serves(o.(extensionsv1alpha1.Object))
 	case *backupv1alpha1.EtcdBackupConfig:
 		return true // housekeeper's own kind: no type or class to filter by
 	default:
 		return false
 	}
-	if len(f.types) > 0 && !slices.Contains(f.types, spec.Type) {
-		return false
-	}
-	class := string(extensionsv1alpha1.ExtensionClassShoot)
-	if spec.Class != nil && *spec.Class != "" {
-		class = string(*spec.Class)
-	}
-	return slices.Contains(f.classes, class)
 }
 
 // relevantChange reports whether an update can change what a function must do: a new

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 // DefaultMaxInFlight is enough acks outstanding for JetStream's publish throughput, and few
@@ -14,11 +16,8 @@ const DefaultMaxInFlight = 256
 type Options struct {
 	// Cluster names the cluster in every event's source (not the API server's address).
 	Cluster string
-	// Types are the provider types handled (spec.type); empty means all.
-	Types []string
-	// Classes are the extension classes handled; an unset class means "shoot". Empty means
-	// only "shoot".
-	Classes []string
+	// Scope is which BackupBuckets and BackupEntries the bridge announces (required).
+	Scope gardener.Scope
 	// ResyncPeriod is how often every object is re-announced as synced (0: only at start).
 	ResyncPeriod time.Duration
 	// MaxInFlight bounds the published events waiting for their ack at once.
@@ -36,9 +35,6 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if len(o.Classes) == 0 {
-		o.Classes = []string{"shoot"}
-	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultMaxInFlight
 	}

@@ -2,6 +2,7 @@ package bucket
 
 import (
 	"context"
+	"flag"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -26,14 +27,25 @@ var Types = []string{events.TypeBucketCreated, events.TypeBucketUpdated, events.
 var Definition = runtime.Definition{
 	Name:  Name,
 	Types: Types,
-	Bind: runtime.NoFlags(func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
-		return newFunction(d.Client, d.Stores, d.Log), nil
-	}),
+	Bind: func(fs *flag.FlagSet) runtime.Constructor {
+		scope := gardener.BindScope(fs)
+		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+			s, err := scope()
+			if err == nil {
+				err = s.Stores(d.Stores)
+			}
+			if err != nil {
+				return runtime.Function{}, err
+			}
+			return newFunction(d.Client, d.Stores, s, d.Log), nil
+		}
+	},
 }
 
 // newFunction returns the bucket function.
-func newFunction(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
+func newFunction(c client.Client, providers objectstore.Registry, scope gardener.Scope, log *zap.Logger) runtime.Function {
 	r := &gardener.Reconciler{
+		Scope: scope,
 		StatusWriter: gardener.StatusWriter{
 			Client: c,
 			Kind:   events.KindBackupBucket,

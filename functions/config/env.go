@@ -59,3 +59,23 @@ func (l *List) Set(s string) error {
 	}
 	return nil
 }
+
+// ValidateCluster checks the cluster name, the source of every event housekeeper publishes and
+// part of every event id: required, and a DNS subdomain as a Gardener seed's name is (lower-case
+// letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253).
+func ValidateCluster(name string) error {
+	flag := "--cluster (" + EnvName("cluster") + ")"
+	if name == "" {
+		return fmt.Errorf("%s is required: it names this cluster (the seed) in every event", flag)
+	}
+	if len(name) > 253 {
+		return fmt.Errorf("%s: %d characters, at most 253", flag, len(name))
+	}
+	for i, c := range name {
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (c != '-' && c != '.' || i == 0 || i == len(name)-1) {
+			return fmt.Errorf("%s %q: not a DNS subdomain like a seed's name (lower-case letters, digits, '-' and '.', starting and ending with a letter or digit)", flag, name)
+		}
+	}
+	return nil
+}

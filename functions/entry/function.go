@@ -46,9 +46,10 @@ func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter {
 }
 
 // Reconciler returns the Gardener protocol for BackupEntries around a.
-func Reconciler(c client.Client, a *Actuator, log *zap.Logger) *gardener.Reconciler {
+func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler {
 	return &gardener.Reconciler{
 		StatusWriter: StatusWriter(c, log),
+		Scope:        scope,
 		NewObject:    func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupEntry{} },
 		Migrates:     true,
 		Actuator:     a,
@@ -63,7 +64,12 @@ var Definition = runtime.Definition{
 	Publishes: Publishes,
 	Bind: func(fs *flag.FlagSet) runtime.Constructor {
 		retention := BindRetention(fs)
+		scope := gardener.BindScope(fs)
 		return func(ctx context.Context, d runtime.Deps) (runtime.Function, error) {
+			s, err := scope()
+			if err != nil {
+				return runtime.Function{}, err
+			}
 			var metadata client.Reader
 			if d.Config != nil {
 				cache, err := kube.StartCache(ctx, d.Config, MetadataCacheOptions())
@@ -72,19 +78,19 @@ var Definition = runtime.Definition{
 				}
 				metadata = cache
 			}
-			return newFunction(d.Client, metadata, d.JetStream, *retention, d.Cluster, d.Log), nil
+			return newFunction(d.Client, metadata, d.JetStream, *retention, s, d.Cluster, d.Log), nil
 		}
 	},
 }
 
 // newFunction returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
 // nil to read everything from the API server.
-func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, retention Retention, cluster string, log *zap.Logger) runtime.Function {
+func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
 	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
 	return runtime.Function{
 		Name:    Name,
 		Types:   Types,
-		Handler: Reconciler(c, a, log),
+		Handler: Reconciler(c, a, scope, log),
 	}
 }
 

@@ -48,6 +48,8 @@ type Purger struct {
 	Client    client.Client
 	Providers objectstore.Registry
 	Retention Retention
+	// Scope is what the installation serves: an entry of another type or class is never purged.
+	Scope gardener.Scope
 	// Entries writes BackupEntries as the Gardener protocol does: progress, errors, and
 	// releasing the finalizers once the backups are gone.
 	Entries   gardener.StatusWriter
@@ -70,16 +72,24 @@ var PurgeDefinition = runtime.Definition{
 	Publishes: PurgePublishes,
 	Bind: func(fs *flag.FlagSet) runtime.Constructor {
 		retention := BindRetention(fs)
+		scope := gardener.BindScope(fs)
 		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
-			return newPurge(d.Client, d.JetStream, d.Stores, *retention, d.Cluster, d.Log), nil
+			s, err := scope()
+			if err == nil {
+				err = s.Stores(d.Stores)
+			}
+			if err != nil {
+				return runtime.Function{}, err
+			}
+			return newPurge(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
 		}
 	},
 }
 
 // newFunction returns the purge function.
-func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, cluster string, log *zap.Logger) runtime.Function {
+func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
 	p := &Purger{
-		Client: c, Providers: providers, Retention: retention, JetStream: js, Cluster: cluster, Log: log,
+		Client: c, Providers: providers, Retention: retention, Scope: scope, JetStream: js, Cluster: cluster, Log: log,
 		Entries:          StatusWriter(c, log),
 		Now:              time.Now,
 		ProgressInterval: 2 * time.Second,
@@ -107,6 +117,9 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	switch {
 	case string(be.UID) != data.UID:
 		log.Info("not purging: the entry was re-created since this purge was scheduled", zap.String("liveUID", string(be.UID)))
+		return nil
+	case !p.Scope.Serves(be):
+		log.Info("not purging: the entry's type or class is not this installation's", zap.String("type", be.Spec.Type))
 		return nil
 	case be.DeletionTimestamp == nil:
 		log.Info("not purging: the entry is not being deleted")

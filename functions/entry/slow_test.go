@@ -62,7 +62,7 @@ func runSlowPurge(t *testing.T, setting string) {
 	}
 	js, _ := jetstream.New(nc)
 	fn, err := entry.PurgeDefinition.Build(context.Background(), runtime.Deps{Client: c, JetStream: js,
-		Stores: objectstore.NewRegistry(slowProvider{azure.New()}), Cluster: pipeline.Cluster, Log: zaptest.NewLogger(t)})
+		Stores: objectstore.NewRegistry(slowProvider{azure.New()}), Cluster: pipeline.Cluster, Log: zaptest.NewLogger(t)}, "--types=azure")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,7 @@ type decisionRow struct {
 	// The object before the run.
 	bucket   bool                              // a BackupBucket (no migration); else a BackupEntry
 	class    extensionsv1alpha1.ExtensionClass // spec.class; "" is unset (shoot)
+	typ      string                            // spec.type; "" is local (served)
 	ann      string                            // gardener.cloud/operation
 	deleting bool                              // deletionTimestamp set
 	last     string                            // lastOperation "Type State"; "" none
@@ -129,14 +130,18 @@ func TestDecisions(t *testing.T) {
 			want: outcome{call: reconcile, op: "Create Succeeded", written: true, finalizer: true, secretFinalizer: true}},
 		{name: "bucket/new/restore", bucket: true, ann: OperationRestore,
 			want: outcome{call: reconcile, op: "Restore Succeeded", written: true, finalizer: true, secretFinalizer: true}},
-		// The Reconciler does not filter by class: the bridge does (bridge/filter.go), on its copy
-		// of the object. Every class is reconciled alike here.
-		{name: "bucket/new/class garden", bucket: true, class: extensionsv1alpha1.ExtensionClassGarden,
-			want: outcome{call: reconcile, op: "Create Succeeded", written: true, finalizer: true, secretFinalizer: true}},
-		{name: "entry/new/class seed", class: extensionsv1alpha1.ExtensionClassSeed,
-			want: outcome{call: reconcile, op: "Create Succeeded", written: true, finalizer: true, secretFinalizer: true}},
+		// The scope (type local, class shoot) is checked on the live object, not only by the
+		// bridge: an object of another type or class is never touched, whatever the event says.
+		{name: "bucket/new/class garden not served", bucket: true, class: extensionsv1alpha1.ExtensionClassGarden, want: outcome{}},
+		{name: "entry/new/class seed not served", class: extensionsv1alpha1.ExtensionClassSeed, want: outcome{}},
 		{name: "entry/new/class shoot", class: extensionsv1alpha1.ExtensionClassShoot,
 			want: outcome{call: reconcile, op: "Create Succeeded", written: true, finalizer: true, secretFinalizer: true}},
+		{name: "entry/new/type not served", typ: "azrue", want: outcome{}},
+		{name: "bucket/new/type not served", bucket: true, typ: "aws", want: outcome{}},
+		{name: "entry/new/type not served/created event does not claim", typ: "azrue", event: events.OpCreated, want: outcome{}},
+		{name: "entry/new/type not served/reconcile annotation kept", typ: "azrue", ann: OperationReconcile, want: outcome{annKept: true}},
+		{name: "entry/deleting/type not served keeps every finalizer", typ: "azrue", deleting: true, ours: true, other: true,
+			want: outcome{finalizer: true, secretFinalizer: true}},
 
 		// --- After Create Succeeded.
 		// Converged (same generation, no annotation): the idempotent work runs, nothing is
@@ -379,6 +384,9 @@ func (tc decisionRow) newObject() extensionsv1alpha1.Object {
 func (tc decisionRow) seed() extensionsv1alpha1.Object {
 	meta := metav1.ObjectMeta{Name: decisionsEntry, UID: decisionsUID, Generation: decisionsGen}
 	spec := extensionsv1alpha1.DefaultSpec{Type: "local"}
+	if tc.typ != "" {
+		spec.Type = tc.typ
+	}
 	if tc.class != "" {
 		spec.Class = &tc.class
 	}
@@ -491,6 +499,7 @@ func (tc decisionRow) run(t *testing.T) {
 			Log:       zap.NewNop(),
 			Now:       func() time.Time { return runAt },
 		},
+		Scope:     Scope{Types: []string{"local"}, Classes: []string{"shoot"}},
 		NewObject: tc.newObject,
 		Migrates:  !tc.bucket,
 		Actuator:  act,

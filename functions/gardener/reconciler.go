@@ -63,6 +63,8 @@ type Deletion struct {
 // operation has an outcome, not also as Processing before it.
 type Reconciler struct {
 	StatusWriter
+	// Scope is what the function serves: an object of another type or class is never touched.
+	Scope     Scope
 	NewObject func() extensionsv1alpha1.Object
 	// Migrates says the kind takes part in control-plane migration (BackupEntry). For a kind
 	// that does not (BackupBucket), a migrate annotation is reconciled like any other change.
@@ -126,7 +128,8 @@ func (r *Reconciler) claim(ctx context.Context, e cloudevents.Event, ref events.
 		return nil, "", nil
 	}
 	operation := copied.GetAnnotations()[AnnotationOperation]
-	if copied.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(copied, r.Finalizer) ||
+	// The claim proves the resourceVersion, so the copy's type and class are the live object's.
+	if !r.Scope.Serves(copied) || copied.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(copied, r.Finalizer) ||
 		copied.GetExtensionStatus().GetLastOperation() != nil ||
 		(operation != "" && operation != OperationReconcile && operation != OperationRestore) {
 		return nil, "", nil
@@ -213,6 +216,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Objec
 // removed from obj already.
 func (r *Reconciler) converge(ctx context.Context, obj extensionsv1alpha1.Object, operation string) error {
 	log := r.Log.With(zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()))
+	if !r.Scope.Serves(obj) {
+		log.Debug("not this installation's: its type or class is not served", zap.String("type", obj.GetExtensionSpec().GetExtensionType()))
+		return nil
+	}
 	if operation == OperationWaitForState {
 		log.Info("operation annotation says wait-for-state: doing nothing")
 		return nil

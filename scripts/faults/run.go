@@ -203,7 +203,7 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	if r.js, err = jetstream.New(r.nc); err != nil {
 		return stop, err
 	}
-	env := []string{"HOUSEKEEPER_NATS_URL=" + r.natsURL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster}
+	env := []string{"HOUSEKEEPER_NATS_URL=" + r.natsURL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster, "HOUSEKEEPER_TYPES=azure,local"}
 	// The setup first: the streams and the consumers, which the processes only bind to.
 	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
 	setup.Env = append(os.Environ(), env...)

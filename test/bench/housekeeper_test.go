@@ -55,6 +55,7 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		"HOUSEKEEPER_NATS_URL=" + nats.URL,
 		"HOUSEKEEPER_KUBECONFIG=" + e.kubecfg,
 		"HOUSEKEEPER_CLUSTER=bench-" + phase,
+		"HOUSEKEEPER_TYPES=local",
 	}
 	// Nothing from the shell that runs the benchmark changes housekeeper's settings.
 	for _, kv := range os.Environ() {

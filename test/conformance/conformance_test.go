@@ -65,6 +65,7 @@ func TestConformance(t *testing.T) {
 
 	g := startGarden(t, gl)
 	clk := startShiftClock(t)
+	t.Run("registration", func(t *testing.T) { testRegistration(t, g, gl) })
 
 	for _, ext := range []extension{providerLocal{}, housekeeper{bin: bin}} {
 		t.Run(ext.name(), func(t *testing.T) {

@@ -88,6 +88,7 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	env := []string{
 		"HOUSEKEEPER_NATS_URL=" + nats.URL,
 		"HOUSEKEEPER_CLUSTER=" + s.name,
+		"HOUSEKEEPER_TYPES=local", // provider-local's type, as in the control run
 		"HOUSEKEEPER_KUBECONFIG=" + s.kubeconfig,
 	}
 	run := func(name string, args ...string) {

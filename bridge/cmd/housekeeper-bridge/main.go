@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,6 +18,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, err := bridge.ParseCommand(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Print(bridge.Usage())
+		return
+	}
 	if err == nil {
 		err = cmd.Run(ctx)
 	}

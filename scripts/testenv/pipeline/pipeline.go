@@ -7,6 +7,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +32,9 @@ import (
 
 // Cluster is the cluster name events carry.
 const Cluster = "pipeline-test"
+
+// Scope is what the pipeline's bridge serves: every type housekeeper implements, class shoot.
+var Scope = gardener.Scope{Types: gardener.ImplementedTypes, Classes: []string{"shoot"}}
 
 // Pipeline is a running event path.
 type Pipeline struct {
@@ -72,7 +78,7 @@ func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipelin
 	p.NC, p.JS = p.ConnectAs(events.IdentityOperator)
 	setUp(t, p.NATSArgs(events.IdentitySetup))
 
-	b, err := bridge.New(env.Kube.Config, p.JSFor(events.IdentityBridge), nil, bridge.Options{Cluster: Cluster, Logger: p.Log.Named("bridge")})
+	b, err := bridge.New(env.Kube.Config, p.JSFor(events.IdentityBridge), nil, bridge.Options{Cluster: Cluster, Scope: Scope, Logger: p.Log.Named("bridge")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,11 +119,15 @@ func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
 
 // RunFunction builds def as the binary builds it — its own flags from args, the pipeline's
 // Kubernetes client and configuration, the JetStream of def's own identity, stores and the
-// pipeline's cluster — and runs it until the test ends.
+// pipeline's cluster — and runs it until the test ends. A function serving Gardener objects
+// serves the types of stores unless args say otherwise.
 func (p *Pipeline) RunFunction(def runtime.Definition, stores objectstore.Registry, args ...string) {
 	p.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p.T.Cleanup(cancel)
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--types") }) {
+		args = append(gardener.ScopeArgs(def, slices.Sorted(maps.Keys(stores))...), args...)
+	}
 	fn, err := def.Build(ctx, runtime.Deps{Config: p.Env.Kube.Config, Client: p.Client, JetStream: p.JSFor(def.Name),
 		Stores: stores, Cluster: Cluster, Log: p.Log}, args...)
 	if err != nil {
