@@ -10,9 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,17 +39,25 @@ commands:
   replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object
-  deadletters list [--function F]
-                         show dead letters with their reasons
+  deadletters list [--function F] [--kubeconfig FILE]
+                         show dead letters with their age, reason and their object's state now
   deadletters retry [--function F] (--seq N[,N...] | --all)
                          re-drive dead letters to their function
+  deadletters discard [--function F] (--seq N[,N...] | --resolved | --all)
+                         remove dead letters, e.g. those whose object converged or is gone
 
-Every flag can also be set as HOUSEKEEPER_<FLAG> in the environment.
+housekeeper COMMAND --help shows a command's flags. Every flag can also be set as
+HOUSEKEEPER_<FLAG> in the environment.
 `, functionNames())
 
 // Main runs the command line and returns the exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := run(ctx, args, stdout); err != nil {
+		var help helpError
+		if errors.As(err, &help) {
+			fmt.Fprint(stdout, string(help))
+			return 0
+		}
 		fmt.Fprintln(stderr, "housekeeper:", err)
 		if errors.Is(err, errUsage) {
 			fmt.Fprint(stderr, usage)
@@ -68,8 +74,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var nopts natsconn.Options
 	global := flag.NewFlagSet("housekeeper", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
+	global.Usage = func() {}
 	nopts.BindFlags(global)
-	if err := config.Parse(global, args); err != nil {
+	err := config.Parse(global, args)
+	if errors.Is(err, flag.ErrHelp) || err == nil && global.NArg() > 0 && isHelp(global.Arg(0)) {
+		var flags strings.Builder
+		global.SetOutput(&flags)
+		global.PrintDefaults()
+		return helpError(usage + "\nNATS flags (every command):\n" + flags.String())
+	}
+	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	rest := global.Args()
@@ -100,16 +114,18 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "replay":
 		return replay(ctx, rest[1:], out, connect)
 	case "resync":
-		return resync(ctx, out, connect)
+		return resync(ctx, rest[1:], out, connect)
 	case "deadletters":
-		if len(rest) < 2 {
-			return fmt.Errorf("%w: deadletters needs list or retry", errUsage)
+		if len(rest) < 2 || isHelp(rest[1]) {
+			return fmt.Errorf("%w: deadletters needs list or retry (housekeeper deadletters list --help)", errUsage)
 		}
 		switch rest[1] {
 		case "list":
 			return deadLettersList(ctx, rest[2:], out, connect)
 		case "retry":
 			return deadLettersRetry(ctx, rest[2:], out, connect)
+		case "discard":
+			return deadLettersDiscard(ctx, rest[2:], out, connect)
 		}
 		return fmt.Errorf("%w: deadletters %s", errUsage, rest[1])
 	}
@@ -120,15 +136,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 type connector func(identity string) (*nats.Conn, jetstream.JetStream, error)
 
 func replay(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("replay", "--function F (--since D | --from-seq N) [--until TIME | --until-seq N]",
+		"Re-deliver a window of the stream of record to one function, as new deliveries of the same events\n(the functions are idempotent). It prints what it re-drove.")
 	function := fs.String("function", "", "function to re-deliver to (required)")
 	since := fs.Duration("since", 0, "start this long ago")
 	fromSeq := fs.Uint64("from-seq", 0, "start at this stream sequence")
 	until := fs.String("until", "", "stop after this time (RFC 3339)")
 	untilSeq := fs.Uint64("until-seq", 0, "stop after this stream sequence")
-	if err := config.Parse(fs, args); err != nil {
-		return fmt.Errorf("%w: replay: %v", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if *function == "" || (*since == 0) == (*fromSeq == 0) {
 		return fmt.Errorf("%w: replay needs --function and one of --since or --from-seq", errUsage)
@@ -144,6 +160,7 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 		}
 		w.Until = t
 	}
+	fmt.Fprintf(out, "replay: re-delivering %s's events of the stream of record %s to it (its handlers are idempotent)\n", *function, describeWindow(w))
 	nc, js, err := connect(events.IdentityOperator)
 	if err != nil {
 		return err
@@ -167,7 +184,12 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 	return nil
 }
 
-func resync(ctx context.Context, out io.Writer, connect connector) error {
+func resync(ctx context.Context, args []string, out io.Writer, connect connector) error {
+	fs := newFlags("resync", "", "Make the bridge leader re-list every object it serves and announce each again: the functions\nconverge every one (idempotent, but a burst of work). For gaps upstream of NATS.")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "resync: asking the bridge leader to announce every object it serves again")
 	nc, _, err := connect(events.IdentityOperator)
 	if err != nil {
 		return err
@@ -187,88 +209,17 @@ func resync(ctx context.Context, out io.Writer, connect connector) error {
 	return nil
 }
 
-func deadLettersList(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := flag.NewFlagSet("deadletters list", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	function := fs.String("function", "", "only this function's dead letters")
-	if err := config.Parse(fs, args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+// describeWindow says which part of the stream a replay covers.
+func describeWindow(w runtime.Window) string {
+	from := fmt.Sprintf("from sequence %d", w.FromSeq)
+	if !w.Since.IsZero() {
+		from = "since " + w.Since.UTC().Format(time.RFC3339)
 	}
-	nc, js, err := connect(events.IdentityOperator)
-	if err != nil {
-		return err
+	switch {
+	case w.UntilSeq > 0:
+		return fmt.Sprintf("%s until sequence %d", from, w.UntilSeq)
+	case !w.Until.IsZero():
+		return fmt.Sprintf("%s until %s", from, w.Until.UTC().Format(time.RFC3339))
 	}
-	defer nc.Close()
-	dls, err := runtime.ListDeadLetters(ctx, js, *function)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tFUNCTION\tFAILED AT\tDELIVERIES\tTYPE\tSUBJECT\tREASON")
-	for _, d := range dls {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Sequence, d.Function, d.FailedAt.Format(time.RFC3339),
-			d.Deliveries, d.EventType, d.Subject, d.Reason)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "%d dead letters\n", len(dls))
-	return nil
-}
-
-func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := flag.NewFlagSet("deadletters retry", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	function := fs.String("function", "", "only this function's dead letters")
-	seqs := fs.String("seq", "", "dead-letter sequences to retry, comma-separated")
-	all := fs.Bool("all", false, "retry every (selected) dead letter")
-	if err := config.Parse(fs, args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if (*seqs == "") == !*all {
-		return fmt.Errorf("%w: deadletters retry needs --seq or --all", errUsage)
-	}
-	want := map[uint64]bool{}
-	for _, s := range strings.Split(*seqs, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%w: --seq %q is not a sequence number", errUsage, s)
-		}
-		want[n] = true
-	}
-	nc, js, err := connect(events.IdentityOperator)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	dls, err := runtime.ListDeadLetters(ctx, js, *function)
-	if err != nil {
-		return err
-	}
-	retried, failed := 0, 0
-	for _, d := range dls {
-		if !*all && !want[d.Sequence] {
-			continue
-		}
-		delete(want, d.Sequence)
-		if err := runtime.RetryDeadLetter(ctx, js, d); err != nil {
-			fmt.Fprintf(out, "retry %d (%s): %v\n", d.Sequence, d.Function, err)
-			failed++
-			continue
-		}
-		fmt.Fprintf(out, "retried %d: %s %s → %s\n", d.Sequence, d.EventType, d.Subject, d.Function)
-		retried++
-	}
-	for seq := range want {
-		fmt.Fprintf(out, "retry %d: no such dead letter\n", seq)
-		failed++
-	}
-	fmt.Fprintf(out, "%d dead letters re-driven, %d failed\n", retried, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d dead letters could not be re-driven", failed)
-	}
-	return nil
+	return from + " to now"
 }

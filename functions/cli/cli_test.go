@@ -5,7 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -48,7 +55,10 @@ func (f *fixture) cli(args ...string) (int, string, string) {
 }
 
 func (f *fixture) publish(name string) uint64 {
-	ref := events.Ref{Kind: events.KindBackupBucket, Name: name, UID: "uid-" + name, ResourceVersion: "1"}
+	return f.publishRef(events.Ref{Kind: events.KindBackupBucket, Name: name, UID: "uid-" + name, ResourceVersion: "1"})
+}
+
+func (f *fixture) publishRef(ref events.Ref) uint64 {
 	e, err := events.NewObjectEvent("test", events.OpCreated, ref, []byte(`{"kind":"BackupBucket"}`))
 	if err != nil {
 		f.t.Fatal(err)
@@ -154,7 +164,12 @@ func TestDeadLettersListAndRetry(t *testing.T) {
 	if !regexp.MustCompile(`alpha .*` + regexp.QuoteMeta(events.TypeBucketCreated) + `.*secret of broken lacks storageKey`).MatchString(out) {
 		t.Fatalf("deadletters list:\n%s", out)
 	}
-	seq := strings.Fields(strings.Split(out, "\n")[1])[0]
+	var seq string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "secret of broken") {
+			seq = strings.Fields(line)[0]
+		}
+	}
 
 	failing.Delete("broken")
 	code, out, errOut := f.cli("deadletters", "retry", "--seq", seq)
@@ -165,7 +180,7 @@ func TestDeadLettersListAndRetry(t *testing.T) {
 	if _, out, _ := f.cli("deadletters", "list"); !strings.Contains(out, "0 dead letters") {
 		t.Errorf("after retry:\n%s", out)
 	}
-	if code, out, _ := f.cli("deadletters", "retry", "--seq", "999"); code != 1 || !strings.Contains(out, "retry 999: no such dead letter") {
+	if code, out, _ := f.cli("deadletters", "retry", "--seq", "999"); code != 1 || !strings.Contains(out, "999: no such dead letter") {
 		t.Errorf("retry of a missing dead letter: exit %d, out %q", code, out)
 	}
 }
@@ -242,5 +257,101 @@ func TestForwardDeliversToAnHTTPModeFunction(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Errorf("forward exited %d", code)
+	}
+}
+
+// A dead letter resolves when its object converges after the failure or is gone: the list says
+// so beside the object's state now, `discard --resolved` removes exactly those, and a retry of
+// one whose object is gone is refused instead of replaying the old error.
+func TestDeadLettersResolveWithTheirObject(t *testing.T) {
+	env := testenv.Start(t, testenv.WithNATS(), testenv.WithKube())
+	nc, js := env.Connect(t)
+	f := &fixture{t: t, url: env.NATS.URL, nc: nc, js: js}
+	if code, _, errOut := f.cli("setup", "--log-level", "warn"); code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, errOut)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Kube.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Client(t)
+	ctx := context.Background()
+	buckets := map[string]*extensionsv1alpha1.BackupBucket{}
+	for _, name := range []string{"healed", "stuck", "vanished"} {
+		b := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local", SecretRef: corev1.SecretReference{Name: "s", Namespace: "garden"}}}
+		if err := c.Create(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		buckets[name] = b
+	}
+	handled := make(chan string, 10)
+	var failing sync.Map
+	for name, b := range buckets {
+		failing.Store(name, true)
+		f.publishRef(kube.Ref(events.KindBackupBucket, b))
+	}
+	f.runFunction("alpha", &failing, handled)
+	var out string
+	testenv.Eventually(t, 10*time.Second, "three dead letters", func() (bool, string) {
+		_, out, _ = f.cli("deadletters", "list")
+		return strings.Contains(out, "3 dead letters"), out
+	})
+	if !strings.Contains(out, "objects' states unknown") {
+		t.Errorf("without a kubeconfig the list does not say the states are unknown:\n%s", out)
+	}
+
+	setLast := func(b *extensionsv1alpha1.BackupBucket, state gardencorev1beta1.LastOperationState, lastError string) {
+		b.Status.LastOperation = &gardencorev1beta1.LastOperation{Type: gardencorev1beta1.LastOperationTypeReconcile, State: state,
+			Progress: 100, Description: "x", LastUpdateTime: metav1.Now()}
+		if lastError != "" {
+			b.Status.LastError = &gardencorev1beta1.LastError{Description: lastError}
+		}
+		if err := c.Status().Update(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLast(buckets["healed"], gardencorev1beta1.LastOperationStateSucceeded, "")
+	setLast(buckets["stuck"], gardencorev1beta1.LastOperationStateError, "container not found")
+	if err := c.Delete(ctx, buckets["vanished"]); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut := f.cli("deadletters", "list", "--kubeconfig", kubeconfig)
+	if code != 0 || !strings.Contains(out, "3 dead letters, 2 resolved") {
+		t.Fatalf("list: exit %d, err %q:\n%s", code, errOut, out)
+	}
+	seqOf := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		for name := range buckets {
+			if strings.Contains(line, "BackupBucket "+name+" ") {
+				seqOf[name] = strings.Fields(line)[0]
+				want := map[string]string{"healed": "RESOLVED: Reconcile Succeeded", "stuck": "Reconcile Error: container not found", "vanished": "RESOLVED: gone"}[name]
+				if !strings.Contains(line, want) {
+					t.Errorf("the dead letter of %s: %q, want %q", name, line, want)
+				}
+			}
+		}
+	}
+	if len(seqOf) != 3 {
+		t.Fatalf("the list does not name the three buckets:\n%s", out)
+	}
+
+	code, out, _ = f.cli("deadletters", "retry", "--seq", seqOf["vanished"], "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.Contains(out, "is gone: retrying would replay the old error") {
+		t.Errorf("retry of a gone object's dead letter: exit %d:\n%s", code, out)
+	}
+	code, out, errOut = f.cli("deadletters", "discard", "--resolved", "--kubeconfig", kubeconfig)
+	if code != 0 || !strings.Contains(out, "2 dead letters discarded, 0 failed") {
+		t.Fatalf("discard --resolved: exit %d, err %q:\n%s", code, errOut, out)
+	}
+	_, out, _ = f.cli("deadletters", "list", "--kubeconfig", kubeconfig)
+	if !strings.Contains(out, "1 dead letters, 0 resolved") || !strings.Contains(out, "BackupBucket stuck ") {
+		t.Errorf("after discard --resolved, want the stuck bucket's alone:\n%s", out)
+	}
+	select {
+	case h := <-handled:
+		t.Errorf("handled %s: nothing should have been re-driven", h)
+	default:
 	}
 }

@@ -2,14 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/housekeeper-dev/housekeeper/functions/all"
-	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/process"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
@@ -18,18 +15,17 @@ import (
 // runForward delivers a function's events from its durable consumer to the function served
 // over HTTP (Knative), with the pull mode's acks, backoff and dead letters.
 func runForward(ctx context.Context, args []string, nopts natsconn.Options) error {
-	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("forward", "--function F --url URL [--addr ADDR]", "Deliver F's events from its durable JetStream consumer to F served in http mode (a Knative\nService), with acks, retries and dead letters, until interrupted.")
 	var flags process.Flags
-	flags.BindFlags(fs, "address of /healthz, /readyz and /metrics")
+	flags.BindFlags(fs.FlagSet, "address of /healthz, /readyz and /metrics")
 	name := fs.String("function", "", "function whose events to forward: "+functionNames())
 	url := fs.String("url", "", "where the function is served in http mode, e.g. http://bucket.housekeeper.svc.cluster.local")
 	timeout := fs.Duration("timeout", 5*time.Minute, "longest wait for the function's answer")
 	concurrency := fs.Int("concurrency", 4, "events forwarded at once")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay")
-	if err := config.Parse(fs, args); err != nil {
-		return fmt.Errorf("%w: forward: %v", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	def, ok := all.Lookup(*name)
 	if !ok || *url == "" {

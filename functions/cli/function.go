@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -25,36 +23,37 @@ func functionNames() string { return strings.Join(all.Names(), ", ") }
 
 // runFunction runs one function until ctx is done.
 func runFunction(ctx context.Context, args []string, nopts natsconn.Options) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: function needs one of: %s", errUsage, functionNames())
+	if len(args) == 0 || isHelp(args[0]) {
+		return fmt.Errorf("%w: function needs one of: %s (housekeeper function NAME --help)", errUsage, functionNames())
 	}
 	name := args[0]
 	def, ok := all.Lookup(name)
 	if !ok {
 		return fmt.Errorf("%w: no function %q: one of %s", errUsage, name, functionNames())
 	}
-	fs := flag.NewFlagSet("function "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("function "+name, "[flags]", fmt.Sprintf("Run the %s function (events %s) until interrupted.", name, strings.Join(def.Types, ", ")))
 	var flags process.Flags
-	flags.BindFlags(fs, "address of /healthz, /readyz, /metrics and, in http mode, the events")
+	flags.BindFlags(fs.FlagSet, "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	var kubeOpts kube.Options
-	kubeOpts.BindFlags(fs, os.Getenv("KUBECONFIG"))
+	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
 	mode := fs.String("mode", string(runtime.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
 	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
 	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes")
-	construct := def.Bind(fs)
-	if err := config.Parse(fs, args[1:]); err != nil {
-		return fmt.Errorf("%w: function %s: %v", errUsage, name, err)
+	construct := def.Bind(fs.FlagSet)
+	if err := fs.parse(args[1:]); err != nil {
+		return err
 	}
 	m, err := runtime.ParseMode(*mode)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *cluster == "" && def.Publishing() {
-		return fmt.Errorf("%w: function %s needs --cluster (or %s)", errUsage, name, config.EnvName("cluster"))
+	if def.Publishing() || *cluster != "" {
+		if err := config.ValidateCluster(*cluster); err != nil {
+			return fmt.Errorf("%w: function %s: %v", errUsage, name, err)
+		}
 	}
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

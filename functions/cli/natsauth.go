@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,16 +23,15 @@ func Permissions() []events.Permission {
 
 // runNATSAuth issues the credentials of every identity with its permissions.
 func runNATSAuth(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("nats-auth", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("nats-auth", "--out DIR [--form config|jwt] [--account-seed FILE]", "Issue a NATS identity per component (bridge, setup, operator, each function) with its\nleast-privilege permissions, and the server's side, into DIR.")
 	dir := fs.String("out", "", "directory to write the server configuration and the credentials to (required)")
 	form := fs.String("form", string(natsconn.FormConfig), "config (NKey users in the server's configuration) or jwt (user JWTs, as nsc issues them)")
 	accountSeed := fs.String("account-seed", "", "jwt: issue the users under this existing account (its seed file, e.g. from nsc) instead of a new operator and account")
 	force := fs.Bool("force", false, "issue new credentials over those in --out")
 	var tlsHosts config.List
 	fs.Var(&tlsHosts, "tls-hosts", "also write a CA, a server certificate for these hosts, a client certificate and nats-server.conf requiring them (a local stack's TLS; in production, your PKI's)")
-	if err := config.Parse(fs, args); err != nil {
-		return fmt.Errorf("%w: nats-auth: %v", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if *dir == "" {
 		return fmt.Errorf("%w: nats-auth needs --out", errUsage)

@@ -2,16 +2,13 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
-	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -21,18 +18,17 @@ import (
 // them and never create them, so it runs first (a Kubernetes Job, a compose service, the first
 // step of every test harness). Running it again changes only what differs.
 func runSetup(ctx context.Context, args []string, connect connector) error {
-	fs := flag.NewFlagSet("setup", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("setup", "[--stream-replicas N] [--stream-max-age D] [--ack-wait D] ...", "Create or update the streams and every function's durable consumer. Run it before the bridge\nand the functions, and again after a change; it changes only what differs.")
 	var logOpts logging.Options
-	logOpts.BindFlags(fs)
+	logOpts.BindFlags(fs.FlagSet)
 	maxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events: the window replay reaches back into")
 	replicas := fs.Int("stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
 	cs := runtime.DefaultConsumerSettings()
 	fs.DurationVar(&cs.AckWait, "ack-wait", cs.AckWait, "how long JetStream waits for a function's ack before redelivering (running handlers renew it)")
 	fs.IntVar(&cs.MaxDeliver, "max-deliver", cs.MaxDeliver, "deliveries before a failing event is dead-lettered")
 	fs.IntVar(&cs.MaxAckPending, "max-ack-pending", cs.MaxAckPending, "events in flight at once per function, across its replicas")
-	if err := config.Parse(fs, args); err != nil {
-		return fmt.Errorf("%w: setup: %v", errUsage, err)
+	if err := fs.parse(args); err != nil {
+		return err
 	}
 	if *maxAge <= 0 || *replicas < 1 {
 		return fmt.Errorf("%w: setup: --stream-max-age %s and --stream-replicas %d must be positive", errUsage, *maxAge, *replicas)

@@ -125,11 +125,7 @@ func RetryDeadLetter(ctx context.Context, js jetstream.JetStream, d DeadLetter) 
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("re-driving dead letter %d: %w", d.Sequence, err)
 	}
-	stream, err := js.Stream(ctx, events.DeadLetterStream)
-	if err != nil {
-		return err
-	}
-	if err := stream.DeleteMsg(ctx, d.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := DiscardDeadLetter(ctx, js, d.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("removing re-driven dead letter %d: %w", d.Sequence, err)
 	}
 	return nil
@@ -147,4 +143,25 @@ func redriveMsg(function string, header nats.Header, data []byte, id string) *na
 	msg.Header.Set(nats.MsgIdHdr, "redrive/"+function+"/"+id)
 	msg.Data = data
 	return msg
+}
+
+// Object is the object the dead letter's event names.
+func (d DeadLetter) Object() (events.Ref, error) {
+	e, err := events.Decode(d.header, d.data)
+	if err != nil {
+		return events.Ref{}, err
+	}
+	return events.RefOf(e)
+}
+
+// DiscardDeadLetter removes dead letter seq from the dead-letter stream without re-driving it.
+func DiscardDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) error {
+	stream, err := js.Stream(ctx, events.DeadLetterStream)
+	if err != nil {
+		return err
+	}
+	if err := stream.DeleteMsg(ctx, seq); err != nil {
+		return fmt.Errorf("discarding dead letter %d: %w", seq, err)
+	}
+	return nil
 }

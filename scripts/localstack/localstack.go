@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"io"
 	"os"
 	"path/filepath"
@@ -40,6 +41,10 @@ import (
 
 // Cluster names the local cluster in events.
 const Cluster = "local"
+
+// scope is what make run serves: the examples' types (an object of another type, a typo
+// say, stays untouched).
+var scope = gardener.Scope{Types: gardener.ImplementedTypes, Classes: []string{"shoot"}}
 
 // Done is printed once every example is Succeeded and the deleted one is purged.
 const Done = "all examples Succeeded, purge completed"
@@ -202,7 +207,7 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 	if err != nil {
 		return err
 	}
-	b, err := bridge.New(k.Config, bridgeJS, nil, bridge.Options{Cluster: Cluster, Logger: log.Named("bridge")})
+	b, err := bridge.New(k.Config, bridgeJS, nil, bridge.Options{Cluster: Cluster, Scope: scope, Logger: log.Named("bridge")})
 	if err != nil {
 		return err
 	}
@@ -214,7 +219,8 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 		if err != nil {
 			return err
 		}
-		fn, err := def.Build(ctx, runtime.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: providers, Cluster: Cluster, Log: log})
+		fn, err := def.Build(ctx, runtime.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: providers, Cluster: Cluster, Log: log},
+			gardener.ScopeArgs(def, scope.Types...)...)
 		if err != nil {
 			return err
 		}

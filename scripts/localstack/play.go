@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"io"
 	"io/fs"
 	"os"
@@ -161,10 +162,16 @@ func (s *session) watch(ctx context.Context, doomed []string) error {
 			return err
 		}
 		dead, _ := runtime.ListDeadLetters(ctx, s.js, "")
+		unresolved := 0
+		for _, d := range dead {
+			if !cli.StateOf(ctx, s.client, d).Resolved { // its object healed or went: not a live problem
+				unresolved++
+			}
+		}
 		if tty {
 			fmt.Fprint(s.opts.Out, "\033[H\033[2J")
 		}
-		s.render(rows, purges, len(dead))
+		s.render(rows, purges, unresolved)
 		if !done && s.finished(ctx, rows, doomed) {
 			done = true
 			fmt.Fprintf(s.opts.Out, "\n%s\n", Done)
@@ -280,7 +287,7 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 		}
 		fmt.Fprintf(out, "  %s  due %s  in %s\n", p.entry, p.due.Local().Format(time.TimeOnly), left)
 	}
-	fmt.Fprintf(out, "\nDEAD LETTERS: %d\n", deadLetters)
+	fmt.Fprintf(out, "\nDEAD LETTERS (unresolved): %d\n", deadLetters)
 	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     go run ./functions/cmd/housekeeper %s deadletters list\nAzurite:  %s\nS3:       %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
 		s.kubeconfig, s.operatorArgs, s.azurite.Endpoint, s.s3.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
 }
