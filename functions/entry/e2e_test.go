@@ -204,6 +204,18 @@ func TestEntrySecretLetsEtcdBackupRestoreWrite(t *testing.T) {
 		t.Errorf("writing with the etcd-backup secret: %v", err)
 	}
 
+	// A malformed retention annotation (one the admission policy was not there to refuse) is
+	// reported at create, in the description, without a lastError: it matters only to the purge.
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--odd"}})
+	f.create(newEntry("shoot--dev--odd--2c3d", map[string]string{entry.AnnotationRetention: "banana"}))
+	f.Eventually(30*time.Second, "the bad retention in the description, no lastError", func() (bool, string) {
+		e := &extensionsv1alpha1.BackupEntry{}
+		_, s := f.describe(e, "shoot--dev--odd--2c3d")
+		op := e.Status.LastOperation
+		return op != nil && op.State == gardencorev1beta1.LastOperationStateSucceeded && e.Status.LastError == nil &&
+			strings.Contains(op.Description, `annotation housekeeper.dev/retention="banana" is not a non-negative duration`), s
+	})
+
 	// The namespace of this one appears later: meanwhile the entry is Succeeded, says why the
 	// secret waits, and has no lastError (gardenlet would fail the shoot's operation on it).
 	f.create(newEntry("source-shoot--dev--late--9a8b", nil))
@@ -304,7 +316,7 @@ func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
 	newDue := f.deleteUntilPending(recreated)
 
 	purger, err := entry.PurgeDefinition.Build(ctx, runtime.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
-		Cluster: pipeline.Cluster, Log: f.Log})
+		Cluster: pipeline.Cluster, Log: f.Log}, "--types=azure")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,27 @@ func SecretRef(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference {
 // the bridge announces the entry again when the namespace appears or changes hands.
 func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (gardener.Reconciliation, error) {
 	e := obj.(*extensionsv1alpha1.BackupEntry)
+	result, err := a.reconcile(ctx, e, credentials)
+	if err == nil {
+		result = a.warnRetention(e, result)
+	}
+	return result, err
+}
+
+// warnRetention says in the success description that the entry's retention annotation is
+// malformed: found at create, not when the shoot is deleted, and without a lastError, which
+// would fail gardenlet's shoot operation for what is only a later purge's setting.
+func (a *Actuator) warnRetention(e *extensionsv1alpha1.BackupEntry, r gardener.Reconciliation) gardener.Reconciliation {
+	if _, err := a.Retention.Of(e); err != nil {
+		if r.Description == "" {
+			r.Description = "BackupEntry reconciled"
+		}
+		r.Description += "; " + err.Error() + ": fix it, or the purge waits (nothing is deleted) when the entry is deleted"
+	}
+	return r
+}
+
+func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEntry, credentials map[string][]byte) (gardener.Reconciliation, error) {
 	ref := SecretRef(e)
 	ns, err := a.namespace(ctx, ref.Namespace)
 	if err != nil {

@@ -57,6 +57,7 @@ const (
 // +kubebuilder:printcolumn:name="Backups",type=integer,JSONPath=`.status.backupCount`
 // +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastBackup.time`
 // +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="BackupSucceeded")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.status=="False")].reason`
 // +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextRun`,priority=1
 type EtcdBackupConfig struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -78,7 +79,7 @@ type EtcdBackupConfigSpec struct {
 	// schedule (@hourly, @daily, ...) or "@every <duration>". Empty: one backup, now.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
-	// +kubebuilder:validation:Pattern=`^$|^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$|^@every [0-9a-z.]+$|^[^ ]+( [^ ]+){5}$`
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^@every [0-9a-z.]+$') || self.matches('^[^ ]+( [^ ]+){5}$')",messageExpression="'schedule ' + self + ' is not 6 cron fields with seconds first (0 */5 * * * * is every five minutes; a 5-field crontab line lacks the seconds), nor one of @hourly, @daily, @weekly, @monthly, @yearly, @every 1h30m'"
 	Schedule string `json:"schedule,omitempty"`
 	// TimeZone is the IANA time zone a cron schedule is read in (default UTC).
 	// +optional

@@ -84,7 +84,9 @@ func TestValidationOnAPIServer(t *testing.T) {
 	})
 	t.Run("admission rejects what it can", func(t *testing.T) {
 		rejected(t, c.Create(ctx, config("keep-zero", func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Keep = -1 })), "spec.keep")
-		rejected(t, c.Create(ctx, config("five-fields", func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Schedule = "*/5 * * * *" })), "spec.schedule")
+		// A crontab line is the likely mistake: the message says what is wrong in words.
+		rejected(t, c.Create(ctx, config("five-fields", func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Schedule = "*/5 * * * *" })),
+			"schedule */5 * * * * is not 6 cron fields with seconds first")
 		rejected(t, c.Create(ctx, config("no-endpoints", func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Etcd.Endpoints = nil })), "spec.etcd.endpoints")
 		rejected(t, c.Create(ctx, config("not-a-url", func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Etcd.Endpoints = []string{"etcd:2379"} })), "spec.etcd.endpoints[0]")
 		rejected(t, c.Create(ctx, config("no-destination", func(s *backupv1alpha1.EtcdBackupConfigSpec) { s.Destination = "" })), "spec.destination")
