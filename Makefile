@@ -34,7 +34,7 @@ lint: ## gofmt, go vet, staticcheck
 crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module into infra/crds
 	scripts/generate-crds.sh
 
-apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/crds) from functions/apis with controller-gen
+apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/chart/files/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
 
 tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite and the S3 server (versitygw) into the cache (once), side by side

@@ -22,7 +22,7 @@ import (
 // a subject of housekeeper's FlowSchema, and nothing else is.
 func TestFlowSchemaNamesEveryServiceAccount(t *testing.T) {
 	var accounts, subjects []string
-	for _, m := range render(t, "base") {
+	for _, m := range render(t, "keda") {
 		switch m.obj.GetKind() {
 		case "ServiceAccount":
 			accounts = append(accounts, m.obj.GetNamespace()+"/"+m.obj.GetName())
@@ -58,7 +58,7 @@ func TestFlowSchemaOnAPIServer(t *testing.T) {
 
 	uids := map[string]string{} // kind → uid
 	var accounts []string
-	for _, m := range render(t, "base") {
+	for _, m := range render(t, "keda") {
 		switch m.obj.GetKind() {
 		case "ServiceAccount":
 			accounts = append(accounts, "system:serviceaccount:"+m.obj.GetNamespace()+":"+m.obj.GetName())

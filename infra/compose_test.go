@@ -343,7 +343,7 @@ func TestComposeFile(t *testing.T) {
 	t.Run("kube-init", func(t *testing.T) {
 		s := svc("kube-init")
 		script := strings.Join(s.Command, "\n")
-		for _, want := range []string{"/infra/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1",
+		for _, want := range []string{"/infra/crds", "/infra/chart/files/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1",
 			"${S3_ENDPOINT}", "http://s3:7070", "${EXAMPLE_ETCD_ADDRESS}", "etcd:2379", "https://k3s:6443", "kubectl wait --for=condition=Established",
 			// Every CRD established before the bridge starts: it lists every kind from its start.
 			"crd/etcdbackupconfigs.backup.housekeeper.dev"} {
@@ -474,7 +474,7 @@ func TestReadme(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(data)
-	for _, h := range []string{"## Deploy with Knative", "## Deploy with KEDA", "## Monitoring"} {
+	for _, h := range []string{"## Deploy into a Gardener landscape", "## KEDA mode", "## Knative mode", "## Monitoring"} {
 		if !strings.Contains(text, "\n"+h+"\n") {
 			t.Errorf("infra/README.md has no section %q", h)
 		}

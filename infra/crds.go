@@ -1,5 +1,5 @@
 // Package infra holds housekeeper's deployment material. Its Go side embeds the CRDs, so the
-// test environment and the local stack install exactly what infra/crds ships.
+// test environment and the local stack install exactly what infra/crds and the chart ship.
 package infra
 
 import (
@@ -11,17 +11,22 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The Gardener CRD files are copied from upstream Gardener by `make crds`, housekeeper's own
-// (backup.housekeeper.dev_*) generated from functions/apis by `make apis`; never edit them by hand.
+// The Gardener CRD files (infra/crds) are copied from upstream Gardener by `make crds`,
+// housekeeper's own (infra/chart/files/crds, installed by the chart) generated from
+// functions/apis by `make apis`; never edit them by hand.
 //
-//go:embed crds/*.yaml
+//go:embed crds/*.yaml chart/files/crds/*.yaml
 var crdFiles embed.FS
 
-// CRDFiles returns the CRD manifests by file name.
+// CRDFiles returns the CRD manifests by file name (relative to infra/).
 func CRDFiles() (map[string][]byte, error) {
-	entries, err := fs.Glob(crdFiles, "crds/*.yaml")
-	if err != nil {
-		return nil, err
+	var entries []string
+	for _, pattern := range []string{"crds/*.yaml", "chart/files/crds/*.yaml"} {
+		matched, err := fs.Glob(crdFiles, pattern)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, matched...)
 	}
 	files := make(map[string][]byte, len(entries))
 	for _, name := range entries {

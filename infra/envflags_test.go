@@ -67,7 +67,7 @@ func acceptsEnv(bin binary, name, value string) error {
 	}
 	arg := "--" + flag + "=" + value
 	if bin.bridge {
-		_, err := bridge.ParseCommand([]string{"--cluster=test", arg})
+		_, err := bridge.ParseCommand([]string{"--cluster=test", "--types=azure", arg})
 		return err
 	}
 	const missing = "/nonexistent/housekeeper-infra-test/kubeconfig"
@@ -135,7 +135,10 @@ func TestAcceptsEnv(t *testing.T) {
 		{binary{function: "purge"}, "HOUSEKEEPER_MODE", "http", true},
 		{binary{function: "purge"}, "HOUSEKEEPER_MODE", "push", false},
 		{binary{function: "bucket"}, "HOUSEKEEPER_KUBECONFIG", "/kube/config", true},
-		{binary{function: "bucket"}, "HOUSEKEEPER_TYPES", "azure", false}, // a bridge flag
+		{binary{function: "bucket"}, "HOUSEKEEPER_TYPES", "azure", true},
+		{binary{function: "schedule"}, "HOUSEKEEPER_TYPES", "azure", false},     // EtcdBackupConfigs have no type
+		{binary{function: "bucket"}, "HOUSEKEEPER_RESYNC_PERIOD", "30m", false}, // a bridge flag
+		{binary{bridge: true}, "HOUSEKEEPER_TYPES", "azrue", false},
 		{binary{function: "bucket"}, "HOUSEKEEPER_NATS_URLS", "nats://nats:4222", false},
 		{binary{function: "bucket"}, "HOUSEKEEPER_KUBE_QPS", "200", true},
 		{binary{function: "bucket"}, "HOUSEKEEPER_KUBE_BURST", "-1", false},
@@ -162,7 +165,7 @@ func TestAcceptsEnv(t *testing.T) {
 // Every HOUSEKEEPER_* variable the manifests set is a flag of the binary that gets it, with a
 // value that parses, and every variable of the shared ConfigMap is taken by some workload.
 func TestManifestEnvironment(t *testing.T) {
-	for _, overlay := range []string{"overlays/knative", "overlays/keda"} {
+	for _, overlay := range renderings {
 		t.Run(overlay, func(t *testing.T) {
 			objs := render(t, overlay)
 			configMaps := map[string]map[string]string{}

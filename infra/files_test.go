@@ -27,9 +27,8 @@ var update = flag.Bool("update", false, "rewrite infra/nats/*.json from events.S
 // nonKubernetes are the files under infra/ that are not Kubernetes manifests, each with the
 // check that it is what it claims to be. TestEveryFileIsChecked fails on any other.
 var nonKubernetes = map[string]func(t *testing.T, file string){
-	"knative/kustomizeconfig.yaml":             checkKustomizeConfig,
 	"monitoring/prometheus-scrape-config.yaml": checkPrometheusScrapeConfig,
-	"monitoring/prometheus-rules.yaml":         checkPrometheusRules,
+	"chart/files/prometheus-rules.yaml":        checkPrometheusRules,
 	"monitoring/grafana-dashboard.json":        checkGrafanaDashboard,
 	"nats/HOUSEKEEPER.json":                    checkStreamConfigFile,
 	"nats/HOUSEKEEPER_DEADLETTER.json":         checkStreamConfigFile,
@@ -62,17 +61,21 @@ func TestEveryFileIsChecked(t *testing.T) {
 		"Dockerfile":              "compose_test.go",
 		"Dockerfile.dockerignore": "compose_test.go",
 		"README.md":               "compose_test.go (links)",
-		"base/config.env":         "TestManifestEnvironment (the generated ConfigMap)",
+		"chart/Chart.yaml":        "TestChartAsGardenletInstallsIt (versions), TestChartRenders",
+		"chart/values.yaml":       "TestChartRenders, TestChartRefusesUnsafeValues",
+		"chart/.helmignore":       "TestChartRenders (the chart archive)",
 	}
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		switch ext := filepath.Ext(path); {
-		case strings.HasPrefix(path, "crds/"), ext == ".go":
-		case ext == ".yaml" || ext == ".yml":
-			// allManifests accounts for every YAML file.
+		case strings.HasPrefix(path, "crds/"), strings.HasPrefix(path, "chart/files/crds/"), ext == ".go":
 		case nonKubernetes[path] != nil, others[path] != "":
+		case strings.HasPrefix(path, "chart/templates/"):
+			// TestChartRenders: every template renders in some rendering, which the other tests check.
+		case (ext == ".yaml" || ext == ".yml") && !strings.HasPrefix(path, "chart/"):
+			// allManifests accounts for every YAML file outside the chart.
 		default:
 			t.Errorf("infra/%s: no test checks this file; add it to nonKubernetes in files_test.go with a check", path)
 		}
@@ -81,20 +84,6 @@ func TestEveryFileIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func checkKustomizeConfig(t *testing.T, file string) {
-	var cfg struct {
-		NameReference []struct {
-			Kind, Version string
-			FieldSpecs    []struct{ Kind, Group, Path string } `yaml:"fieldSpecs"`
-		} `yaml:"nameReference"`
-	}
-	decodeStrict(t, file, &cfg)
-	if len(cfg.NameReference) == 0 {
-		t.Fatal("no nameReference")
-	}
-	// That it works is checked by TestKustomizationsRender (references to the hashed ConfigMap).
 }
 
 func checkPrometheusScrapeConfig(t *testing.T, file string) {
@@ -152,7 +141,7 @@ func checkPrometheusScrapeConfig(t *testing.T, file string) {
 		t.Error("the relabelling keeps a pod without prometheus.io/scrape")
 	}
 	// The manifests carry the annotations the relabelling reads.
-	for _, overlay := range []string{"overlays/knative", "overlays/keda"} {
+	for _, overlay := range renderings {
 		for _, m := range render(t, overlay) {
 			if podSpecPath(m.obj) == nil || m.obj.GetKind() == "Job" { // a one-shot serves no /metrics
 				continue

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	gardencorev1 "github.com/gardener/gardener/pkg/apis/core/v1"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	"github.com/gardener/gardener/pkg/chartrenderer"
 	"io"
 	"io/fs"
+	"k8s.io/utils/ptr"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +27,11 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -42,14 +46,14 @@ const (
 	kedaCRDs              = "config/crd/bases"
 )
 
-// namespace is where infra/base and the overlays put everything namespaced.
+// namespace is where the hand-installed renderings (keda, knative) put everything namespaced.
 const namespace = "housekeeper"
 
 const fieldOwner = client.FieldOwner("housekeeper-infra-test")
 
 // manifest is one Kubernetes object and where it came from.
 type manifest struct {
-	source string // kustomization directory or file, relative to infra/
+	source string // the chart's rendering, or a file relative to infra/
 	obj    *unstructured.Unstructured
 }
 
@@ -61,50 +65,137 @@ func (m manifest) String() string {
 	return fmt.Sprintf("%s: %s %s%s", m.source, m.obj.GetKind(), ns, m.obj.GetName())
 }
 
-// Every kustomization renders, and what it renders holds together: images set, everything in
-// the housekeeper namespace, every reference (ConfigMap, ServiceAccount, Role, scale target,
-// JetStream consumer) pointing at something that exists.
-func TestKustomizationsRender(t *testing.T) {
-	dirs := kustomizationDirs(t)
-	for _, want := range []string{".", "base", "rbac", "knative", "keda", "overlays/knative", "overlays/keda"} {
-		if !slices.Contains(dirs, want) {
-			t.Errorf("infra/%s has no kustomization.yaml", want)
-		}
-	}
-	for _, dir := range dirs {
-		t.Run(dir, func(t *testing.T) {
-			objs := render(t, dir)
+// Every rendering of the chart holds together: the image pinned to the chart's release,
+// everything in the release's namespace, every reference (ConfigMap, ServiceAccount, Role, scale
+// target, JetStream consumer) pointing at something rendered; each mode renders its functions;
+// and every template renders something in some rendering (all options are on in one).
+func TestChartRenders(t *testing.T) {
+	templatesUsed := map[string]bool{}
+	for _, name := range renderings {
+		t.Run(name, func(t *testing.T) {
+			ns, _ := variant(t, name)
+			objs := render(t, name)
 			if len(objs) == 0 {
-				t.Fatalf("infra/%s renders nothing", dir)
+				t.Fatal("renders nothing")
 			}
-			if dir == "base" || strings.HasPrefix(dir, "overlays/") {
-				checkDeployable(t, objs, strings.HasPrefix(dir, "overlays/"))
+			checkDeployable(t, objs, ns)
+			have := map[string]bool{}
+			for _, m := range objs {
+				have[identity(m.obj)] = true
+			}
+			want := []string{"Deployment.apps/housekeeper-bridge", "ConfigMap/housekeeper-config", "ClusterRole.rbac.authorization.k8s.io/housekeeper-purge",
+				"FlowSchema.flowcontrol.apiserver.k8s.io/housekeeper", "PodDisruptionBudget.policy/housekeeper-bridge",
+				"ValidatingAdmissionPolicy.admissionregistration.k8s.io/housekeeper-retention", "NetworkPolicy.networking.k8s.io/housekeeper-to-nats",
+				"CustomResourceDefinition.apiextensions.k8s.io/etcdbackupconfigs.backup.housekeeper.dev"}
+			for _, fn := range all.Names() {
+				if name == "knative" {
+					want = append(want, "Service.serving.knative.dev/housekeeper-"+fn, "Deployment.apps/housekeeper-forward-"+fn)
+				} else {
+					want = append(want, "Deployment.apps/housekeeper-"+fn, "ScaledObject.keda.sh/housekeeper-"+fn)
+				}
+			}
+			for _, id := range want {
+				if !have[id] {
+					t.Errorf("does not render %s", id)
+				}
+			}
+			if !slices.ContainsFunc(objs, func(m manifest) bool { return strings.HasPrefix(identity(m.obj), "Job.batch/housekeeper-setup-") }) {
+				t.Error("does not render the setup Job")
 			}
 		})
-	}
-	// What each overlay must contain, beyond the base.
-	for overlay, kinds := range map[string][]string{
-		"overlays/knative": {"Service.serving.knative.dev/housekeeper-bucket", "Service.serving.knative.dev/housekeeper-entry", "Service.serving.knative.dev/housekeeper-purge"},
-		"overlays/keda": {
-			"Deployment.apps/housekeeper-bucket", "Deployment.apps/housekeeper-entry", "Deployment.apps/housekeeper-purge",
-			"ScaledObject.keda.sh/housekeeper-bucket", "ScaledObject.keda.sh/housekeeper-entry", "ScaledObject.keda.sh/housekeeper-purge",
-		},
-	} {
-		have := map[string]bool{}
-		for _, m := range render(t, overlay) {
-			have[identity(m.obj)] = true
+		for _, f := range renderedFiles(t, name) {
+			templatesUsed[f] = true
 		}
-		for _, k := range append(kinds, "Deployment.apps/housekeeper-bridge", "Job.batch/housekeeper-setup", "Namespace/housekeeper",
-			"ClusterRole.rbac.authorization.k8s.io/housekeeper-purge", "FlowSchema.flowcontrol.apiserver.k8s.io/housekeeper") {
-			if !have[k] {
-				t.Errorf("infra/%s does not render %s", overlay, k)
+	}
+	templates, err := fs.Glob(chart.FS, "templates/*.yaml")
+	if err != nil || len(templates) == 0 {
+		t.Fatalf("the chart's templates: %v %v", templates, err)
+	}
+	for _, f := range templates {
+		if !templatesUsed[f] {
+			t.Errorf("infra/chart/%s renders nothing in any rendering: is it tested?", f)
+		}
+	}
+}
+
+// The chart refuses what would be unsafe or meaningless, at render time and naming the value:
+// no types (an empty list would serve nothing; it must never mean every type), a type
+// housekeeper does not implement, no cluster name outside Gardener, an unknown mode.
+func TestChartRefusesUnsafeValues(t *testing.T) {
+	base := func() map[string]any { return map[string]any{"cluster": "seed-1", "types": []any{"azure"}} }
+	for _, tc := range []struct {
+		name   string
+		change func(map[string]any)
+		want   string
+	}{
+		{"no types", func(v map[string]any) { delete(v, "types") }, "types is required"},
+		{"empty types", func(v map[string]any) { v["types"] = []any{} }, "types is required"},
+		{"unknown type", func(v map[string]any) { v["types"] = []any{"azrue"} }, `does not implement "azrue"`},
+		{"no cluster", func(v map[string]any) { delete(v, "cluster") }, "cluster is required"},
+		{"unknown mode", func(v map[string]any) { v["mode"] = "lambda" }, `mode "lambda"`},
+		{"local without its directory", func(v map[string]any) { v["types"] = []any{"local"} }, "set local.hostPath"},
+	} {
+		v := base()
+		tc.change(v)
+		_, err := chart.Render(namespace, v, kubeVersion(t))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: render error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := chart.Render(namespace, base(), kubeVersion(t)); err != nil {
+		t.Errorf("the minimal values: %v", err)
+	}
+}
+
+// As gardenlet installs it, the cluster is the seed's name and the types are the registered
+// ones; the chart of the registration's OCI reference is this one.
+func TestChartAsGardenletInstallsIt(t *testing.T) {
+	reg, dep := registration(t)
+	objs := render(t, "gardener")
+	var config *unstructured.Unstructured
+	for _, m := range objs {
+		if identity(m.obj) == "ConfigMap/housekeeper-config" {
+			config = m.obj
+		}
+	}
+	if config == nil {
+		t.Fatal("no ConfigMap housekeeper-config")
+	}
+	data, _, _ := unstructured.NestedStringMap(config.Object, "data")
+	if data["HOUSEKEEPER_CLUSTER"] != gardenerSeed {
+		t.Errorf("HOUSEKEEPER_CLUSTER=%q, want the seed's name %q", data["HOUSEKEEPER_CLUSTER"], gardenerSeed)
+	}
+	var registered []string
+	for _, r := range reg.Spec.Resources {
+		if r.Kind == "BackupBucket" || r.Kind == "BackupEntry" {
+			registered = append(registered, r.Type)
+		}
+	}
+	slices.Sort(registered)
+	registered = slices.Compact(registered)
+	if got := strings.Split(data["HOUSEKEEPER_TYPES"], ","); !slices.Equal(got, registered) {
+		t.Errorf("HOUSEKEEPER_TYPES=%v, but the ControllerRegistration registers %v", got, registered)
+	}
+	meta := chartMetadata(t)
+	if dep.Helm == nil || dep.Helm.OCIRepository == nil || !strings.HasSuffix(ptr.Deref(dep.Helm.OCIRepository.Ref, ""), "/housekeeper:"+meta.Version) {
+		t.Errorf("the ControllerDeployment's chart is not this chart's version %s: %+v", meta.Version, dep.Helm)
+	}
+	for _, m := range objs {
+		for _, c := range containers(m.obj) {
+			if want := "v" + meta.AppVersion; !strings.HasSuffix(c.Image, ":"+want) {
+				t.Errorf("%s: container %s has image %q, want the release's tag %s", m, c.Name, c.Image, want)
+			}
+		}
+		if path := podSpecPath(m.obj); path != nil {
+			if pc, _, _ := unstructured.NestedString(m.obj.Object, append(path, "priorityClassName")...); pc != "gardener-system-900" {
+				t.Errorf("%s: priorityClassName %q, want gardener-system-900 from the ControllerDeployment", m, pc)
 			}
 		}
 	}
 }
 
-// checkDeployable checks a full rendering (base or overlay); an overlay also sets the image.
-func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
+// checkDeployable checks a full rendering into namespace ns.
+func checkDeployable(t *testing.T, objs []manifest, ns string) {
 	t.Helper()
 	byID := map[string]*unstructured.Unstructured{}
 	for _, m := range objs {
@@ -114,8 +205,8 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 	functions := map[string]bool{}
 	for _, m := range objs {
 		o := m.obj
-		if namespaced(o) && o.GetNamespace() != namespace {
-			t.Errorf("%s: namespace %q, want %q", m, o.GetNamespace(), namespace)
+		if namespaced(o) && o.GetNamespace() != ns {
+			t.Errorf("%s: namespace %q, want %q", m, o.GetNamespace(), ns)
 		}
 		if o.GetLabels()["app.kubernetes.io/part-of"] != "housekeeper" {
 			t.Errorf("%s: no label app.kubernetes.io/part-of=housekeeper", m)
@@ -129,7 +220,7 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 			for _, s := range subjects {
 				s := s.(map[string]any)
-				if s["kind"] == "ServiceAccount" && (s["namespace"] != namespace || !exists("ServiceAccount/"+s["name"].(string))) {
+				if s["kind"] == "ServiceAccount" && (s["namespace"] != ns || !exists("ServiceAccount/"+s["name"].(string))) {
 					t.Errorf("%s: subject ServiceAccount %v/%v is not rendered", m, s["namespace"], s["name"])
 				}
 			}
@@ -137,6 +228,11 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 			plc, _, _ := unstructured.NestedString(o.Object, "spec", "priorityLevelConfiguration", "name")
 			if !exists("PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io/" + plc) {
 				t.Errorf("%s: priority level %s is not rendered", m, plc)
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			policy, _, _ := unstructured.NestedString(o.Object, "spec", "policyName")
+			if !exists("ValidatingAdmissionPolicy.admissionregistration.k8s.io/" + policy) {
+				t.Errorf("%s: policy %s is not rendered", m, policy)
 			}
 		case "ScaledObject":
 			target, _, _ := unstructured.NestedString(o.Object, "spec", "scaleTargetRef", "name")
@@ -164,12 +260,12 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 			}
 		}
 		for _, c := range containers(o) {
-			if imagesSet && (c.Image == "housekeeper" || !strings.Contains(c.Image, ":")) {
-				t.Errorf("%s: container %s has image %q: not set by the kustomization's images", m, c.Name, c.Image)
+			if !strings.Contains(c.Image, ":v") && !strings.Contains(c.Image, "@sha256:") || strings.HasSuffix(c.Image, ":latest") {
+				t.Errorf("%s: container %s has image %q, not pinned to a release", m, c.Name, c.Image)
 			}
 			for _, cm := range c.ConfigMaps {
 				if !exists("ConfigMap/" + cm) {
-					t.Errorf("%s: container %s reads ConfigMap %s, which is not rendered (kustomize did not rename the reference?)", m, c.Name, cm)
+					t.Errorf("%s: container %s reads ConfigMap %s, which is not rendered", m, c.Name, cm)
 				}
 			}
 		}
@@ -186,10 +282,11 @@ func checkDeployable(t *testing.T, objs []manifest, imagesSet bool) {
 	}
 }
 
-// Every Kubernetes manifest under infra/ — each kustomization rendered, and the examples —
-// is applied with a server-side dry run to a real kube-apiserver that has housekeeper's, Knative
-// Serving's and KEDA's CRDs, so the server validates each object against its schema. Pods
-// must pass the restricted Pod Security Standard without a warning.
+// Every Kubernetes manifest under infra/ — each rendering of the chart, and the examples — is
+// applied with a server-side dry run to a real kube-apiserver that has housekeeper's, Knative
+// Serving's, KEDA's, the Prometheus Operator's and the VPA's CRDs, so the server validates each
+// object against its schema. Pods must pass the restricted Pod Security Standard without a
+// warning.
 func TestManifestsOnAPIServer(t *testing.T) {
 	all := allManifests(t)
 	env := testenv.Start(t, testenv.WithKube())
@@ -204,8 +301,24 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// Namespaces are created for real: a dry-run object in a namespace that does not exist is
-	// rejected, and Pod Security admission reads the namespace's labels.
+	// The releases' namespaces are created for real, enforcing the restricted Pod Security
+	// Standard (as gardenlet's extension namespaces may): a dry-run object in a namespace that
+	// does not exist is rejected, and Pod Security admission reads the namespace's labels.
+	for _, name := range renderings {
+		ns, _ := variant(t, name)
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("Namespace")
+		obj.SetName(ns)
+		level := "restricted"
+		if ns == localNamespace {
+			level = "privileged"
+		}
+		obj.SetLabels(map[string]string{"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/warn": level})
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), fieldOwner, client.ForceOwnership); err != nil {
+			t.Fatalf("namespace %s: %v", ns, err)
+		}
+	}
 	for _, m := range all {
 		if m.obj.GetKind() == "Namespace" {
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner, client.ForceOwnership); err != nil {
@@ -289,9 +402,20 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	}
 }
 
+// createNamespace creates the namespace ns, where a rendering's namespaced objects go.
+func createNamespace(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("Namespace")
+	obj.SetName(ns)
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), fieldOwner, client.ForceOwnership); err != nil {
+		t.Fatalf("namespace %s: %v", ns, err)
+	}
+}
+
 // dryRunApply applies obj with a server-side dry run. A namespaced object without a namespace
-// (from infra/rbac, infra/knative, infra/keda, which leave it to the overlays) goes to the
-// housekeeper namespace.
+// (an example) goes to the housekeeper namespace.
 func dryRunApply(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
 	obj = obj.DeepCopy()
 	if obj.GetNamespace() == "" {
@@ -306,86 +430,43 @@ func dryRunApply(ctx context.Context, c client.Client, obj *unstructured.Unstruc
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), fieldOwner, client.ForceOwnership, client.DryRunAll)
 }
 
-// allManifests is every Kubernetes object under infra/: what every kustomization renders, plus
-// the objects of YAML files no kustomization includes (infra/examples). It fails the test on a
-// YAML or JSON file it cannot account for, and on a manifest that a kustomization directory
-// holds but does not render.
+// allManifests is every Kubernetes object under infra/: each rendering of the chart, plus the
+// objects of the YAML files outside the chart (infra/examples, infra/gardener). It fails the
+// test on a YAML or JSON file it cannot account for.
 func allManifests(t *testing.T) []manifest {
 	t.Helper()
 	var all []manifest
-	rendered := map[string]bool{}
-	kustomized := map[string]bool{}
-	for _, dir := range kustomizationDirs(t) {
-		kustomized[dir] = true
-		for _, m := range render(t, dir) {
-			rendered[identity(m.obj)] = true
-			all = append(all, m)
-		}
+	for _, name := range renderings {
+		all = append(all, render(t, name)...)
 	}
 	for _, file := range filesUnder(t, ".yaml", ".yml") {
-		docs := decodeYAML(t, file)
-		for _, doc := range docs {
+		for _, doc := range decodeYAML(t, file) {
 			if doc.GetAPIVersion() == "" || doc.GetKind() == "" {
 				if nonKubernetes[file] == nil {
 					t.Errorf("infra/%s is not a Kubernetes manifest and no test knows what it is", file)
 				}
 				continue
 			}
-			if strings.HasPrefix(doc.GetAPIVersion(), "kustomize.config.k8s.io/") {
-				continue
+			if strings.HasPrefix(file, "gardener/") {
+				continue // garden objects, for the garden's gardener-apiserver (test/conformance)
 			}
-			switch {
-			case kustomized[filepath.Dir(file)]:
-				if !rendered[identity(doc)] {
-					t.Errorf("infra/%s: %s %s is in a kustomization's directory but no kustomization renders it", file, doc.GetKind(), doc.GetName())
-				}
-			default:
-				all = append(all, manifest{source: file, obj: doc})
-			}
+			all = append(all, manifest{source: file, obj: doc})
 		}
 	}
-	// Namespaces first, then CRDs, then the rest, as kubectl apply would need them.
+	// CRDs first, as kubectl apply would need them.
 	order := func(m manifest) int {
-		switch m.obj.GetKind() {
-		case "Namespace":
+		if m.obj.GetKind() == "CustomResourceDefinition" {
 			return 0
-		case "CustomResourceDefinition":
-			return 1
 		}
-		return 2
+		return 1
 	}
 	slices.SortStableFunc(all, func(a, b manifest) int { return order(a) - order(b) })
 	return all
 }
 
-// kustomizationDirs lists the directories under infra/ (relative, "." for infra/ itself) that
-// hold a kustomization.yaml.
-func kustomizationDirs(t *testing.T) []string {
-	t.Helper()
-	var dirs []string
-	for _, f := range filesUnder(t, ".yaml") {
-		if filepath.Base(f) == "kustomization.yaml" && !isComponent(t, f) {
-			dirs = append(dirs, filepath.Dir(f))
-		}
-	}
-	slices.Sort(dirs)
-	return dirs
-}
-
-// isComponent says the kustomization file f is a Component, rendered only as part of the
-// overlays that include it.
-func isComponent(t *testing.T, f string) bool {
-	t.Helper()
-	data, err := os.ReadFile(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Contains(string(data), "\nkind: Component\n")
-}
-
 // filesUnder lists the files under infra/ with one of the extensions, relative to infra/,
-// leaving out infra/crds (the upstream CRDs, checked by crds_test.go and rendered by
-// infra/kustomization.yaml).
+// leaving out infra/crds (the upstream CRDs, checked by crds_test.go) and the chart (its
+// templates are not YAML until rendered; render checks them).
 func filesUnder(t *testing.T, exts ...string) []string {
 	t.Helper()
 	var files []string
@@ -394,7 +475,7 @@ func filesUnder(t *testing.T, exts ...string) []string {
 			return err
 		}
 		if d.IsDir() {
-			if path == "crds" || strings.HasPrefix(d.Name(), ".") && path != "." {
+			if path == "crds" || path == "chart" || strings.HasPrefix(d.Name(), ".") && path != "." {
 				return filepath.SkipDir
 			}
 			return nil
@@ -410,33 +491,131 @@ func filesUnder(t *testing.T, exts ...string) []string {
 	return files
 }
 
-var renderCache sync.Map // dir → []manifest
+// renderings are the chart's renderings the tests check: "keda" and "knative", installed by
+// hand into the namespace housekeeper with every option on, "gardener", as gardenlet installs
+// it from infra/gardener/controller-registration.yaml, and "local", with the local provider.
+var renderings = []string{"keda", "knative", "gardener", "local"}
 
-// render builds the kustomization in infra/<dir> as `kubectl kustomize` would (files only
-// from within the kustomization's root, no plugins).
-func render(t *testing.T, dir string) []manifest {
+// localNamespace is the "local" rendering's, where Pod Security admits the hostPath volume.
+const localNamespace = "housekeeper-local"
+
+// gardenerSeed is the seed gardenlet installs the "gardener" rendering into.
+const gardenerSeed = "aws-eu1"
+
+// variant is the namespace and values of a rendering.
+func variant(t *testing.T, name string) (string, map[string]any) {
 	t.Helper()
-	if cached, ok := renderCache.Load(dir); ok {
-		return cached.([]manifest)
+	switch name {
+	case "keda", "knative":
+		return namespace, map[string]any{
+			"cluster": "test-seed", "types": []any{"azure", "aws"}, "mode": name,
+			"monitoring": map[string]any{"enabled": true}, "vpa": map[string]any{"enabled": true},
+			"retention": map[string]any{"default": "24h", "byPurpose": map[string]any{"production": "168h"}},
+		}
+	case "local":
+		// The local provider's buckets are a hostPath volume, which no Pod Security level but
+		// privileged admits: a development set-up, in a namespace of its own.
+		return localNamespace, map[string]any{"cluster": "dev", "types": []any{"local"}, "local": map[string]any{"hostPath": "/var/lib/housekeeper-buckets"}}
+	case "gardener":
+		_, dep := registration(t)
+		var values map[string]any
+		if err := json.Unmarshal(dep.Helm.Values.Raw, &values); err != nil {
+			t.Fatal(err)
+		}
+		// What gardenlet's ControllerInstallation reconciler adds (the part the chart reads).
+		values["gardener"] = map[string]any{
+			"version": "v1.138.0",
+			"garden":  map[string]any{"clusterIdentity": "garden"},
+			"seed":    map[string]any{"name": gardenerSeed, "clusterIdentity": "seed-" + gardenerSeed, "provider": "aws", "region": "eu-west-1"},
+		}
+		return "extension-housekeeper-3c7a1", values
 	}
-	abs, err := filepath.Abs(dir)
+	t.Fatalf("no rendering %q", name)
+	return "", nil
+}
+
+var renderCache sync.Map // rendering → *chartrenderer.RenderedChart
+
+// rendered renders the chart as gardenlet does (gardener's chart renderer, the chart archive).
+func rendered(t *testing.T, name string) *chartrenderer.RenderedChart {
+	t.Helper()
+	if cached, ok := renderCache.Load(name); ok {
+		return cached.(*chartrenderer.RenderedChart)
+	}
+	ns, values := variant(t, name)
+	r, err := chart.Render(ns, values, kubeVersion(t))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("rendering the chart (%s): %v", name, err)
 	}
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), abs)
-	if err != nil {
-		t.Fatalf("kustomize build infra/%s: %v", dir, err)
-	}
-	out, err := resources.AsYaml()
-	if err != nil {
-		t.Fatal(err)
-	}
+	renderCache.Store(name, r)
+	return r
+}
+
+// render is the objects of a rendering.
+func render(t *testing.T, name string) []manifest {
+	t.Helper()
 	var objs []manifest
-	for _, u := range decodeYAMLBytes(t, "kustomize build infra/"+dir, out) {
-		objs = append(objs, manifest{source: "kustomize build infra/" + dir, obj: u})
+	for _, u := range decodeYAMLBytes(t, "chart ("+name+")", rendered(t, name).Manifest()) {
+		objs = append(objs, manifest{source: "chart (" + name + ")", obj: u})
 	}
-	renderCache.Store(dir, objs)
 	return objs
+}
+
+// renderedFiles are the chart's templates that rendered something, as templates/<file>.
+func renderedFiles(t *testing.T, name string) []string {
+	t.Helper()
+	var files []string
+	for _, m := range rendered(t, name).Manifests {
+		if strings.TrimSpace(m.Content) != "" {
+			files = append(files, strings.TrimPrefix(m.Name, chart.Name+"/"))
+		}
+	}
+	return files
+}
+
+// kubeVersion is the Kubernetes version the tests run (scripts/versions.env).
+func kubeVersion(t *testing.T) string {
+	t.Helper()
+	return versionsEnv(t, "..")["KUBERNETES_VERSION"]
+}
+
+// chartMetadata is infra/chart/Chart.yaml.
+func chartMetadata(t *testing.T) (meta struct{ Version, AppVersion string }) {
+	t.Helper()
+	data, err := chart.FS.ReadFile("Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sigsyaml.Unmarshal(data, &meta); err != nil || meta.Version == "" || meta.AppVersion == "" {
+		t.Fatalf("infra/chart/Chart.yaml: %v %+v", err, meta)
+	}
+	return meta
+}
+
+// registration is infra/gardener/controller-registration.yaml: housekeeper's
+// ControllerRegistration and ControllerDeployment.
+func registration(t *testing.T) (*gardencorev1beta1.ControllerRegistration, *gardencorev1.ControllerDeployment) {
+	t.Helper()
+	reg, dep := &gardencorev1beta1.ControllerRegistration{}, &gardencorev1.ControllerDeployment{}
+	for _, u := range decodeYAML(t, "gardener/controller-registration.yaml") {
+		data, _ := json.Marshal(u.Object)
+		var into any
+		switch u.GetKind() {
+		case "ControllerRegistration":
+			into = reg
+		case "ControllerDeployment":
+			into = dep
+		default:
+			t.Fatalf("infra/gardener/controller-registration.yaml: unexpected %s", u.GetKind())
+		}
+		if err := json.Unmarshal(data, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reg.Name == "" || dep.Name == "" || dep.Helm == nil || dep.Helm.Values == nil {
+		t.Fatal("infra/gardener/controller-registration.yaml lacks the registration, the deployment or its values")
+	}
+	return reg, dep
 }
 
 func decodeYAML(t *testing.T, file string) []*unstructured.Unstructured {
@@ -479,7 +658,7 @@ func identity(u *unstructured.Unstructured) string {
 func namespaced(u *unstructured.Unstructured) bool {
 	switch u.GetKind() {
 	case "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "BackupBucket", "BackupEntry",
-		"FlowSchema", "PriorityLevelConfiguration":
+		"FlowSchema", "PriorityLevelConfiguration", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 		return false
 	}
 	return true
@@ -576,22 +755,28 @@ func (w *warningCollector) take() []string {
 	return got
 }
 
-// installCRDs installs Knative Serving's and KEDA's CRDs from their released Go modules.
+// installCRDs installs Knative Serving's and KEDA's CRDs from their released Go modules, and the
+// Prometheus Operator's and the VPA's from the Gardener module (the ones seeds run).
 func installCRDs(t *testing.T, cfg *rest.Config) {
 	t.Helper()
+	gardener := strings.TrimSpace(goOutput(t, "list", "-m", "-f", "{{.Dir}}", "github.com/gardener/gardener"))
 	paths := []string{
 		filepath.Join(moduleDir(t, knativeServingModule, knativeServingVersion), knativeServingCRDs),
 		filepath.Join(moduleDir(t, kedaModule, kedaVersion), kedaCRDs),
+		filepath.Join(gardener, "pkg/component/observability/monitoring/prometheusoperator/templates/crd-monitoring.coreos.com_podmonitors.yaml"),
+		filepath.Join(gardener, "pkg/component/observability/monitoring/prometheusoperator/templates/crd-monitoring.coreos.com_prometheusrules.yaml"),
+		filepath.Join(gardener, "pkg/component/autoscaling/vpa/templates/crd-autoscaling.k8s.io_verticalpodautoscalers.yaml"),
 	}
 	crds, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: time.Minute})
 	if err != nil {
-		t.Fatalf("installing the Knative Serving and KEDA CRDs from %v: %v", paths, err)
+		t.Fatalf("installing the CRDs from %v: %v", paths, err)
 	}
 	var names []string
 	for _, crd := range crds {
 		names = append(names, crd.Name)
 	}
-	for _, want := range []string{"services.serving.knative.dev", "scaledobjects.keda.sh"} {
+	for _, want := range []string{"services.serving.knative.dev", "scaledobjects.keda.sh", "podmonitors.monitoring.coreos.com",
+		"prometheusrules.monitoring.coreos.com", "verticalpodautoscalers.autoscaling.k8s.io"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("CRD %s not among those installed from the modules: %v", want, names)
 		}

@@ -15,7 +15,7 @@ import (
 // natsMount is where the nats-identities component mounts each workload's identity.
 const natsMount = "/etc/housekeeper/nats"
 
-// Every workload of both overlays connects to NATS as the identity of what it runs — the
+// Every workload of every rendering connects to NATS as the identity of what it runs — the
 // bridge, setup, a function, or the forwarder of a function as that function — with the
 // credentials file of that identity alone mounted from the Secret, and the CA to verify NATS.
 func TestEveryWorkloadHasItsOwnNATSIdentity(t *testing.T) {
@@ -23,7 +23,7 @@ func TestEveryWorkloadHasItsOwnNATSIdentity(t *testing.T) {
 	for _, p := range hkcli.Permissions() {
 		issued[p.Identity] = true
 	}
-	for _, overlay := range []string{"overlays/keda", "overlays/knative"} {
+	for _, overlay := range renderings {
 		t.Run(overlay, func(t *testing.T) {
 			seen := map[string]bool{}
 			for _, m := range render(t, overlay) {

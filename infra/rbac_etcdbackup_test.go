@@ -3,6 +3,7 @@ package infra_test
 import (
 	"context"
 	"fmt"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"os"
 	"path/filepath"
 	"sync"
@@ -43,9 +44,10 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	admin := env.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	for _, m := range render(t, "base") {
+	createNamespace(ctx, t, admin, namespace)
+	for _, m := range render(t, "keda") {
 		switch m.obj.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
 				t.Fatalf("%s: %v", m, err)
 			}
@@ -91,7 +93,7 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 		})
 	}
 	bridgeCfg := as("bridge")
-	b, err := bridge.New(bridgeCfg, js, nil, bridge.Options{Cluster: "rbac-test", Types: []string{local.Type}, Logger: log.Named("bridge")})
+	b, err := bridge.New(bridgeCfg, js, nil, bridge.Options{Cluster: "rbac-test", Scope: gardener.Scope{Types: []string{local.Type}, Classes: []string{"shoot"}}, Logger: log.Named("bridge")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,9 +55,10 @@ func TestRBACIsEnough(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	for _, m := range render(t, "base") {
+	createNamespace(ctx, t, admin, namespace)
+	for _, m := range render(t, "keda") {
 		switch m.obj.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
 			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
 				t.Fatalf("%s: %v", m, err)
 			}
@@ -111,7 +113,7 @@ func TestRBACIsEnough(t *testing.T) {
 	t.Cleanup(func() { stop(); wg.Wait() })
 
 	bridgeCfg := as("bridge")
-	b, err := bridge.New(bridgeCfg, js, nil, bridge.Options{Cluster: cluster, Types: []string{local.Type}, Logger: log.Named("bridge")})
+	b, err := bridge.New(bridgeCfg, js, nil, bridge.Options{Cluster: cluster, Scope: gardener.Scope{Types: []string{local.Type}, Classes: []string{"shoot"}}, Logger: log.Named("bridge")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +123,8 @@ func TestRBACIsEnough(t *testing.T) {
 	// Each function is built as its binary builds it, with its own service account's
 	// permissions (the entry function's metadata cache lists and watches with them too).
 	for _, def := range all.Gardener {
-		fn, err := def.Build(runCtx, runtime.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: cluster, Log: log})
+		fn, err := def.Build(runCtx, runtime.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: cluster, Log: log},
+			gardener.ScopeArgs(def, local.Type)...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,119 @@
+package infra_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// The chart's ValidatingAdmissionPolicy, created for real on a kube-apiserver, refuses a
+// BackupEntry whose retention annotation is not a non-negative duration, at create and when the
+// annotation is changed to such a value, with a message that names the annotation and the value;
+// it takes every duration entry.Retention takes, and never blocks an object whose bad value
+// predates it (its finalizers and status must still be writable).
+func TestRetentionAdmissionPolicy(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube())
+	c := env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	newEntry := func(name, retention string) *extensionsv1alpha1.BackupEntry {
+		e := &extensionsv1alpha1.BackupEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: extensionsv1alpha1.BackupEntrySpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "azure"}, BucketName: "bucket", Region: "westeurope",
+				SecretRef: corev1.SecretReference{Name: "backup", Namespace: "garden"},
+			},
+		}
+		if retention != "" {
+			e.Annotations = map[string]string{entry.AnnotationRetention: retention}
+		}
+		return e
+	}
+	// Before the policy: an entry with a bad value, as an older installation may have.
+	old := newEntry("shoot--dev--old--1a2b", "banana")
+	if err := c.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+
+	applied := 0
+	for _, m := range render(t, "keda") {
+		switch m.obj.GetKind() {
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner, client.ForceOwnership); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+			applied++
+		}
+	}
+	if applied != 2 {
+		t.Fatalf("the chart renders %d admission objects, want the policy and its binding", applied)
+	}
+
+	// A policy takes effect asynchronously: wait until it refuses the first bad value.
+	bad := newEntry("shoot--dev--bad--3c4d", "banana")
+	var err error
+	testenv.Eventually(t, 30*time.Second, "the policy refuses a bad retention", func() (bool, string) {
+		err = c.Create(ctx, bad.DeepCopy())
+		if err == nil {
+			_ = c.Delete(ctx, bad.DeepCopy())
+			return false, "still accepted"
+		}
+		return true, ""
+	})
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `housekeeper.dev/retention]: "banana" is not a non-negative duration`) {
+		t.Errorf("a BackupEntry with retention banana: %v, want Invalid naming the annotation and the value", err)
+	}
+	for i, v := range []string{"-1h", "72", "1d", "", "3h-", " 1h"} {
+		err := c.Create(ctx, newEntry("shoot--dev--bad--"+string(rune('a'+i)), v))
+		if v == "" {
+			// An empty value is set, and not a duration.
+			err = c.Create(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--empty", Annotations: map[string]string{entry.AnnotationRetention: ""}},
+				Spec: newEntry("x", "").Spec})
+		}
+		if !apierrors.IsInvalid(err) {
+			t.Errorf("retention %q: %v, want Invalid", v, err)
+		}
+	}
+	for i, v := range []string{"72h", "0", "0s", "1h30m", "1.5h", "90m", "168h"} {
+		good := newEntry("shoot--dev--good--"+string(rune('a'+i)), v)
+		if err := c.Create(ctx, good); err != nil {
+			t.Errorf("retention %q: %v, want it accepted", v, err)
+			continue
+		}
+		if _, err := (entry.Retention{}).Of(good); err != nil {
+			t.Errorf("retention %q: accepted by the policy, refused by the entry function: %v", v, err)
+		}
+	}
+
+	// The old entry keeps working: a finalizer and a status write go through, its bad value
+	// unchanged; changing it to another bad value is refused, to a good one accepted.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil {
+		t.Fatal(err)
+	}
+	old.Finalizers = append(old.Finalizers, "extensions.gardener.cloud/backupentry")
+	if err := c.Update(ctx, old); err != nil {
+		t.Errorf("updating an entry whose bad retention predates the policy: %v", err)
+	}
+	old.Annotations[entry.AnnotationRetention] = "apple"
+	if err := c.Update(ctx, old); !apierrors.IsInvalid(err) {
+		t.Errorf("changing a retention to another bad value: %v, want Invalid", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), old); err != nil {
+		t.Fatal(err)
+	}
+	old.Annotations[entry.AnnotationRetention] = "24h"
+	if err := c.Update(ctx, old); err != nil {
+		t.Errorf("fixing a retention: %v", err)
+	}
+}

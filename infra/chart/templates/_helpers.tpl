@@ -1,0 +1,176 @@
+{{/* The cluster's name: given, or the seed's when gardenlet installs the chart. */}}
+{{- define "housekeeper.cluster" -}}
+{{- $seed := dig "seed" "name" "" (.Values.gardener | default dict) -}}
+{{- required "cluster is required: the seed's name (gardenlet sets gardener.seed.name)" (.Values.cluster | default $seed) -}}
+{{- end -}}
+
+{{/* The served types, checked: at least one, each implemented. */}}
+{{- define "housekeeper.types" -}}
+{{- if not .Values.types -}}
+{{- fail "types is required: the spec.types this installation owns (of aws, azure, local); an empty list would serve nothing" -}}
+{{- end -}}
+{{- range .Values.types -}}
+{{- if not (has . (list "aws" "azure" "local")) -}}
+{{- fail (printf "types: housekeeper does not implement %q (it implements aws, azure, local)" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (has "local" .Values.types) (not .Values.local.hostPath) -}}
+{{- fail "types has local: set local.hostPath, the node directory of the local provider's buckets" -}}
+{{- end -}}
+{{- join "," .Values.types -}}
+{{- end -}}
+
+{{- define "housekeeper.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of an object of component (pass a dict: root, component). */}}
+{{- define "housekeeper.labels" -}}
+app.kubernetes.io/name: housekeeper
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: housekeeper
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end -}}
+
+{{- define "housekeeper.selector" -}}
+app.kubernetes.io/name: housekeeper
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The annotations every pod carries: scraping, and the configuration's checksum (a change rolls the pods). */}}
+{{- define "housekeeper.podAnnotations" -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: "8080"
+prometheus.io/path: /metrics
+checksum/config: {{ include (print .Template.BasePath "/config.yaml") . | sha256sum }}
+{{- end -}}
+
+{{- define "housekeeper.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "housekeeper.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/* The environment variables of identity's NATS credentials (pass a dict: root, identity). */}}
+{{- define "housekeeper.natsEnv" -}}
+{{- if .root.Values.nats.identitiesSecret }}
+- name: HOUSEKEEPER_NATS_CREDS
+  value: /etc/housekeeper/nats/{{ .identity }}.creds
+- name: HOUSEKEEPER_NATS_TLS_CA
+  value: /etc/housekeeper/nats/ca.pem
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.natsMount" -}}
+{{- if .root.Values.nats.identitiesSecret }}
+- name: nats-identity
+  mountPath: /etc/housekeeper/nats
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Only identity's own credentials are mounted. */}}
+{{- define "housekeeper.natsVolume" -}}
+{{- if .root.Values.nats.identitiesSecret }}
+- name: nats-identity
+  secret:
+    secretName: {{ .root.Values.nats.identitiesSecret }}
+    items:
+      - {key: {{ .identity }}.creds, path: {{ .identity }}.creds}
+      - {key: ca.pem, path: ca.pem}
+{{- end }}
+{{- end -}}
+
+{{/* The local provider's directory, for the functions that open buckets (bucket, purge). */}}
+{{- define "housekeeper.opensStores" -}}
+{{- if has .name (list "bucket" "purge") }}true{{ end -}}
+{{- end -}}
+
+{{- define "housekeeper.localEnv" -}}
+{{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
+- name: HOUSEKEEPER_LOCAL_ROOT
+  value: /var/lib/housekeeper/buckets
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.localMount" -}}
+{{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
+- name: local-buckets
+  mountPath: /var/lib/housekeeper/buckets
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.localVolume" -}}
+{{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
+- name: local-buckets
+  hostPath:
+    path: {{ .root.Values.local.hostPath }}
+    type: DirectoryOrCreate
+{{- end }}
+{{- end -}}
+
+{{/* The volumes and mounts of component name (pass a dict: root, name, and identity when it is
+not the name): its NATS identity and, for the functions that open buckets, the local provider's
+directory. */}}
+{{- define "housekeeper.volumes" -}}
+{{- $v := printf "%s%s" (include "housekeeper.natsVolume" (dict "root" .root "identity" (.identity | default .name))) (include "housekeeper.localVolume" .) -}}
+{{- if $v }}
+volumes:
+{{- $v | trim | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.mounts" -}}
+{{- $m := printf "%s%s" (include "housekeeper.natsMount" (dict "root" .root)) (include "housekeeper.localMount" .) -}}
+{{- if $m }}
+volumeMounts:
+{{- $m | trim | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.priorityClass" -}}
+{{- if .Values.priorityClassName }}
+priorityClassName: {{ .Values.priorityClassName }}
+{{- end }}
+{{- end -}}
+
+{{/* retention.byPurpose as the flag's purpose=duration list. */}}
+{{- define "housekeeper.byPurpose" -}}
+{{- $pairs := list -}}
+{{- range $purpose, $d := . -}}
+{{- $pairs = append $pairs (printf "%s=%s" $purpose $d) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+
+{{/* Pod labels that Gardener's NetworkPolicy controller reads in a seed (pass a dict: root,
+name): DNS and the API server for all, public networks for what reaches object stores. */}}
+{{- define "housekeeper.podNetworkLabels" -}}
+networking.gardener.cloud/to-dns: allowed
+{{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot") }}
+networking.gardener.cloud/to-runtime-apiserver: allowed
+{{- end }}
+{{- if has .name (list "bucket" "purge" "snapshot") }}
+networking.gardener.cloud/to-public-networks: allowed
+{{- end }}
+{{- end -}}
+
+{{/* The components that talk to the Kubernetes API, each with its ServiceAccount: the bridge and
+every function (a JSON list, for fromJsonArray). */}}
+{{- define "housekeeper.apiClients" -}}
+{{- prepend (keys .Values.functions | sortAlpha) "bridge" | toJson -}}
+{{- end -}}

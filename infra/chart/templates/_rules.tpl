@@ -1,0 +1,106 @@
+{{/* Each component's cluster-wide rules: the verbs its code uses (bridge/*.go,
+functions/gardener, functions/{bucket,entry,etcdbackup}). */}}
+
+{{/* The bridge: list + watch only (informers). Secrets: objects are announced again when their
+spec.secretRef secret appears or changes; it keeps only a digest of the data, never the values,
+and watches only the namespaces spec.secretRef names, known at run time (a ClusterRole). */}}
+{{- define "housekeeper.rules.bridge" -}}
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets", "backupentries"]
+  verbs: ["list", "watch"]
+# housekeeper's own EtcdBackupConfigs (where the CRD is installed: the bridge asks discovery).
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs"]
+  verbs: ["list", "watch"]
+# Namespaces: an entry is announced again when its shoot namespace appears.
+- apiGroups: [""]
+  resources: ["namespaces", "secrets"]
+  verbs: ["list", "watch"]
+{{- end -}}
+
+{{- define "housekeeper.rules.bucket" -}}
+# get: read the object an event names; patch: finalizer and operation annotation.
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets"]
+  verbs: ["get", "patch"]
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets/status"]
+  verbs: ["patch"]
+# A bucket is deleted only once no BackupEntry names it.
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries"]
+  verbs: ["list"]
+# get: credentials from spec.secretRef; create/patch: generated-bucket-<name> and the finalizer
+# on spec.secretRef secrets; delete: the generated secret when the bucket goes. Names cannot be
+# narrowed: create takes no resourceNames and the generated names are per bucket.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "create", "patch", "delete"]
+{{- end -}}
+
+{{- define "housekeeper.rules.entry" -}}
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries"]
+  verbs: ["get", "patch"]
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries/status"]
+  verbs: ["patch"]
+# The shoot's purpose, recorded for per-purpose retention (only when that is configured).
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["clusters"]
+  verbs: ["get"]
+# Is the shoot's control-plane namespace there, and is it the entry's shoot's? list/watch: the
+# function's cache of namespace metadata.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get", "list", "watch"]
+# patch: the finalizer on spec.secretRef (the answer carries its data) and etcd-backup;
+# get/create: etcd-backup (source-etcd-backup); delete: etcd-backup when the entry goes (not on
+# migrate); list/watch: the cache of etcd-backup metadata (by name, metadata only).
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+{{- end -}}
+
+{{- define "housekeeper.rules.purge" -}}
+# get: re-check the live entry; patch: finalizers.
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries"]
+  verbs: ["get", "patch"]
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries/status"]
+  verbs: ["patch"]
+# The bucket's type and credentials open the store (the entry's own secret may be gone).
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets"]
+  verbs: ["get"]
+# get: the bucket's credentials; patch: release the finalizer on the entry's spec.secretRef.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "patch"]
+{{- end -}}
+
+{{- define "housekeeper.rules.schedule" -}}
+# get: the live config; patch: its finalizer.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs"]
+  verbs: ["get", "patch"]
+# The Scheduled condition and observedGeneration.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs/status"]
+  verbs: ["update"]
+{{- end -}}
+
+{{- define "housekeeper.rules.snapshot" -}}
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs", "backupdestinations"]
+  verbs: ["get"]
+# The BackupSucceeded condition, the last and the kept backups, the next run.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs/status"]
+  verbs: ["update"]
+# A destination's credentials secret (any namespace) and a config's etcd TLS secret.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end -}}
