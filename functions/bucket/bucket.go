@@ -48,26 +48,57 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 	return corev1.SecretReference{Name: GeneratedSecretPrefix + b.Name, Namespace: ns}
 }
 
-// Reconcile creates the bucket (an existing one is fine) and writes the generated secret.
+// Reconcile creates the bucket (an existing one is fine) and writes the generated secret. With
+// management credentials (an Azure service principal or workload identity) the provider first
+// provisions what holds the bucket and hands back the storage credentials to use and publish.
 func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (gardener.Reconciliation, error) {
-	return gardener.Reconciliation{}, a.reconcile(ctx, obj.(*extensionsv1alpha1.BackupBucket), credentials)
-}
-
-func (a *Actuator) reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) error {
-	provider, store, err := a.open(b, credentials)
+	b := obj.(*extensionsv1alpha1.BackupBucket)
+	provider, err := a.provider(b)
 	if err != nil {
-		return err
+		return gardener.Reconciliation{}, err
+	}
+	storage := credentials
+	var provisioned objectstore.Provisioned
+	if pv, ok := objectstore.AsProvisioner(provider, credentials); ok {
+		req, err := a.provisioning(ctx, b, credentials)
+		if err != nil {
+			return gardener.Reconciliation{}, err
+		}
+		if provisioned, err = pv.Provision(ctx, req); err != nil {
+			return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("provisioning bucket %s: %w", b.Name, err))
+		}
+		storage = provisioned.Credentials
+	}
+	store, err := provider.Open(b.Name, storage)
+	if err != nil {
+		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
 	if err := store.Create(ctx); err != nil {
-		return gardener.StoreError(fmt.Errorf("creating bucket %s: %w", b.Name, err))
+		return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("creating bucket %s: %w", b.Name, err))
 	}
-	data, err := provider.BackupSecretData(credentials)
+	data, err := provider.BackupSecretData(storage)
 	if err != nil {
-		return gardener.StoreError(err)
+		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
+	if err := a.publish(ctx, b, data); err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	// Only once the new key is published: a crash before this leaves the annotation, and the
+	// retry sees the rotation done (the published key is the newest) and does not rotate again.
+	if err := a.removeAnnotations(ctx, b, provisioned.Consumed); err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	if provisioned.Description != "" {
+		return gardener.Reconciliation{Description: "Bucket reconciled: " + provisioned.Description}, nil
+	}
+	return gardener.Reconciliation{}, nil
+}
+
+// publish writes the generated secret and records it in status.generatedSecretRef.
+func (a *Actuator) publish(ctx context.Context, b *extensionsv1alpha1.BackupBucket, data map[string][]byte) error {
 	ref := GeneratedSecretRef(b)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
-	_, err = controllerutil.CreateOrPatch(ctx, a.Client, secret, func() error {
+	_, err := controllerutil.CreateOrPatch(ctx, a.Client, secret, func() error {
 		metav1.SetMetaDataLabel(&secret.ObjectMeta, gardener.LabelManagedBy, gardener.ManagedBy)
 		secret.Type = corev1.SecretTypeOpaque
 		if !maps.EqualFunc(secret.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
@@ -92,8 +123,27 @@ func (a *Actuator) reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBu
 	return nil
 }
 
-// Delete waits until no BackupEntry names the bucket, then deletes the bucket and the
-// generated secret.
+// removeAnnotations removes the annotations a provisioner acted on.
+func (a *Actuator) removeAnnotations(ctx context.Context, b *extensionsv1alpha1.BackupBucket, names []string) error {
+	base := b.DeepCopy()
+	removed := false
+	for _, name := range names {
+		if _, ok := b.Annotations[name]; ok {
+			delete(b.Annotations, name)
+			removed = true
+		}
+	}
+	if !removed {
+		return nil
+	}
+	if err := a.Client.Patch(ctx, b, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("removing annotations %s: %w", strings.Join(names, ", "), err)
+	}
+	return nil
+}
+
+// Delete waits until no BackupEntry names the bucket, then deletes the bucket (and, with
+// management credentials, what holds it) and the generated secret.
 func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Deletion, error) {
 	b := obj.(*extensionsv1alpha1.BackupBucket)
 	users, err := a.entriesUsing(ctx, b.Name)
@@ -110,23 +160,61 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	_, store, err := a.open(b, credentials)
+	provider, err := a.provider(b)
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	if err := store.Delete(ctx); err != nil {
-		return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
+	if pv, ok := objectstore.AsProvisioner(provider, credentials); ok {
+		req, err := a.provisioning(ctx, b, credentials)
+		if err != nil {
+			return gardener.Deletion{}, err
+		}
+		if err := pv.Deprovision(ctx, req); err != nil {
+			return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
+		}
+	} else {
+		store, err := provider.Open(b.Name, credentials)
+		if err != nil {
+			return gardener.Deletion{}, gardener.StoreError(err)
+		}
+		if err := store.Delete(ctx); err != nil {
+			return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
+		}
 	}
-	// The secret the status names: the annotation may have changed since it was written.
-	ref := GeneratedSecretRef(b)
-	if b.Status.GeneratedSecretRef != nil {
-		ref = *b.Status.GeneratedSecretRef
-	}
+	ref := publishedRef(b)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
 	if err := a.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 		return gardener.Deletion{}, fmt.Errorf("deleting generated secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	return gardener.Deletion{}, nil
+}
+
+// publishedRef is the generated secret the status names (the annotation may have changed since
+// it was written), or where it would be.
+func publishedRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReference {
+	if b.Status.GeneratedSecretRef != nil {
+		return *b.Status.GeneratedSecretRef
+	}
+	return GeneratedSecretRef(b)
+}
+
+// provisioning is what a provisioner needs of b: the generated secret as published (nil if
+// none yet), its providerConfig and annotations.
+func (a *Actuator) provisioning(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provisioning, error) {
+	req := objectstore.Provisioning{Bucket: b.Name, Region: b.Spec.Region, Credentials: credentials, Annotations: b.Annotations}
+	if b.Spec.ProviderConfig != nil {
+		req.Config = b.Spec.ProviderConfig.Raw
+	}
+	ref := publishedRef(b)
+	secret := &corev1.Secret{}
+	switch err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return req, fmt.Errorf("reading generated secret %s/%s: %w", ref.Namespace, ref.Name, err)
+	default:
+		req.Published = secret.Data
+	}
+	return req, nil
 }
 
 // entriesUsing lists the BackupEntries whose spec.bucketName is bucket, deleting or not.
@@ -145,10 +233,9 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 	return names, nil
 }
 
-// open opens the bucket's store with the credentials of spec.secretRef, in spec.region for a
-// provider whose buckets have one. The provider it returns writes that region into the
-// generated secret.
-func (a *Actuator) open(b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provider, objectstore.Store, error) {
-	provider, store, err := a.Providers.Open(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name}, credentials)
-	return provider, store, gardener.StoreError(err)
+// provider is the provider of b's type, in b's region (it writes that region into the
+// generated secret).
+func (a *Actuator) provider(b *extensionsv1alpha1.BackupBucket) (objectstore.Provider, error) {
+	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name})
+	return p, gardener.StoreError(err)
 }

@@ -71,8 +71,12 @@ func StoreError(err error) error {
 	case errors.Is(err, objectstore.ErrUnauthorized):
 		return Permanent(err, gardencorev1beta1.ErrorInfraUnauthorized)
 	case errors.Is(err, objectstore.ErrMissingCredentials), errors.Is(err, objectstore.ErrInvalidCredentials), errors.Is(err, objectstore.ErrInvalidBucketName),
-		errors.Is(err, objectstore.ErrUnknownType), errors.Is(err, objectstore.ErrInvalidKey):
+		errors.Is(err, objectstore.ErrUnknownType), errors.Is(err, objectstore.ErrInvalidKey), errors.Is(err, objectstore.ErrInvalidConfig):
 		return Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
+	case errors.Is(err, objectstore.ErrNotReady):
+		return Waiting(err) // the secret's update announces the object again
+	case errors.Is(err, objectstore.ErrQuotaExceeded):
+		return Retryable(err, gardencorev1beta1.ErrorInfraQuotaExceeded) // raised without an event to tell us
 	case errors.Is(err, objectstore.ErrObjectLocked):
 		return Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
 	case errors.Is(err, objectstore.ErrThrottled):

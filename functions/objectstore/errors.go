@@ -34,4 +34,13 @@ var (
 	ErrInvalidKey = errors.New("invalid object key")
 	// ErrObjectNotFound: Stat found no object at the key.
 	ErrObjectNotFound = errors.New("object not found")
+	// ErrInvalidConfig: the bucket's provider configuration (spec.providerConfig) is
+	// malformed or asks for something the provider refuses; the message names the field.
+	ErrInvalidConfig = errors.New("invalid provider config")
+	// ErrQuotaExceeded: the account or subscription has reached a limit (Azure: too many
+	// storage accounts); retrying helps only once someone raises it or frees room.
+	ErrQuotaExceeded = errors.New("quota exceeded")
+	// ErrNotReady: the credentials are not complete yet because another controller fills them
+	// (a workload identity's token, which gardenlet's token requestor writes); wait for it.
+	ErrNotReady = errors.New("credentials not ready")
 )

@@ -125,16 +125,24 @@ type Where struct {
 // It returns the provider in w's region too (the bucket function writes that region into the
 // generated secret).
 func (r Registry) Open(w Where, credentials map[string][]byte) (Provider, Store, error) {
-	p, err := r.Get(w.Type)
+	p, err := r.Provider(w)
 	if err != nil {
 		return nil, nil, err
 	}
-	p = InRegion(p, w.Region)
 	store, err := p.Open(w.Bucket, credentials)
 	if err != nil {
 		return nil, nil, err
 	}
 	return p, store, nil
+}
+
+// Provider returns the provider for w's type, in w's region.
+func (r Registry) Provider(w Where) (Provider, error) {
+	p, err := r.Get(w.Type)
+	if err != nil {
+		return nil, err
+	}
+	return InRegion(p, w.Region), nil
 }
 
 func quote(ss []string) []string {

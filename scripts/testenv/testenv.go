@@ -37,7 +37,10 @@ type Env struct {
 // Option chooses a component.
 type Option func(*options)
 
-type options struct{ kube, nats, azurite, s3 bool }
+type options struct {
+	kube, nats, azurite, s3 bool
+	azuriteAccounts        []string
+}
 
 // WithKube starts kube-apiserver and etcd with the BackupBucket and BackupEntry CRDs.
 func WithKube() Option { return func(o *options) { o.kube = true } }
@@ -47,6 +50,12 @@ func WithNATS() Option { return func(o *options) { o.nats = true } }
 
 // WithAzurite starts Azurite's blob service in memory.
 func WithAzurite() Option { return func(o *options) { o.azurite = true } }
+
+// WithAzuriteAccounts starts Azurite serving these accounts too ("name:key1:key2", as
+// azurecloud.Cloud.AzuriteAccounts lists them).
+func WithAzuriteAccounts(accounts ...string) Option {
+	return func(o *options) { o.azurite, o.azuriteAccounts = true, accounts }
+}
 
 // WithS3 starts an S3 server (versitygw) with versioning, its data in the log directory.
 func WithS3() Option { return func(o *options) { o.s3 = true } }
@@ -105,7 +114,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Cleanup(nats.Stop)
 	}
 	if o.azurite {
-		azurite, err := stack.StartAzurite(env.logFile(t, "azurite.log"))
+		azurite, err := stack.StartAzurite(env.logFile(t, "azurite.log"), o.azuriteAccounts...)
 		if err != nil {
 			t.Fatalf("azurite: %v", err)
 		}

@@ -2,6 +2,10 @@ package azure
 
 import (
 	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -20,7 +24,33 @@ type options struct {
 	batchConcurrency int
 	batchSize        int   // tests only; MaxBatchSize otherwise
 	listPageSize     int32 // objectstore.MaxPageSize unless WithListPageSize
+
+	// Provisioning through Azure Resource Manager (management credentials).
+	managementTransport policy.Transporter // nil: the SDK's default
+	serviceURL          string             // "" : https://<account>.<the cloud's blob domain>
+	pollFrequency       time.Duration
+	now                 func() time.Time
 }
+
+// WithManagementTransport sends the requests to Microsoft Entra ID and Azure Resource Manager
+// through t (a proxy, or a test's fake cloud).
+func WithManagementTransport(t policy.Transporter) Option {
+	return func(o *options) { o.managementTransport = t }
+}
+
+// WithServiceURL publishes, for an account provisioned through Azure Resource Manager, the
+// blob service URL template (with "{account}" for the account name) as the endpoint instead
+// of the cloud's domain: for private endpoints or an emulator such as Azurite
+// ("http://127.0.0.1:10000/{account}").
+func WithServiceURL(template string) Option {
+	return func(o *options) { o.serviceURL = strings.TrimRight(template, "/") }
+}
+
+// WithPollFrequency sets how often long-running ARM operations are polled (default 5s).
+func WithPollFrequency(d time.Duration) Option { return func(o *options) { o.pollFrequency = d } }
+
+// WithClock sets the clock key ages are measured with (tests).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithHTTPClient sends every request through c (to count requests, set timeouts or a proxy).
 func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }

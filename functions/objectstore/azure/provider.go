@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -37,6 +38,8 @@ func New(opts ...Option) *Provider {
 		batchConcurrency: DefaultBatchConcurrency,
 		batchSize:        MaxBatchSize,
 		listPageSize:     objectstore.MaxPageSize,
+		pollFrequency:    5 * time.Second,
+		now:              time.Now,
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -114,6 +117,10 @@ func parseCredentials(data map[string][]byte) (credentials, error) {
 			return "", fmt.Errorf("azure: %w: %q is empty", objectstore.ErrMissingCredentials, key)
 		}
 		return s, nil
+	}
+	if isManagement(data) {
+		return c, fmt.Errorf("azure: %w: the secret holds management credentials (a service principal or workload identity), which only a BackupBucket takes; a BackupEntry needs its bucket's generated secret (%s, %s)",
+			objectstore.ErrInvalidCredentials, KeyStorageAccount, KeyStorageKey)
 	}
 	var err error
 	if c.account, err = required(KeyStorageAccount); err != nil {
