@@ -23,7 +23,7 @@ type Azurite struct {
 	Endpoint string
 	// ServiceURL is the service URL template for any of its accounts: http://127.0.0.1:<port>/{account}.
 	ServiceURL string
-	Port     int
+	Port       int
 
 	proc *Process
 }

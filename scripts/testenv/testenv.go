@@ -39,7 +39,7 @@ type Option func(*options)
 
 type options struct {
 	kube, nats, azurite, s3 bool
-	azuriteAccounts        []string
+	azuriteAccounts         []string
 }
 
 // WithKube starts kube-apiserver and etcd with the BackupBucket and BackupEntry CRDs.

@@ -226,8 +226,8 @@ func armError(req *http.Request, status int, code string) *http.Response {
 	body := fmt.Sprintf(`{"error":{"code":%q,"message":"fake Azure Resource Manager: %s"}}`, code, code)
 	return &http.Response{
 		StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		Header:  http.Header{"Content-Type": {"application/json"}, "X-Ms-Error-Code": {code}},
-		Body:    io.NopCloser(strings.NewReader(body)), Request: req, ContentLength: int64(len(body)),
+		Header: http.Header{"Content-Type": {"application/json"}, "X-Ms-Error-Code": {code}},
+		Body:   io.NopCloser(strings.NewReader(body)), Request: req, ContentLength: int64(len(body)),
 	}
 }
 
