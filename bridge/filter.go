@@ -18,7 +18,12 @@ const (
 	timestampAnnotation            = "gardener.cloud/timestamp"
 	deletionConfirmationAnnotation = "confirmation.gardener.cloud/deletion"
 	operationAnnotation            = "gardener.cloud/operation"
+	azureRotateAnnotation          = "azure.provider.extensions.gardener.cloud/rotate"
 )
+
+// consumedAnnotations are those a function removes once it acted on them: their removal is
+// its own write, no news.
+var consumedAnnotations = []string{operationAnnotation, azureRotateAnnotation}
 
 // filter selects the objects this bridge is responsible for.
 type filter struct {
@@ -40,7 +45,7 @@ func (f filter) handles(obj client.Object) bool {
 
 // relevantChange reports whether an update can change what a function must do: a new
 // generation (spec), deletion, a finalizer taken away, or annotations set or changed other than
-// those above (the operation annotation set, retention and force-deletion annotations). Status
+// those above (the operation or rotate annotation set, retention and force-deletion annotations). Status
 // writes, added finalizers and a removed operation annotation — the functions' own writes — are
 // not: announcing them would make each new object cost its function a second round.
 func relevantChange(old, cur client.Object) bool {
@@ -58,8 +63,10 @@ func relevantChange(old, cur client.Object) bool {
 		delete(was, a)
 		delete(is, a)
 	}
-	if _, kept := is[operationAnnotation]; !kept {
-		delete(was, operationAnnotation) // removed: acted on
+	for _, a := range consumedAnnotations {
+		if _, kept := is[a]; !kept {
+			delete(was, a) // removed: acted on
+		}
 	}
 	return !maps.Equal(was, is)
 }

@@ -213,17 +213,18 @@ func TestBadInputIsReportedAndCorrectionRecovers(t *testing.T) {
 	f.create(newBucket("seed.with.dots", "azure", "dotted-creds"))
 	f.waitError("seed.with.dots", "seed.with.dots", gardencorev1beta1.ErrorConfigurationProblem)
 
-	// An unknown provider type reaching the function: a dead letter that says so.
-	f.create(newBucket("unknown-type", "gcp", "dotted-creds"))
-	f.waitError("unknown-type", "gcp", gardencorev1beta1.ErrorConfigurationProblem)
-	f.Eventually(10*time.Second, "dead letter for the unknown type", func() (bool, string) {
-		for _, d := range f.DeadLetters(bucket.Name) {
-			if d.Subject == "housekeeper.backupbucket.created.unknown-type" && strings.Contains(d.Reason, `"gcp"`) {
-				return true, d.Reason
-			}
-		}
-		return false, fmt.Sprint(f.DeadLetters(bucket.Name))
-	})
+	// A type housekeeper is not told to serve is never touched: no finalizer, no status, while
+	// a bucket created after it is served.
+	f.create(newBucket("foreign-type", "gcp", "dotted-creds"))
+	f.create(newBucket("after-foreign", "azure", "dotted-creds"))
+	f.waitSucceeded("after-foreign")
+	foreign := &extensionsv1alpha1.BackupBucket{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: "foreign-type"}, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if len(foreign.Finalizers) > 0 || foreign.Status.LastOperation != nil || foreign.Status.LastError != nil {
+		t.Errorf("a bucket of type gcp, which this function does not serve, was touched: finalizers %v, status %+v", foreign.Finalizers, foreign.Status)
+	}
 
 	// No lastError ever carries a secret value.
 	list := &extensionsv1alpha1.BackupBucketList{}

@@ -1,0 +1,107 @@
+package bucket_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv/azurecloud"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
+)
+
+// A bucket whose secret is Gardener's service principal: the function provisions the group and
+// account through ARM, creates the container in Azurite with the key it lists, publishes that
+// key, rotates it when the annotation asks, and on deletion removes container, group and
+// generated secret.
+func TestServicePrincipalBucket(t *testing.T) {
+	const name = "sp-seed"
+	cloud := azurecloud.New(name)
+	cloud.AddServicePrincipal("client-1", "client-secret-1")
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
+	providers := objectstore.NewRegistry(azure.New(azure.WithManagementTransport(cloud.Transport()),
+		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
+	p.RunFunction(bucket.Definition, providers)
+	f := &fixture{Pipeline: p}
+	ctx := context.Background()
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "seed-backup", Namespace: "garden"}, Data: map[string][]byte{
+		azure.KeyTenantID: []byte("tenant-1"), azure.KeyClientID: []byte("client-1"),
+		azure.KeyClientSecret: []byte("client-secret-1"), azure.KeySubscriptionID: []byte("subscription-1"),
+	}})
+	b := newBucket(name, "azure", "seed-backup")
+	b.Spec.ProviderConfig = &runtime.RawExtension{Raw: []byte(`{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","rotationConfig":{"rotationPeriodDays":7,"expirationPeriodDays":14}}`)}
+	f.create(b)
+	f.waitSucceeded(name)
+
+	generated := f.secret("garden", "generated-bucket-"+name)
+	if got := string(generated.Data[azure.KeyStorageAccount]); got != azure.AccountName(name) {
+		t.Fatalf("generated storageAccount %q, want %q", got, azure.AccountName(name))
+	}
+	if loc, ok := cloud.Group(name); !ok || loc != "westeurope" {
+		t.Fatalf("resource group %s: exists %v in %q", name, ok, loc)
+	}
+	opened := func(data map[string][]byte) objectstore.Store {
+		t.Helper()
+		s, err := azure.New().Open(name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if err := opened(generated.Data).Put(ctx, "shoot--a/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
+		t.Fatalf("writing into the container with the generated secret: %v", err)
+	}
+
+	// Rotation by annotation: a new key is published, the annotation removed, and the old
+	// snapshot stays readable with the new key.
+	live := &extensionsv1alpha1.BackupBucket{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
+		t.Fatal(err)
+	}
+	patch(t, f.Client, live, func() { metav1.SetMetaDataAnnotation(&live.ObjectMeta, azure.AnnotationRotate, "true") })
+	f.Eventually(30*time.Second, "the rotated key published and the annotation removed", func() (bool, string) {
+		cur, s := f.state(name)
+		if cur == nil {
+			return false, s
+		}
+		_, asked := cur.Annotations[azure.AnnotationRotate]
+		rotated := string(f.secret("garden", "generated-bucket-"+name).Data[azure.KeyStorageKey]) != string(generated.Data[azure.KeyStorageKey])
+		return rotated && !asked, s
+	})
+	rotated := f.secret("garden", "generated-bucket-"+name)
+	if _, err := opened(rotated.Data).Stat(ctx, "shoot--a/etcd-main/v2/Full-1"); err != nil {
+		t.Fatalf("the snapshot written before the rotation, read with the new key: %v", err)
+	}
+
+	// Deletion: container, group and generated secret go.
+	if err := f.Client.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(30*time.Second, "bucket gone", func() (bool, string) {
+		cur, s := f.state(name)
+		return cur == nil && strings.Contains(s, "not found"), s
+	})
+	if _, ok := cloud.Group(name); ok {
+		t.Error("the resource group is still there")
+	}
+	err := opened(rotated.Data).List(ctx, "", func([]string) error { return nil })
+	if !errors.Is(err, objectstore.ErrBucketNotFound) {
+		t.Errorf("listing the container after deletion: %v, want ErrBucketNotFound", err)
+	}
+	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "generated-bucket-" + name}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("generated secret: %v, want not found", err)
+	}
+}
