@@ -67,7 +67,7 @@ func TestWholePipelineUnderNATSPermissions(t *testing.T) {
 	}
 	f.Eventually(30*time.Second, "the garbage dead-lettered", func() (bool, string) {
 		out := operator("deadletters", "list", "--function", entry.Name)
-		return strings.Contains(out, "\n1 dead letters\n"), out
+		return strings.Contains(out, "\n1 dead letters, 0 resolved\n"), out
 	})
 	if out := operator("deadletters", "retry", "--function", entry.Name, "--all"); !strings.Contains(out, "1 dead letters re-driven, 0 failed") {
 		t.Errorf("deadletters retry: %s", out)

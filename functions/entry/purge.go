@@ -300,8 +300,10 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 // open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
 // opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any other entry
 // uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
-// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. An
-// absent BackupBucket object never means the backups are gone: only the store can say that.
+// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. A
+// bucket whose secret holds management credentials (an Azure service principal) is opened
+// with the storage credentials it published, its generated secret. An absent BackupBucket
+// object never means the backups are gone: only the store can say that.
 //
 // A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
 func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
@@ -309,16 +311,40 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
 	}
 	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) {
-		providerType, region, secretRef := be.Spec.Type, be.Spec.Region, be.Spec.SecretRef
 		bucket := &extensionsv1alpha1.BackupBucket{}
 		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
 		case err == nil:
-			providerType, region, secretRef = bucket.Spec.Type, bucket.Spec.Region, bucket.Spec.SecretRef
+			return p.openBucket(ctx, be, bucket)
 		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
 		}
-		return p.openWith(ctx, be, providerType, region, secretRef)
+		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
 	})
+}
+
+// openBucket opens be's bucket with the BackupBucket's credentials, or with its generated
+// secret when those are management credentials.
+func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, b *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
+	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName}
+	provider, err := p.Providers.Provider(w)
+	if err != nil {
+		return nil, gardener.StoreError(err) // before reading a secret that would not help
+	}
+	credentials, err := gardener.ReadSecretData(ctx, p.Client, b.Spec.SecretRef)
+	if err != nil {
+		return nil, err
+	}
+	if _, manages := objectstore.AsProvisioner(provider, credentials); manages {
+		ref := b.Status.GeneratedSecretRef
+		if ref == nil {
+			ref = &be.Spec.SecretRef // not published yet: the entry's copy is all there is
+		}
+		if credentials, err = gardener.ReadSecretData(ctx, p.Client, *ref); err != nil {
+			return nil, err
+		}
+	}
+	store, err := provider.Open(be.Spec.BucketName, credentials)
+	return store, gardener.StoreError(err)
 }
 
 // openWith opens be's bucket with the provider, region and credentials given.

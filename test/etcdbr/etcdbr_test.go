@@ -33,6 +33,8 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv/azurecloud"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -55,8 +57,50 @@ func TestEtcdBackupRestoreWithHousekeepersSecrets(t *testing.T) {
 	}
 	f := start(t)
 	for _, provider := range []string{azure.Type, local.Type} {
-		t.Run(provider, func(t *testing.T) { f.in(t).backupRestorePurge(t, provider) })
+		t.Run(provider, func(t *testing.T) {
+			f.in(t).backupRestorePurge(t, provider, "etcdbr-"+provider, provider+"-credentials", nil)
+		})
 	}
+	// Gardener's Azure seed secret: the bucket is provisioned through ARM, and its key is
+	// rotated between the target's backup and the neighbour's: the target is restored from
+	// snapshots written with the old key, through a secret holding the new one.
+	t.Run("azure-service-principal", func(t *testing.T) {
+		f := f.in(t)
+		f.backupRestorePurge(t, azure.Type, spBucket, "azure-service-principal", func(t *testing.T, shoots ...shoot) {
+			f.rotate(t, spBucket, shoots)
+		})
+	})
+}
+
+// spBucket is the bucket provisioned from a service principal.
+const spBucket = "etcdbr-azure-sp"
+
+// rotate asks for a key rotation by annotation and waits until every shoot's etcd-backup
+// secret carries a new key.
+func (f *fixture) rotate(t *testing.T, bucketName string, shoots []shoot) {
+	t.Helper()
+	ctx := context.Background()
+	before := map[string]string{}
+	for _, s := range shoots {
+		before[s.entry] = string(f.secret(t, s).Data[azure.KeyStorageKey])
+	}
+	b := &extensionsv1alpha1.BackupBucket{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: bucketName}, b); err != nil {
+		t.Fatal(err)
+	}
+	base := b.DeepCopy()
+	metav1.SetMetaDataAnnotation(&b.ObjectMeta, azure.AnnotationRotate, "true")
+	if err := f.Client.Patch(ctx, b, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(60*time.Second, "the rotated key in every etcd-backup secret", func() (bool, string) {
+		for _, s := range shoots {
+			if string(f.secret(t, s).Data[azure.KeyStorageKey]) == before[s.entry] {
+				return false, s.entry + " still has the old key"
+			}
+		}
+		return true, ""
+	})
 }
 
 // in returns the fixture with the pipeline's waits failing t, a subtest, rather than the
@@ -95,9 +139,12 @@ func start(t *testing.T) *fixture {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := pipeline.Start(t)
+	cloud := azurecloud.New(spBucket)
+	cloud.AddServicePrincipal("etcdbr-client", "etcdbr-client-secret")
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
 	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets")}
-	f.providers = objectstore.NewRegistry(azure.New(), local.New(f.localRoot))
+	f.providers = objectstore.NewRegistry(local.New(f.localRoot), azure.New(azure.WithManagementTransport(cloud.Transport()),
+		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
 	p.RunFunction(bucket.Definition, f.providers)
 	p.RunFunction(entry.Definition, f.providers)
 	f.startPurgeProcess(t)
@@ -117,6 +164,10 @@ func start(t *testing.T) *fixture {
 		azure.KeyEndpoint:       []byte(p.Env.Azurite.Endpoint),
 	}})
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
+	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "azure-service-principal", Namespace: "garden"}, Data: map[string][]byte{
+		azure.KeyTenantID: []byte("etcdbr-tenant"), azure.KeyClientID: []byte("etcdbr-client"),
+		azure.KeyClientSecret: []byte("etcdbr-client-secret"), azure.KeySubscriptionID: []byte("etcdbr-subscription"),
+	}})
 	return f
 }
 
@@ -125,19 +176,20 @@ type shoot struct {
 	entry, namespace string
 }
 
-func (f *fixture) backupRestorePurge(t *testing.T, provider string) {
+// backupRestorePurge backs up two shoots of a new bucket (the target's first, then between
+// runs, then the neighbour's), restores the target and purges it.
+func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketSecret string, between func(*testing.T, ...shoot)) {
 	ctx := context.Background()
-	bucketName := "etcdbr-" + provider
 	f.create(t, &extensionsv1alpha1.BackupBucket{
 		ObjectMeta: metav1.ObjectMeta{Name: bucketName},
 		Spec: extensionsv1alpha1.BackupBucketSpec{
 			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider}, Region: "local",
-			SecretRef: corev1.SecretReference{Name: provider + "-credentials", Namespace: "garden"},
+			SecretRef: corev1.SecretReference{Name: bucketSecret, Namespace: "garden"},
 		},
 	})
 	f.waitSucceeded(t, &extensionsv1alpha1.BackupBucket{}, bucketName)
-	target := shoot{entry: "shoot--etcdbr--" + provider + "--0a1b2c3d", namespace: "shoot--etcdbr--" + provider}
-	neighbour := shoot{entry: "shoot--etcdbr--" + provider + "-next--4e5f6a7b", namespace: "shoot--etcdbr--" + provider + "-next"}
+	target := shoot{entry: "shoot--" + bucketName + "--0a1b2c3d", namespace: "shoot--" + bucketName}
+	neighbour := shoot{entry: "shoot--" + bucketName + "-next--4e5f6a7b", namespace: "shoot--" + bucketName + "-next"}
 	for _, s := range []shoot{target, neighbour} {
 		f.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespace}})
 		f.create(t, &extensionsv1alpha1.BackupEntry{
@@ -155,6 +207,9 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider string) {
 	// Back up both shoots' etcds through their etcd-backup secrets: the target's with keys
 	// in a full and in delta snapshots, the neighbour's with a full one.
 	written, targetPrefix := f.backUp(t, provider, target, 3, 3)
+	if between != nil {
+		between(t, target, neighbour)
+	}
 	_, neighbourPrefix := f.backUp(t, provider, neighbour, 2, 0)
 	bucketStore := f.bucket(t, provider, target)
 	targetObjects := f.list(t, bucketStore, targetPrefix)
