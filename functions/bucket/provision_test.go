@@ -105,3 +105,42 @@ func TestServicePrincipalBucket(t *testing.T) {
 		t.Errorf("generated secret: %v, want not found", err)
 	}
 }
+
+// A bucket whose secret is a workload identity gardenlet has not issued a token for yet waits
+// with a lastError that says so, and reconciles once the token is written.
+func TestWorkloadIdentityBucket(t *testing.T) {
+	const name = "wi-seed"
+	cloud := azurecloud.New(name)
+	cloud.AddWorkloadIdentity("wi-client", "issued-token")
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
+	providers := objectstore.NewRegistry(azure.New(azure.WithManagementTransport(cloud.Transport()),
+		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
+	p.RunFunction(bucket.Definition, providers)
+	f := &fixture{Pipeline: p}
+	ctx := context.Background()
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "bucket-" + name, Namespace: "garden",
+			Labels: map[string]string{"security.gardener.cloud/purpose": "workload-identity-token-requestor"}},
+		Data: map[string][]byte{azure.KeyConfig: []byte("apiVersion: azure.provider.extensions.gardener.cloud/v1alpha1\nkind: WorkloadIdentityConfig\nclientID: wi-client\ntenantID: tenant-1\nsubscriptionID: subscription-1\n")},
+	}
+	f.create(secret)
+	f.create(newBucket(name, "azure", secret.Name))
+	f.Eventually(30*time.Second, name+" waiting for its token", func() (bool, string) {
+		b, s := f.state(name)
+		return b != nil && b.Status.LastError != nil && strings.Contains(b.Status.LastError.Description, `no "token" yet`), s
+	})
+	patch(t, f.Client, secret, func() { secret.Data[azure.KeyToken] = []byte("issued-token") })
+	f.waitSucceeded(name)
+	generated := f.secret("garden", "generated-bucket-"+name)
+	store, err := azure.New().Open(name, generated.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ctx, "shoot--w/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
+		t.Fatalf("writing into the container with the generated secret: %v", err)
+	}
+	if dls := f.DeadLetters(bucket.Name); len(dls) != 0 {
+		t.Errorf("dead letters while waiting for the token: %+v", dls)
+	}
+}
