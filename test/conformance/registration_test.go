@@ -133,7 +133,7 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 		if obj.GetNamespace() != "" && obj.GetNamespace() != namespace {
 			t.Errorf("%s %s: namespace %s, want the installation's %s", obj.GetKind(), obj.GetName(), obj.GetNamespace(), namespace)
 		}
-		err := seedClient.client.Patch(ctx, obj, client.Apply, client.FieldOwner("gardener-resource-manager"), client.ForceOwnership)
+		err := seedClient.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner("gardener-resource-manager"), client.ForceOwnership)
 		switch {
 		case err == nil:
 			applied[obj.GetKind()]++
