@@ -22,21 +22,28 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
+// startInCloud runs the bucket function with a fake Azure management plane whose accounts for
+// buckets Azurite serves.
+func startInCloud(t *testing.T, buckets ...string) (*fixture, *azurecloud.Cloud) {
+	cloud := azurecloud.New(buckets...)
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
+	providers := objectstore.NewRegistry(azure.New(azure.WithManagementTransport(cloud.Transport()),
+		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
+	p.RunFunction(bucket.Definition, providers)
+	f := &fixture{Pipeline: p}
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	return f, cloud
+}
+
 // A bucket whose secret is Gardener's service principal: the function provisions the group and
 // account through ARM, creates the container in Azurite with the key it lists, publishes that
 // key, rotates it when the annotation asks, and on deletion removes container, group and
 // generated secret.
 func TestServicePrincipalBucket(t *testing.T) {
 	const name = "sp-seed"
-	cloud := azurecloud.New(name)
+	f, cloud := startInCloud(t, name)
 	cloud.AddServicePrincipal("client-1", "client-secret-1")
-	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
-	providers := objectstore.NewRegistry(azure.New(azure.WithManagementTransport(cloud.Transport()),
-		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
-	p.RunFunction(bucket.Definition, providers)
-	f := &fixture{Pipeline: p}
 	ctx := context.Background()
-	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
 	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "seed-backup", Namespace: "garden"}, Data: map[string][]byte{
 		azure.KeyTenantID: []byte("tenant-1"), azure.KeyClientID: []byte("client-1"),
 		azure.KeyClientSecret: []byte("client-secret-1"), azure.KeySubscriptionID: []byte("subscription-1"),
@@ -110,15 +117,9 @@ func TestServicePrincipalBucket(t *testing.T) {
 // with a lastError that says so, and reconciles once the token is written.
 func TestWorkloadIdentityBucket(t *testing.T) {
 	const name = "wi-seed"
-	cloud := azurecloud.New(name)
+	f, cloud := startInCloud(t, name)
 	cloud.AddWorkloadIdentity("wi-client", "issued-token")
-	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
-	providers := objectstore.NewRegistry(azure.New(azure.WithManagementTransport(cloud.Transport()),
-		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
-	p.RunFunction(bucket.Definition, providers)
-	f := &fixture{Pipeline: p}
 	ctx := context.Background()
-	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "bucket-" + name, Namespace: "garden",
 			Labels: map[string]string{"security.gardener.cloud/purpose": "workload-identity-token-requestor"}},

@@ -227,6 +227,18 @@ type selection struct {
 	want     map[uint64]bool
 }
 
+// parseSelection parses a command that acts on selected dead letters (with --resolved if
+// resolved), and checks the selection.
+func parseSelection(args []string, command, usage, help string, resolved bool) (*deadLetterFlags, *selection, error) {
+	fs := newDeadLetterFlags(command, usage, help)
+	sel := &selection{}
+	sel.bind(fs, resolved)
+	if err := fs.parse(args); err != nil {
+		return nil, nil, err
+	}
+	return fs, sel, sel.check(command)
+}
+
 func (s *selection) bind(f *deadLetterFlags, resolved bool) {
 	s.seqs = f.String("seq", "", "dead-letter sequences, comma-separated")
 	s.all = f.Bool("all", false, "every (selected) dead letter")
@@ -262,17 +274,12 @@ func (s *selection) check(command string) error {
 }
 
 func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := newDeadLetterFlags("deadletters retry", "[--function F] (--seq N[,N...] | --all) [--kubeconfig FILE]",
-		"Re-drive dead letters to their function. One whose object is gone is not retried (it would\nreplay the old error): discard it.")
-	var sel selection
-	sel.bind(fs, false)
-	if err := fs.parse(args); err != nil {
+	fs, sel, err := parseSelection(args, "deadletters retry", "[--function F] (--seq N[,N...] | --all) [--kubeconfig FILE]",
+		"Re-drive dead letters to their function. One whose object is gone is not retried (it would\nreplay the old error): discard it.", false)
+	if err != nil {
 		return err
 	}
-	if err := sel.check("deadletters retry"); err != nil {
-		return err
-	}
-	return eachDeadLetter(ctx, fs, &sel, out, connect, "re-driven", func(js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
+	return eachDeadLetter(ctx, fs, sel, out, connect, "re-driven", func(js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
 		if st != nil && strings.HasPrefix(st.State, "gone") {
 			return "", fmt.Errorf("its %s is %s: retrying would replay the old error; discard it", st.Object, st.State)
 		}
@@ -284,17 +291,12 @@ func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect
 }
 
 func deadLettersDiscard(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := newDeadLetterFlags("deadletters discard", "[--function F] (--seq N[,N...] | --resolved | --all) [--kubeconfig FILE]",
-		"Remove dead letters without re-driving them: those whose object converged or is gone since\n(--resolved, which reads the objects on the API server), or the ones named.")
-	var sel selection
-	sel.bind(fs, true)
-	if err := fs.parse(args); err != nil {
+	fs, sel, err := parseSelection(args, "deadletters discard", "[--function F] (--seq N[,N...] | --resolved | --all) [--kubeconfig FILE]",
+		"Remove dead letters without re-driving them: those whose object converged or is gone since\n(--resolved, which reads the objects on the API server), or the ones named.", true)
+	if err != nil {
 		return err
 	}
-	if err := sel.check("deadletters discard"); err != nil {
-		return err
-	}
-	return eachDeadLetter(ctx, fs, &sel, out, connect, "discarded", func(js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
+	return eachDeadLetter(ctx, fs, sel, out, connect, "discarded", func(js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
 		if *sel.resolved && (st == nil || !st.Resolved) {
 			return "", errSkip
 		}

@@ -207,21 +207,7 @@ func registrationSeed(ctx context.Context, t *testing.T, g *garden, l *logs) (*g
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}}); err != nil {
 		t.Fatal(err)
 	}
-	seed := &gardencorev1beta1.Seed{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: gardencorev1beta1.SeedSpec{
-			Provider: gardencorev1beta1.SeedProvider{Region: "westeurope", Type: "azure"},
-			Ingress: &gardencorev1beta1.Ingress{
-				Domain:     name + ".seed.example.com",
-				Controller: gardencorev1beta1.IngressController{Kind: "nginx"},
-			},
-			DNS: gardencorev1beta1.SeedDNS{
-				Provider: &gardencorev1beta1.SeedDNSProvider{Type: "local", CredentialsRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}},
-				Internal: &gardencorev1beta1.SeedDNSProviderConfig{Type: "local", Domain: "internal.example.com", CredentialsRef: corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}},
-			},
-			Networks: gardencorev1beta1.SeedNetworks{Pods: "10.0.0.0/16", Services: "10.1.0.0/16", Nodes: ptr.To("10.2.0.0/16")},
-		},
-	}
+	seed := newSeed(name, "azure", "westeurope")
 	if err := g.client.Create(ctx, seed); err != nil {
 		t.Fatalf("creating Seed %s: %v", name, err)
 	}

@@ -86,21 +86,7 @@ func startSeed(t *testing.T, g *garden, l *logs, clk *shiftClock, name string) *
 	}
 	s := &seedEnv{name: name, client: seedClient, kubeconfig: kubeconfig, kube: kube}
 
-	s.seed = &gardencorev1beta1.Seed{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: gardencorev1beta1.SeedSpec{
-			Provider: gardencorev1beta1.SeedProvider{Region: "local", Type: "local"},
-			Ingress: &gardencorev1beta1.Ingress{
-				Domain:     name + ".seed.example.com",
-				Controller: gardencorev1beta1.IngressController{Kind: "nginx"},
-			},
-			DNS: gardencorev1beta1.SeedDNS{
-				Provider: &gardencorev1beta1.SeedDNSProvider{Type: "local", CredentialsRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}},
-				Internal: &gardencorev1beta1.SeedDNSProviderConfig{Type: "local", Domain: "internal.example.com", CredentialsRef: corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}},
-			},
-			Networks: gardencorev1beta1.SeedNetworks{Pods: "10.0.0.0/16", Services: "10.1.0.0/16", Nodes: ptr.To("10.2.0.0/16")},
-		},
-	}
+	s.seed = newSeed(name, "local", "local")
 	if err := g.client.Create(ctx, s.seed); err != nil {
 		t.Fatalf("creating Seed %s: %v", name, err)
 	}
@@ -200,4 +186,24 @@ func (c *holdingClient) Delete(ctx context.Context, obj client.Object, opts ...c
 		}
 	}
 	return c.Client.Delete(ctx, obj, opts...)
+}
+
+// newSeed is a Seed of the provider type in region, with what gardener-apiserver requires.
+func newSeed(name, providerType, region string) *gardencorev1beta1.Seed {
+	dns := corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Name: "dns", Namespace: "garden"}
+	return &gardencorev1beta1.Seed{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: gardencorev1beta1.SeedSpec{
+			Provider: gardencorev1beta1.SeedProvider{Region: region, Type: providerType},
+			Ingress: &gardencorev1beta1.Ingress{
+				Domain:     name + ".seed.example.com",
+				Controller: gardencorev1beta1.IngressController{Kind: "nginx"},
+			},
+			DNS: gardencorev1beta1.SeedDNS{
+				Provider: &gardencorev1beta1.SeedDNSProvider{Type: "local", CredentialsRef: &dns},
+				Internal: &gardencorev1beta1.SeedDNSProviderConfig{Type: "local", Domain: "internal.example.com", CredentialsRef: dns},
+			},
+			Networks: gardencorev1beta1.SeedNetworks{Pods: "10.0.0.0/16", Services: "10.1.0.0/16", Nodes: ptr.To("10.2.0.0/16")},
+		},
+	}
 }
