@@ -13,6 +13,7 @@ import (
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -172,15 +173,11 @@ func deadLettersList(ctx context.Context, args []string, out io.Writer, connect 
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	nc, js, err := connect(events.IdentityOperator)
+	nc, _, dls, err := connectAndList(ctx, fs, connect)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	dls, err := runtime.ListDeadLetters(ctx, js, *fs.function)
-	if err != nil {
-		return err
-	}
 	states := fs.states(ctx, out, dls)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tFUNCTION\tAGE\tDELIVERIES\tTYPE\tOBJECT\tNOW\tREASON")
@@ -311,6 +308,21 @@ func deadLettersDiscard(ctx context.Context, args []string, out io.Writer, conne
 	})
 }
 
+// connectAndList connects as the operator and lists the dead letters of --function (all if
+// empty); the caller closes the connection.
+func connectAndList(ctx context.Context, fs *deadLetterFlags, connect connector) (*nats.Conn, jetstream.JetStream, []runtime.DeadLetter, error) {
+	nc, js, err := connect(events.IdentityOperator)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dls, err := runtime.ListDeadLetters(ctx, js, *fs.function)
+	if err != nil {
+		nc.Close()
+		return nil, nil, nil, err
+	}
+	return nc, js, dls, nil
+}
+
 // errSkip leaves a dead letter alone without counting it as failed.
 var errSkip = errors.New("skip")
 
@@ -318,15 +330,11 @@ var errSkip = errors.New("skip")
 // its object's state (nil when unknown), printing each outcome and a summary.
 func eachDeadLetter(ctx context.Context, fs *deadLetterFlags, sel *selection, out io.Writer, connect connector, done string,
 	act func(jetstream.JetStream, runtime.DeadLetter, *DeadLetterState) (string, error)) error {
-	nc, js, err := connect(events.IdentityOperator)
+	nc, js, dls, err := connectAndList(ctx, fs, connect)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	dls, err := runtime.ListDeadLetters(ctx, js, *fs.function)
-	if err != nil {
-		return err
-	}
 	var selected []runtime.DeadLetter
 	for _, d := range dls {
 		if *sel.all || *sel.resolved || sel.want[d.Sequence] {
