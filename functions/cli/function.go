@@ -42,6 +42,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
 	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
 	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes")
+	azureAuthority := fs.String("azure-authority-host", "", "Microsoft Entra ID authority host for Azure buckets provisioned from a service principal or workload identity, with --azure-resource-manager (Azure Stack Hub, a cloud the SDK does not know); empty: the bucket's cloud")
+	azureARM := fs.String("azure-resource-manager", "", "Azure Resource Manager endpoint, with --azure-authority-host")
+	azureServiceURL := fs.String("azure-blob-service-url", "", "blob service URL template published for provisioned accounts, {account} replaced (private endpoints); empty: https://<account>.<the cloud's blob domain>")
 	construct := def.Bind(fs.FlagSet)
 	if err := fs.parse(args[1:]); err != nil {
 		return err
@@ -58,6 +61,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if (*azureAuthority == "") != (*azureARM == "") {
+		return fmt.Errorf("%w: --azure-authority-host and --azure-resource-manager go together", errUsage)
+	}
 
 	spec := process.Spec{Name: "housekeeper-" + name, Flags: flags, Kube: &kubeOpts}
 	// Pull mode consumes from JetStream; a function that publishes needs it in either mode. The
@@ -70,9 +76,10 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		return err
 	}
 	defer proc.Close()
-	providers := objectstore.NewRegistry(azure.New(), s3.New())
+	az := azure.New(azure.WithCustomCloud(*azureAuthority, *azureARM), azure.WithServiceURL(*azureServiceURL))
+	providers := objectstore.NewRegistry(az, s3.New())
 	if *localRoot != "" {
-		providers = objectstore.NewRegistry(azure.New(), s3.New(), local.New(*localRoot))
+		providers = objectstore.NewRegistry(az, s3.New(), local.New(*localRoot))
 	}
 	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
 		Stores: providers, Cluster: *cluster, Log: proc.Log})

@@ -149,6 +149,9 @@ func (p *Provider) connect(req objectstore.Provisioning) (*account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure: %w: %v", objectstore.ErrInvalidConfig, err)
 	}
+	if p.opts.customCloud != nil {
+		env.config = *p.opts.customCloud
+	}
 	if err := objectstore.ValidateBucketName(req.Bucket); err != nil {
 		return nil, fmt.Errorf("azure: %w", err)
 	}
@@ -157,7 +160,7 @@ func (p *Provider) connect(req objectstore.Provisioning) (*account, error) {
 		name = published // the account already published stays, as upstream keeps it
 	}
 	clientOpts := azcore.ClientOptions{Transport: p.opts.managementTransport}
-	cred, err := who.tokenCredential(env, clientOpts)
+	cred, err := who.tokenCredential(env, p.opts.customCloud != nil, clientOpts)
 	if err != nil {
 		return nil, fmt.Errorf("azure: %w: %s: %v", objectstore.ErrInvalidCredentials, who, err)
 	}

@@ -111,17 +111,19 @@ func parseManagement(data map[string][]byte) (management, error) {
 }
 
 // tokenCredential authenticates m against Microsoft Entra ID in env: a client secret for a
-// service principal, the token as client assertion for a workload identity.
-func (m management) tokenCredential(env environment, opts azcore.ClientOptions) (azcore.TokenCredential, error) {
+// service principal, the token as client assertion for a workload identity. A custom cloud's
+// authority is not one Microsoft's instance discovery knows (Azure Stack Hub, a private
+// cloud): discovery is skipped for it.
+func (m management) tokenCredential(env environment, custom bool, opts azcore.ClientOptions) (azcore.TokenCredential, error) {
 	opts.Cloud = env.config
 	switch m.kind {
 	case workloadIdentity:
 		token := m.token
 		return azidentity.NewClientAssertionCredential(m.tenantID, m.clientID,
 			func(context.Context) (string, error) { return token, nil },
-			&azidentity.ClientAssertionCredentialOptions{ClientOptions: opts})
+			&azidentity.ClientAssertionCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: custom})
 	default:
 		return azidentity.NewClientSecretCredential(m.tenantID, m.clientID, m.clientSecret,
-			&azidentity.ClientSecretCredentialOptions{ClientOptions: opts})
+			&azidentity.ClientSecretCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: custom})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -27,6 +28,7 @@ type options struct {
 
 	// Provisioning through Azure Resource Manager (management credentials).
 	managementTransport policy.Transporter // nil: the SDK's default
+	customCloud         *cloud.Configuration // nil: the named or inferred cloud
 	serviceURL          string             // "" : https://<account>.<the cloud's blob domain>
 	pollFrequency       time.Duration
 	now                 func() time.Time
@@ -36,6 +38,25 @@ type options struct {
 // through t (a proxy, or a test's fake cloud).
 func WithManagementTransport(t policy.Transporter) Option {
 	return func(o *options) { o.managementTransport = t }
+}
+
+// WithCustomCloud provisions through the Microsoft Entra ID authority host and the Azure
+// Resource Manager endpoint given (https URLs) instead of those of the named or inferred cloud:
+// for an Azure Stack Hub, a sovereign cloud the SDK does not know, or a test's fake cloud. The
+// ARM token audience is the endpoint. Empty values leave the clouds as they are.
+func WithCustomCloud(authorityHost, resourceManager string) Option {
+	return func(o *options) {
+		if authorityHost == "" || resourceManager == "" {
+			o.customCloud = nil
+			return
+		}
+		o.customCloud = &cloud.Configuration{
+			ActiveDirectoryAuthorityHost: authorityHost,
+			Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+				cloud.ResourceManager: {Endpoint: resourceManager, Audience: resourceManager},
+			},
+		}
+	}
 }
 
 // WithServiceURL publishes, for an account provisioned through Azure Resource Manager, the

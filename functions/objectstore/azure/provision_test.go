@@ -63,7 +63,7 @@ type armWorld struct {
 
 // Buckets here each get their own account, so rotations in one test do not use up another's
 // Azurite keys.
-var provisionBuckets = []string{"sp-bucket", "wi-bucket", "rotate-age", "rotate-annotation", "rotate-published", "no-key-times", "china-bucket", "deleting", "deprovision", "bad-input"}
+var provisionBuckets = []string{"sp-bucket", "wi-bucket", "rotate-age", "rotate-annotation", "rotate-published", "no-key-times", "china-bucket", "deleting", "deprovision", "bad-input", "over-https"}
 
 func TestProvisionThroughARM(t *testing.T) {
 	cloud := azurecloud.New(provisionBuckets...)
@@ -87,6 +87,34 @@ func TestProvisionThroughARM(t *testing.T) {
 	t.Run("ResourceGroupBeingDeleted", w.testResourceGroupBeingDeleted)
 	t.Run("Deprovision", w.testDeprovision)
 	t.Run("BadInput", w.testBadInput)
+	t.Run("OverHTTPS", func(t *testing.T) { w.testOverHTTPS(t, env.Azurite.ServiceURL) })
+}
+
+// The cloud served over HTTPS, as processes reach it, through a custom cloud's endpoints.
+func (w armWorld) testOverHTTPS(t *testing.T, serviceURL string) {
+	const bucket = "over-https"
+	srv, err := w.cloud.Serve(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p := azure.New(azure.WithCustomCloud(srv.URL, srv.URL), azure.WithManagementTransport(srv.Client()), azure.WithServiceURL(serviceURL))
+	req := objectstore.Provisioning{Bucket: bucket, Region: region, Credentials: servicePrincipal(), Annotations: map[string]string{azure.AnnotationRotate: "true"}}
+	out, err := p.Provision(ctxFor(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.Description, "rotated") {
+		t.Fatalf("description %q: want a rotation", out.Description)
+	}
+	w.roundTrip(t, bucket, out.Credentials, "over/https")
+	req.Published = out.Credentials
+	if err := p.Deprovision(ctxFor(t), req); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.cloud.Group(bucket); ok {
+		t.Fatal("the resource group is still there")
+	}
 }
 
 func ctxFor(t *testing.T) context.Context {

@@ -311,7 +311,6 @@ func (c *Cloud) resourceGroups() resourcesfake.ResourceGroupsServer {
 				return
 			}
 			delete(c.groups, name)
-			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
 			resp.SetTerminalResponse(http.StatusOK, armresources.ResourceGroupsClientDeleteResponse{}, nil)
 			return
 		},
@@ -343,7 +342,6 @@ func (c *Cloud) accounts() storagefake.AccountsServer {
 				return
 			}
 			a.params = params
-			resp.AddNonTerminalResponse(http.StatusAccepted, nil)
 			resp.SetTerminalResponse(http.StatusOK, armstorage.AccountsClientCreateResponse{Account: armstorage.Account{
 				Name: to.Ptr(name), Location: params.Location, Kind: params.Kind, SKU: params.SKU,
 				Properties: &armstorage.AccountProperties{ProvisioningState: to.Ptr(armstorage.ProvisioningStateSucceeded)},
