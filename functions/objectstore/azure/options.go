@@ -27,9 +27,9 @@ type options struct {
 	listPageSize     int32 // objectstore.MaxPageSize unless WithListPageSize
 
 	// Provisioning through Azure Resource Manager (management credentials).
-	managementTransport policy.Transporter // nil: the SDK's default
+	managementTransport policy.Transporter   // nil: the SDK's default
 	customCloud         *cloud.Configuration // nil: the named or inferred cloud
-	serviceURL          string             // "" : https://<account>.<the cloud's blob domain>
+	serviceURL          string               // "" : https://<account>.<the cloud's blob domain>
 	pollFrequency       time.Duration
 	now                 func() time.Time
 }
