@@ -292,8 +292,20 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 	// the Create it was.
 	unchanged := last != nil && (last.Description == description || result.Description == "" && last.Description == r.succeeded(last.Type))
 	if !converged || !unchanged {
+		now := r.Now()
+		// gardenlet hears of an extension's outcome only through a change of lastOperation
+		// (extension predicate LastOperationChanged). Asked by annotation to reconcile an object
+		// whose Succeeded, same words, was written this same second (lastUpdateTime has whole
+		// seconds), the write would change nothing and gardenlet would wait forever: say
+		// Processing first, as upstream's reconciler does on every run.
+		if operation != "" && last != nil && last.State == gardencorev1beta1.LastOperationStateSucceeded && last.Type == t &&
+			last.Description == description && last.LastUpdateTime.Time.Truncate(time.Second).Equal(now.Truncate(time.Second)) {
+			if err := r.Progress(ctx, obj, t, 50, description); err != nil {
+				return err
+			}
+		}
 		log.Info("succeeded", zap.String("operation", string(t)), zap.String("description", description))
-		if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, description, r.Now()) }); err != nil {
+		if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, description, now) }); err != nil {
 			return err
 		}
 	}

@@ -70,7 +70,8 @@ func (providerLocal) start(t *testing.T, s *seedEnv, l *logs, root string) {
 
 // housekeeper runs nats-server, the bridge and the three functions as processes per seed.
 type housekeeper struct {
-	bin func(t *testing.T) string
+	bin   func(t *testing.T) string
+	azure *azureSide
 }
 
 func (housekeeper) name() string { return "housekeeper" }
@@ -88,9 +89,13 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	env := []string{
 		"HOUSEKEEPER_NATS_URL=" + nats.URL,
 		"HOUSEKEEPER_CLUSTER=" + s.name,
-		"HOUSEKEEPER_TYPES=local", // provider-local's type, as in the control run
+		"HOUSEKEEPER_TYPES=local,azure", // provider-local's type, as in the control run, and the Azure scenario's
 		"HOUSEKEEPER_KUBECONFIG=" + s.kubeconfig,
 	}
+	if err := h.azure.start(t, l); err != nil {
+		t.Fatalf("Azure for %s: %v", s.name, err)
+	}
+	env = append(env, h.azure.env()...)
 	run := func(name string, args ...string) {
 		f := l.file(t, s.name+"-"+name+".log")
 		cmd := exec.Command(args[0], args[1:]...)
