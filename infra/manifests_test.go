@@ -134,6 +134,9 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 		{"no cluster", func(v map[string]any) { delete(v, "cluster") }, "cluster is required"},
 		{"unknown mode", func(v map[string]any) { v["mode"] = "lambda" }, `mode "lambda"`},
 		{"local without its directory", func(v map[string]any) { v["types"] = []any{"local"} }, "set local.hostPath"},
+		{"an Azure authority without its Resource Manager", func(v map[string]any) {
+			v["azure"] = map[string]any{"authorityHost": "https://login.example.com"}
+		}, "azure.authorityHost and azure.resourceManager go together"},
 	} {
 		v := base()
 		tc.change(v)
@@ -511,6 +514,8 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 			"cluster": "test-seed", "types": []any{"azure", "aws"}, "mode": name,
 			"monitoring": map[string]any{"enabled": true}, "vpa": map[string]any{"enabled": true},
 			"retention": map[string]any{"default": "24h", "byPurpose": map[string]any{"production": "168h"}},
+			"azure": map[string]any{"authorityHost": "https://login.stack.example.com", "resourceManager": "https://management.stack.example.com",
+				"blobServiceURL": "https://{account}.blob.stack.example.com"},
 		}
 	case "local":
 		// The local provider's buckets are a hostPath volume, which no Pod Security level but

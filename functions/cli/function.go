@@ -61,9 +61,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if (*azureAuthority == "") != (*azureARM == "") {
-		return fmt.Errorf("%w: --azure-authority-host and --azure-resource-manager go together", errUsage)
-	}
 
 	spec := process.Spec{Name: "housekeeper-" + name, Flags: flags, Kube: &kubeOpts}
 	// Pull mode consumes from JetStream; a function that publishes needs it in either mode. The
@@ -76,6 +73,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		return err
 	}
 	defer proc.Close()
+	if (*azureAuthority == "") != (*azureARM == "") {
+		return fmt.Errorf("%w: --azure-authority-host and --azure-resource-manager go together", errUsage)
+	}
 	az := azure.New(azure.WithCustomCloud(*azureAuthority, *azureARM), azure.WithServiceURL(*azureServiceURL))
 	providers := objectstore.NewRegistry(az, s3.New())
 	if *localRoot != "" {
