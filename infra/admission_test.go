@@ -198,3 +198,99 @@ func TestAzureBucketConfigAdmissionPolicy(t *testing.T) {
 		t.Errorf("a finalizer on a bucket whose config predates the policy: %v", err)
 	}
 }
+
+// The chart's immutability policy refuses, on a real kube-apiserver, a malformed
+// immutability and every update that would weaken one (removal, a shorter period, compliance to
+// governance), and accepts extension and a finalizer.
+func TestBucketImmutabilityAdmissionPolicy(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube())
+	c := env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	immutable := func(period, mode string) string {
+		return fmt.Sprintf(`{"immutability":{"retentionType":"bucket","retentionPeriod":%q,"mode":%q}}`, period, mode)
+	}
+	newBucket := func(name, config string) *extensionsv1alpha1.BackupBucket {
+		b := &extensionsv1alpha1.BackupBucket{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: extensionsv1alpha1.BackupBucketSpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "aws"}, Region: "eu-west-1",
+				SecretRef: corev1.SecretReference{Name: "backup", Namespace: "garden"},
+			},
+		}
+		if config != "" {
+			b.Spec.ProviderConfig = &runtime.RawExtension{Raw: []byte(config)}
+		}
+		return b
+	}
+	applied := 0
+	for _, m := range render(t, "keda") {
+		if m.obj.GetName() == "housekeeper-bucket-immutability" {
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner, client.ForceOwnership); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+			applied++
+		}
+	}
+	if applied != 2 {
+		t.Fatalf("the chart renders %d objects named housekeeper-bucket-immutability, want the policy and its binding", applied)
+	}
+	testenv.Eventually(t, 30*time.Second, "the policy refuses a period of 12h", func() (bool, string) {
+		b := newBucket("probe", immutable("12h", "governance"))
+		if err := c.Create(ctx, b); err == nil {
+			_ = c.Delete(ctx, b)
+			return false, "still accepted"
+		}
+		return true, ""
+	})
+	for i, tc := range []struct{ config, mention string }{
+		{immutable("12h", "governance"), "retentionPeriod: must be a whole number of days"},
+		{immutable("36h", "governance"), "retentionPeriod: must be a whole number of days"},
+		{immutable("1d", "governance"), "retentionPeriod: must be a whole number of days"},
+		{immutable("24h", "legal"), "mode: must be governance or compliance"},
+		{`{"immutability":{"retentionType":"object","retentionPeriod":"24h","mode":"governance"}}`, "retentionType: must be bucket"},
+	} {
+		if err := c.Create(ctx, newBucket(fmt.Sprintf("bad-%d", i), tc.config)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("%s: %v, want Invalid mentioning %q", tc.config, err, tc.mention)
+		}
+	}
+	b := newBucket("locked", immutable("48h", "compliance"))
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	update := func(config string) error {
+		cur := &extensionsv1alpha1.BackupBucket{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "locked"}, cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec.ProviderConfig = nil
+		if config != "" {
+			cur.Spec.ProviderConfig = &runtime.RawExtension{Raw: []byte(config)}
+		}
+		return c.Update(ctx, cur)
+	}
+	for _, tc := range []struct{ config, mention string }{
+		{"", "cannot be removed"},
+		{`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1"}`, "cannot be removed"},
+		{immutable("24h", "compliance"), "cannot be shortened"},
+		{immutable("48h", "governance"), "compliance cannot become governance"},
+	} {
+		if err := update(tc.config); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || err == nil || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("update to %q: %v, want it refused mentioning %q", tc.config, err, tc.mention)
+		}
+	}
+	if err := update(immutable("168h", "compliance")); err != nil {
+		t.Errorf("extending the period: %v", err)
+	}
+	cur := &extensionsv1alpha1.BackupBucket{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "locked"}, cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Finalizers = append(cur.Finalizers, "extensions.gardener.cloud/backupbucket")
+	if err := c.Update(ctx, cur); err != nil {
+		t.Errorf("a finalizer: %v", err)
+	}
+	if err := c.Create(ctx, newBucket("no-config", "")); err != nil {
+		t.Errorf("a bucket without providerConfig: %v", err)
+	}
+}

@@ -73,7 +73,8 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object,
 	if err != nil {
 		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
-	if err := store.Create(ctx); err != nil {
+	note, err := create(ctx, store, b)
+	if err != nil {
 		return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("creating bucket %s: %w", b.Name, err))
 	}
 	data, err := provider.BackupSecretData(storage)
@@ -88,10 +89,25 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object,
 	if err := a.removeAnnotations(ctx, b, provisioned.Consumed); err != nil {
 		return gardener.Reconciliation{}, err
 	}
-	if provisioned.Description != "" {
-		return gardener.Reconciliation{Description: "Bucket reconciled: " + provisioned.Description}, nil
+	notes := slices.DeleteFunc([]string{provisioned.Description, note}, func(s string) bool { return s == "" })
+	if len(notes) > 0 {
+		return gardener.Reconciliation{Description: "Bucket reconciled: " + strings.Join(notes, "; ")}, nil
 	}
 	return gardener.Reconciliation{}, nil
+}
+
+// create creates the bucket with the settings of its providerConfig where the store takes
+// them (object lock), and says what of them is worth telling.
+func create(ctx context.Context, store objectstore.Store, b *extensionsv1alpha1.BackupBucket) (string, error) {
+	c, ok := store.(objectstore.Configurable)
+	if !ok {
+		return "", store.Create(ctx)
+	}
+	var config []byte
+	if b.Spec.ProviderConfig != nil {
+		config = b.Spec.ProviderConfig.Raw
+	}
+	return c.CreateWithConfig(ctx, config)
 }
 
 // publish writes the generated secret and records it in status.generatedSecretRef.

@@ -152,3 +152,14 @@ func quote(ss []string) []string {
 	}
 	return out
 }
+
+// Configurable is a Store whose bucket takes settings from the BackupBucket's
+// spec.providerConfig (S3's object lock). The bucket function creates such a bucket with
+// CreateWithConfig instead of Create.
+type Configurable interface {
+	// CreateWithConfig creates the bucket with the settings config asks for (nil: none), or
+	// brings an existing one to them. It never weakens a setting the bucket has: a weaker ask
+	// is kept to the stronger setting and said so in note. A setting the provider cannot
+	// honour is ErrInvalidConfig, naming it.
+	CreateWithConfig(ctx context.Context, config []byte) (note string, err error)
+}

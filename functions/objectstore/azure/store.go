@@ -177,3 +177,13 @@ func (s *store) submit(ctx context.Context, bb *container.BatchBuilder) (resp co
 	}()
 	return s.client.SubmitBatch(ctx, bb, nil)
 }
+
+// CreateWithConfig is Create after checking config (the BackupBucket's providerConfig): with a
+// storage account key there is nothing to provision, but a config that asks for what the
+// provider refuses (immutability, an unknown cloud) is an error, not silently ignored.
+func (s *store) CreateWithConfig(ctx context.Context, config []byte) (string, error) {
+	if _, err := ParseBucketConfig(config); err != nil {
+		return "", err
+	}
+	return "", s.Create(ctx)
+}

@@ -17,7 +17,9 @@
 package local
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -405,4 +407,20 @@ func (s *store) keyError(op, key string, err error) error {
 // ("a/b" when "a" is a file).
 func missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// CreateWithConfig is Create for a bucket without settings: a local directory cannot be made
+// immutable, so a providerConfig that asks for immutability is an error, as is one that is not
+// a JSON object.
+func (s *store) CreateWithConfig(ctx context.Context, config []byte) (string, error) {
+	if t := bytes.TrimSpace(config); len(t) > 0 && string(t) != "null" {
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(t, &fields); err != nil {
+			return "", fmt.Errorf("local: %w: providerConfig: %v", objectstore.ErrInvalidConfig, err)
+		}
+		if im, ok := fields["immutability"]; ok && string(im) != "null" {
+			return "", fmt.Errorf("local: %w: providerConfig.immutability: local buckets cannot be immutable", objectstore.ErrInvalidConfig)
+		}
+	}
+	return "", s.Create(ctx)
 }

@@ -41,10 +41,17 @@ func (s *store) errorf(op string, err error) error {
 }
 
 // Create creates the bucket in the store's region; one this account owns already is fine.
-func (s *store) Create(ctx context.Context) error {
+func (s *store) Create(ctx context.Context) error { return s.create(ctx, false) }
+
+// create creates the bucket, with object lock enabled if objectLock (which S3 allows only
+// at creation without versioning, and which turns versioning on).
+func (s *store) create(ctx context.Context, objectLock bool) error {
 	in := &awss3.CreateBucketInput{Bucket: aws.String(s.name)}
 	if s.region != usEast1 {
 		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(s.region)}
+	}
+	if objectLock {
+		in.ObjectLockEnabledForBucket = aws.Bool(true)
 	}
 	_, err := s.client.CreateBucket(ctx, in)
 	var (
@@ -63,15 +70,21 @@ func (s *store) Create(ctx context.Context) error {
 		return s.errorf("create", err)
 	}
 	if s.opts.versioning {
-		_, err := s.client.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{
-			Bucket:                  aws.String(s.name),
-			VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
-		})
-		if err != nil {
-			return s.errorf("enable versioning", err)
-		}
-		s.setVersioned(true)
+		return s.enableVersioning(ctx)
 	}
+	return nil
+}
+
+// enableVersioning turns the bucket's versioning on (idempotent).
+func (s *store) enableVersioning(ctx context.Context) error {
+	_, err := s.client.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{
+		Bucket:                  aws.String(s.name),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
+	})
+	if err != nil {
+		return s.errorf("enable versioning", err)
+	}
+	s.setVersioned(true)
 	return nil
 }
 

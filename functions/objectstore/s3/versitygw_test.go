@@ -141,6 +141,7 @@ func TestVersityGW(t *testing.T) {
 	t.Run("DeleteKeys2500", func(t *testing.T) { testDeleteKeys2500(t, sv) })
 	t.Run("VersionsAndDeleteMarkers", func(t *testing.T) { testVersionsAndDeleteMarkers(t, sv) })
 	t.Run("ObjectLock", func(t *testing.T) { testObjectLock(t, sv) })
+	t.Run("Immutability", func(t *testing.T) { testImmutability(t, sv) })
 	t.Run("SpecRegionWins", func(t *testing.T) { testSpecRegionWins(t, sv) })
 }
 
@@ -400,5 +401,89 @@ func testSpecRegionWins(t *testing.T, sv server) {
 	}
 	if err := s.Create(testCtx(t)); err != nil {
 		t.Errorf("Create in spec.region: %v", err)
+	}
+}
+
+func immutability(period, mode string) []byte {
+	return []byte(fmt.Sprintf(`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","immutability":{"retentionType":"bucket","retentionPeriod":%q,"mode":%q}}`, period, mode))
+}
+
+// Immutability from providerConfig: a new bucket gets object lock and its default retention,
+// which really protects a new object; an existing bucket without lock gets versioning and the
+// lock; an ask never weakens what the bucket has; bad configs name their field.
+func testImmutability(t *testing.T, sv server) {
+	raw := sv.rawClient()
+	retention := func(bucket string) string {
+		t.Helper()
+		out, err := raw.GetObjectLockConfiguration(testCtx(t), &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(bucket)})
+		if err != nil {
+			t.Fatalf("reading the object lock of %s: %v", bucket, err)
+		}
+		r := out.ObjectLockConfiguration.Rule.DefaultRetention
+		return fmt.Sprintf("%s %d", r.Mode, aws.ToInt32(r.Days))
+	}
+	configure := func(bucket string, config []byte) string {
+		t.Helper()
+		note, err := sv.open(t, s3.New(), bucket).(objectstore.Configurable).CreateWithConfig(testCtx(t), config)
+		if err != nil {
+			t.Fatalf("CreateWithConfig %s: %v", bucket, err)
+		}
+		return note
+	}
+
+	const bucket = "immutable-new"
+	if note := configure(bucket, immutability("24h", "governance")); !strings.Contains(note, "object lock set: GOVERNANCE for 1 days") {
+		t.Errorf("note %q", note)
+	}
+	if got := retention(bucket); got != "GOVERNANCE 1" {
+		t.Fatalf("default retention %q, want GOVERNANCE 1", got)
+	}
+	s := sv.open(t, s3.New(), bucket)
+	storetest.PutAll(t, s, []string{"shoot--i--s--1/etcd-main/v2/Full-1"})
+	failed, err := s.DeleteKeys(testCtx(t), []string{"shoot--i--s--1/etcd-main/v2/Full-1"})
+	if err != nil || !errors.Is(failed["shoot--i--s--1/etcd-main/v2/Full-1"], objectstore.ErrObjectLocked) {
+		t.Fatalf("deleting a new object of the immutable bucket: failed %v, err %v; want it locked by the default retention", failed, err)
+	}
+	if note := configure(bucket, immutability("24h", "governance")); note != "" {
+		t.Errorf("the same ask again: note %q, want none", note)
+	}
+	// Weaker asks keep what the bucket has.
+	if note := configure(bucket, nil); !strings.Contains(note, "never removed") || retention(bucket) != "GOVERNANCE 1" {
+		t.Errorf("no immutability: note %q, retention %s; want the lock kept", note, retention(bucket))
+	}
+	// Longer and compliance: the union.
+	if note := configure(bucket, immutability("48h", "governance")); retention(bucket) != "GOVERNANCE 2" {
+		t.Errorf("a longer period: note %q, retention %s", note, retention(bucket))
+	}
+	if note := configure(bucket, immutability("24h", "compliance")); retention(bucket) != "COMPLIANCE 2" || !strings.Contains(note, "never weakened") {
+		t.Errorf("compliance for a shorter period: note %q, retention %s; want COMPLIANCE 2 and the reason", note, retention(bucket))
+	}
+	if note := configure(bucket, immutability("24h", "governance")); retention(bucket) != "COMPLIANCE 2" || !strings.Contains(note, "would weaken") {
+		t.Errorf("a weaker ask: note %q, retention %s; want COMPLIANCE 2 kept", note, retention(bucket))
+	}
+
+	// An existing bucket made without object lock.
+	plain := sv.open(t, s3.New(), "immutable-later")
+	if err := plain.Create(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if note, err := plain.(objectstore.Configurable).CreateWithConfig(testCtx(t), immutability("72h", "governance")); err != nil {
+		t.Logf("object lock on an existing bucket: %v (note %q)", err, note)
+		t.Errorf("versitygw refuses object lock on an existing bucket: %v", err)
+	} else if got := retention("immutable-later"); got != "GOVERNANCE 3" {
+		t.Errorf("existing bucket: retention %q, want GOVERNANCE 3", got)
+	}
+
+	for _, tc := range []struct{ config, mention string }{
+		{string(immutability("36h", "governance")), "retentionPeriod"},
+		{string(immutability("12h", "governance")), "retentionPeriod"},
+		{string(immutability("24h", "legal")), "mode"},
+		{`{"immutability":{"retentionType":"object","retentionPeriod":"24h","mode":"governance"}}`, "retentionType"},
+		{`{"immutabilty":{}}`, "immutabilty"},
+	} {
+		_, err := sv.open(t, s3.New(), "immutable-bad").(objectstore.Configurable).CreateWithConfig(testCtx(t), []byte(tc.config))
+		if !errors.Is(err, objectstore.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("config %s: %v, want ErrInvalidConfig naming %s", tc.config, err, tc.mention)
+		}
 	}
 }
