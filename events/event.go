@@ -80,6 +80,10 @@ type PurgeData struct {
 	Deleted int `json:"deleted,omitempty"`
 	// Reason says why a purge failed.
 	Reason string `json:"reason,omitempty"`
+	// Locked counts the objects object lock kept (completed and verified events), marked for
+	// deletion; LockedUntil is the latest end of their locks, when a verify purge is due.
+	Locked      int       `json:"locked,omitempty"`
+	LockedUntil time.Time `json:"lockedUntil,omitzero"`
 }
 
 // NewPurgeEvent builds a purge event about entry. Its id is derived from the entry's uid, the

@@ -145,6 +145,8 @@ func TestSubjectForEachType(t *testing.T) {
 		TypePurgeDue:       {"housekeeper.purge.due.my_2eentry", SubjectPurgesDue},
 		TypePurgeCompleted: {"housekeeper.purge.completed.my_2eentry", "housekeeper.purge.completed.*"},
 		TypePurgeFailed:    {"housekeeper.purge.failed.my_2eentry", "housekeeper.purge.failed.*"},
+		TypePurgeVerify:    {"housekeeper.purge.verify.my_2eentry", "housekeeper.purge.verify.*"},
+		TypePurgeVerified:  {"housekeeper.purge.verified.my_2eentry", "housekeeper.purge.verified.*"},
 
 		TypeEtcdBackupConfigCreated:  {"housekeeper.etcdbackupconfig.created.my_2eentry", SubjectEtcdBackupConfigs},
 		TypeEtcdBackupConfigUpdated:  {"housekeeper.etcdbackupconfig.updated.my_2eentry", SubjectEtcdBackupConfigs},

@@ -30,6 +30,10 @@ const (
 	OpPurgeDue       Operation = "due"
 	OpPurgeCompleted Operation = "completed"
 	OpPurgeFailed    Operation = "failed"
+	// OpPurgeVerify is a follow-up purge, due when the locks of the objects a purge could
+	// only mark have ended; OpPurgeVerified is its outcome.
+	OpPurgeVerify   Operation = "verify"
+	OpPurgeVerified Operation = "verified"
 )
 
 // typePrefix is the reverse-DNS namespace of housekeeper's event types.
@@ -53,6 +57,8 @@ const (
 	TypePurgeDue       = typePrefix + "purge.due.v1"
 	TypePurgeCompleted = typePrefix + "purge.completed.v1"
 	TypePurgeFailed    = typePrefix + "purge.failed.v1"
+	TypePurgeVerify    = typePrefix + "purge.verify.v1"
+	TypePurgeVerified  = typePrefix + "purge.verified.v1"
 
 	TypeEtcdBackupConfigCreated  = typePrefix + "etcdbackupconfig.created.v1"
 	TypeEtcdBackupConfigUpdated  = typePrefix + "etcdbackupconfig.updated.v1"
@@ -69,7 +75,7 @@ const (
 var Types = []string{
 	TypeBucketCreated, TypeBucketUpdated, TypeBucketDeleting, TypeBucketDeleted, TypeBucketSynced,
 	TypeEntryCreated, TypeEntryUpdated, TypeEntryDeleting, TypeEntryDeleted, TypeEntrySynced,
-	TypePurgeScheduled, TypePurgeDue, TypePurgeCompleted, TypePurgeFailed,
+	TypePurgeScheduled, TypePurgeDue, TypePurgeCompleted, TypePurgeFailed, TypePurgeVerify, TypePurgeVerified,
 	TypeEtcdBackupConfigCreated, TypeEtcdBackupConfigUpdated, TypeEtcdBackupConfigDeleting, TypeEtcdBackupConfigDeleted, TypeEtcdBackupConfigSynced,
 	TypeEtcdBackupDue,
 }

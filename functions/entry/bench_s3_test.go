@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -87,7 +86,7 @@ func BenchmarkPurgeS3(b *testing.B) {
 
 	// Warm the server and the clients up.
 	putObjects(ctx, b, setup, benchKeys(warmUpPrefix, warmUpBlobs), 1)
-	if deleted, err := entry.DeletePrefix(ctx, store, warmUpPrefix, benchKeyRetries, nil); err != nil || deleted != warmUpBlobs {
+	if deleted, err := deletePrefix(ctx, store, warmUpPrefix); err != nil || deleted != warmUpBlobs {
 		b.Fatalf("warming up: deleted %d of %d objects: %v", deleted, warmUpBlobs, err)
 	}
 	putObjects(ctx, b, setup, benchKeys(warmUpPrefix, warmUpBlobs), 1)
@@ -116,7 +115,7 @@ func BenchmarkPurgeS3(b *testing.B) {
 		r := row{n: n}
 		putObjects(ctx, b, setup, keys, 1)
 		r.purge = measure("DeletePrefix", n, &purgeRequests, setup, func() (int, error) {
-			return entry.DeletePrefix(ctx, store, benchPrefix, benchKeyRetries, nil)
+			return deletePrefix(ctx, store, benchPrefix)
 		})
 		putObjects(ctx, b, setup, keys, 1)
 		r.seq = measure("one delete per object", n, &seqRequests, setup, func() (int, error) {
@@ -124,7 +123,7 @@ func BenchmarkPurgeS3(b *testing.B) {
 		})
 		putObjects(ctx, b, vSetup, keys, benchS3Versions)
 		r.version = measure("DeletePrefix on a versioned bucket", n, &purgeRequests, vSetup, func() (int, error) {
-			return entry.DeletePrefix(ctx, vStore, benchPrefix, benchKeyRetries, nil)
+			return deletePrefix(ctx, vStore, benchPrefix)
 		})
 		rows = append(rows, r)
 	}

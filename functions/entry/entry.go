@@ -244,33 +244,43 @@ func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 		Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName,
 		Prefix: gardener.EntryPrefix(e.Name), DueAt: due,
 	}
-	dueEvent, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, a.Now())
-	if err != nil {
+	if err := schedulePurge(ctx, a.JetStream, a.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, due, a.Now()); err != nil {
 		return err
-	}
-	msg, err := events.Encode(dueEvent)
-	if err != nil {
-		return err
-	}
-	target := msg.Subject
-	msg.Subject = events.PurgeScheduleSubject(e.Name)
-	at := due
-	if now := a.Now(); !at.After(now) {
-		at = now.Add(time.Second) // already due: fire at once
-	}
-	if _, err := a.JetStream.PublishMsg(ctx, msg, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target),
-		jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
-		return fmt.Errorf("scheduling the purge of %s: %w", e.Name, err)
 	}
 	scheduled, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeScheduled, kube.Ref(events.KindBackupEntry, e), data, a.Now())
 	if err != nil {
 		return err
 	}
-	if msg, err = events.Encode(scheduled); err != nil {
+	msg, err := events.Encode(scheduled)
+	if err != nil {
 		return err
 	}
 	if _, err := a.JetStream.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("announcing the purge of %s: %w", e.Name, err)
+	}
+	return nil
+}
+
+// schedulePurge publishes the purge event op about entry as a message the NATS server
+// delivers at at (at once if that has passed). There is one schedule per entry: publishing
+// again replaces it, and the same schedule twice is a duplicate JetStream drops.
+func schedulePurge(ctx context.Context, js jetstream.JetStream, cluster string, op events.Operation, entry events.Ref, data events.PurgeData, at, now time.Time) error {
+	e, err := events.NewPurgeEvent(cluster, op, entry, data, now)
+	if err != nil {
+		return err
+	}
+	msg, err := events.Encode(e)
+	if err != nil {
+		return err
+	}
+	target := msg.Subject
+	msg.Subject = events.PurgeScheduleSubject(data.Entry)
+	if !at.After(now) {
+		at = now.Add(time.Second) // already due: fire at once
+	}
+	if _, err := js.PublishMsg(ctx, msg, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target),
+		jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
+		return fmt.Errorf("scheduling the %s purge of %s: %w", op, data.Entry, err)
 	}
 	return nil
 }

@@ -110,10 +110,11 @@ func testOneSeed(t *testing.T, store objectstore.Store, seed uint64) {
 	victim := names[r.IntN(len(names))]
 	prefix := gardener.EntryPrefix(victim)
 
-	deleted, err := DeletePrefix(ctx, store, prefix, 1, nil)
+	purged, err := DeletePrefix(ctx, store, prefix, 1, nil)
 	if err != nil {
 		t.Fatalf("seed %d: purging %q: %v", seed, prefix, err)
 	}
+	deleted := purged.Deleted
 	left := listAll(t, store)
 	want := 0
 	for _, k := range all {
@@ -154,7 +155,7 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			}
 
 			interrupted, cancel := context.WithCancel(ctx)
-			first, err := DeletePrefix(interrupted, store, prefix, 1, func(deleted, total int) {
+			firstRun, err := DeletePrefix(interrupted, store, prefix, 1, func(deleted, total int) {
 				if deleted > 0 {
 					cancel() // between the first page and the second
 				}
@@ -163,7 +164,7 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted purge returned %v, want context.Canceled", err)
 			}
-			if first != pageSize {
+			if first := firstRun.Deleted; first != pageSize {
 				t.Errorf("interrupted after the first page with %d deleted, want %d", first, pageSize)
 			}
 			if n := len(listPrefix(t, store, prefix)); n != inside-pageSize {
@@ -171,7 +172,7 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			}
 
 			pages := 0
-			rest, err := DeletePrefix(ctx, store, prefix, 1, func(deleted, total int) {
+			restRun, err := DeletePrefix(ctx, store, prefix, 1, func(deleted, total int) {
 				if deleted > 0 {
 					pages++
 				}
@@ -179,8 +180,8 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			if err != nil {
 				t.Fatalf("resumed purge: %v", err)
 			}
-			if rest != inside-pageSize || pages < 3 {
-				t.Errorf("resumed purge deleted %d in %d pages, want %d in at least 3", rest, pages, inside-pageSize)
+			if rest := restRun.Deleted; rest != inside-pageSize || pages < 3 {
+				t.Errorf("resumed purge deleted %d in %d pages, want %d in at least 3", restRun.Deleted, pages, inside-pageSize)
 			}
 			if left := listAll(t, store); !slices.Equal(left, sortedCopy(outside)) {
 				t.Errorf("left %q, want exactly the keys outside the prefix %q", left, sortedCopy(outside))

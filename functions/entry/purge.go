@@ -20,6 +20,8 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -34,11 +36,11 @@ import (
 const PurgeName = "purge"
 
 // Types are the events the function takes: the purges the NATS server fires when due.
-var PurgeTypes = []string{events.TypePurgeDue}
+var PurgeTypes = []string{events.TypePurgeDue, events.TypePurgeVerify}
 
 // Publishes are the subjects the function publishes its work on (its NATS permission): the
 // outcome of each purge.
-var PurgePublishes = events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed)
+var PurgePublishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...)
 
 // errPageFull stops a listing after one page.
 var errPageFull = errors.New("page full")
@@ -106,6 +108,9 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		return runtime.Permanentf("%s event without the entry's name and uid in its data", e.Type())
 	}
 	log := p.Log.With(zap.String("entry", data.Entry), zap.String("uid", data.UID))
+	if e.Type() == events.TypePurgeVerify {
+		return p.verify(ctx, log, data)
+	}
 	be := &extensionsv1alpha1.BackupEntry{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.Entry}, be); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -147,7 +152,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		log.Info("not purging: the prefix belongs to a live entry in the same bucket; releasing", zap.String("liveEntry", live))
 		return p.Entries.RemoveFinalizers(ctx, be)
 	}
-	deleted, err := p.purge(ctx, log, be, prefix)
+	purged, err := p.purge(ctx, log, be, prefix)
 	if err != nil {
 		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
 		if runtime.ClassOf(err) == runtime.ClassPermanent {
@@ -156,21 +161,152 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		}
 		return err
 	}
+	if purged.Locked > 0 {
+		// What object lock keeps is marked; the entry is released, as upstream does, so that
+		// gardenlet (and a migration) proceeds, and a verify purge is due when the locks end.
+		if err := p.scheduleVerify(ctx, log, be, data, purged); err != nil {
+			return err
+		}
+	}
 	if err := p.Entries.Release(ctx, be); err != nil {
 		return err
 	}
-	data.Deleted = deleted
+	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
 	p.publish(ctx, log, events.OpPurgeCompleted, be, data)
-	log.Info("purge completed", zap.String("prefix", prefix), zap.Int("deleted", deleted))
+	log.Info("purge completed", zap.String("prefix", prefix), zap.Int("deleted", purged.Deleted), zap.Int("locked", purged.Locked), zap.Time("lockedUntil", purged.Until))
+	return nil
+}
+
+// scheduleVerify schedules the verify purge of the objects purged left locked, at the end of
+// their locks. A legal hold has no end: then nothing is scheduled, and the log says so.
+func (p *Purger) scheduleVerify(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, data events.PurgeData, purged Purged) error {
+	if purged.Until.IsZero() {
+		log.Warn("objects under the prefix are held without an end (legal hold): no verify purge is scheduled; they are marked for deletion",
+			zap.Int("locked", purged.Locked), zap.String("note", purged.Note))
+		return nil
+	}
+	data.Locked, data.LockedUntil = purged.Locked, purged.Until
+	at := purged.Until.Add(time.Second) // the lock ends at Until: delete just after
+	if err := schedulePurge(ctx, p.JetStream, p.Cluster, events.OpPurgeVerify, kube.Ref(events.KindBackupEntry, be), data, at, p.Now()); err != nil {
+		return err
+	}
+	log.Info("objects stay locked: marked for deletion, verify purge scheduled", zap.Int("locked", purged.Locked),
+		zap.Time("lockedUntil", purged.Until), zap.String("note", purged.Note))
+	return nil
+}
+
+// verify is the follow-up purge of a released entry whose objects object lock kept: it deletes
+// what is under the entry's prefix and marked for deletion (by the purge, or upstream), and
+// nothing else, whoever published the event: a forged one can only hasten what the lifecycle
+// rule does anyway. What is still locked is marked again and verified later.
+func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeData) error {
+	if data.BucketName == "" || data.Prefix != gardener.EntryPrefix(data.Entry) {
+		return runtime.Permanentf("verify purge of %s: prefix %q is not the entry's (%q), or no bucket", data.Entry, data.Prefix, gardener.EntryPrefix(data.Entry))
+	}
+	be := &extensionsv1alpha1.BackupEntry{}
+	switch err := p.Client.Get(ctx, client.ObjectKey{Name: data.Entry}, be); {
+	case err == nil && be.DeletionTimestamp == nil:
+		log.Info("not verifying: an entry of that name is live and owns the prefix")
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading BackupEntry %s: %w", data.Entry, err)
+	}
+	bucket := &extensionsv1alpha1.BackupBucket{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.BucketName}, bucket); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.Info("not verifying: the bucket's BackupBucket is gone", zap.String("bucket", data.BucketName))
+			return nil
+		}
+		return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
+	}
+	if !p.Scope.Serves(bucket) {
+		log.Info("not verifying: the bucket's type or class is not this installation's", zap.String("type", bucket.Spec.Type))
+		return nil
+	}
+	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: data.BucketName}}
+	store, err := p.openBucket(ctx, ref, bucket)
+	if err != nil {
+		return err
+	}
+	locking, ok := store.(objectstore.Locking)
+	if !ok {
+		log.Info("not verifying: the store has no object lock", zap.String("bucket", data.BucketName))
+		return nil
+	}
+	var marked []string
+	unmarked := 0
+	err = store.List(ctx, data.Prefix, func(keys []string) error {
+		for _, k := range keys {
+			if !strings.HasPrefix(k, data.Prefix) {
+				return runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, data.Prefix)
+			}
+			ok, err := locking.Marked(ctx, k)
+			if err != nil {
+				return err
+			}
+			if ok {
+				marked = append(marked, k)
+			} else {
+				unmarked++
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, objectstore.ErrBucketNotFound) {
+		return gardener.StoreError(err)
+	}
+	purged := Purged{}
+	for chunk := range slices.Chunk(marked, objectstore.MaxPageSize) {
+		failed, err := deleteWithRetries(ctx, store, chunk, p.KeyRetries)
+		if err != nil {
+			return gardener.StoreError(err)
+		}
+		purged.Deleted += len(chunk) - len(failed)
+		var still []string
+		for k, err := range failed {
+			if !errors.Is(err, objectstore.ErrObjectLocked) {
+				return gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), data.Prefix, firstError(failed)))
+			}
+			still = append(still, k)
+		}
+		if len(still) > 0 {
+			slices.Sort(still)
+			until, note, err := locking.Mark(ctx, still)
+			if err != nil {
+				return gardener.StoreError(err)
+			}
+			purged.Locked += len(still)
+			purged.Note = note
+			if until.After(purged.Until) {
+				purged.Until = until
+			}
+		}
+	}
+	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
+	ref.UID = types.UID(data.UID)
+	if purged.Locked > 0 {
+		if err := p.scheduleVerify(ctx, log, ref, data, purged); err != nil {
+			return err
+		}
+		log.Info("verify purge: objects still locked", zap.String("prefix", data.Prefix), zap.Int("deleted", purged.Deleted),
+			zap.Int("locked", purged.Locked), zap.Time("until", purged.Until))
+	} else {
+		log.Info("verify purge: the prefix holds no marked object any more", zap.String("prefix", data.Prefix), zap.Int("deleted", purged.Deleted),
+			zap.Int("unmarked", unmarked), zap.Time("at", p.Now()))
+	}
+	if unmarked > 0 {
+		data.Reason = fmt.Sprintf("%d objects under the prefix carry no mark for deletion and were left alone", unmarked)
+	}
+	p.publish(ctx, log, events.OpPurgeVerified, ref, data)
 	return nil
 }
 
 // purge deletes everything under the entry's prefix with the bucket's credentials,
 // recording progress in the entry's status.
-func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) (int, error) {
+func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) (Purged, error) {
 	store, err := p.open(ctx, be)
 	if err != nil {
-		return 0, err
+		return Purged{}, err
 	}
 	lastReport := time.Now()
 	deleted, err := DeletePrefix(ctx, store, prefix, p.KeyRetries, func(deleted, total int) {
@@ -195,13 +331,28 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 	return deleted, err
 }
 
+// Purged is what DeletePrefix did.
+type Purged struct {
+	// Deleted counts the objects deleted.
+	Deleted int
+	// Locked counts the objects object lock keeps; they are marked for deletion.
+	Locked int
+	// Until is the latest end of their locks (zero: a legal hold without end).
+	Until time.Time
+	// Note says what the store could not do for them (no lifecycle rules).
+	Note string
+}
+
 // DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
 // a time; keys that fail are tried again up to retries times, then reported. Each page is
-// listed afresh, so after an interruption it resumes with what is left. It returns how many
-// objects it deleted; progress, if set, hears (0, total) first and then after every page.
-func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (int, error) {
+// listed afresh, so after an interruption it resumes with what is left. Objects that object
+// lock keeps are marked for deletion when the store can mark them (objectstore.Locking) and
+// counted, not failed: deleting them is the follow-up purge's, when their lock ends. progress,
+// if set, hears (0, total) first and then after every page.
+func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
+	var out Purged
 	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
-		return 0, runtime.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
+		return out, runtime.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
 	}
 	if progress == nil {
 		progress = func(int, int) {}
@@ -209,24 +360,26 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 	// The count's listing keeps its first page, so the first round need not list again.
 	total, page, err := count(ctx, store, prefix)
 	if errors.Is(err, objectstore.ErrBucketNotFound) {
-		return 0, nil
+		return out, nil
 	}
 	if err != nil {
-		return 0, gardener.StoreError(err)
+		return out, gardener.StoreError(err)
 	}
 	progress(0, total)
-	deleted, stalls := 0, 0
+	locking, _ := store.(objectstore.Locking)
+	locked := map[string]bool{}
+	stalls := 0
 	var previous []string
 	for {
 		if len(page) == 0 {
-			return deleted, nil
+			return out, nil
 		}
 		// A store that reports keys deleted (or "not found") and keeps listing them would make
 		// this loop endless: a page that starts with a key already deleted is a stall, and a
 		// few in a row end the run with an error (the runtime retries it later).
 		if slices.Contains(previous, page[0]) {
 			if stalls++; stalls > retries {
-				return deleted, gardener.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
+				return out, gardener.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
 					gardencorev1beta1.ErrorRetryableInfraDependencies)
 			}
 		} else {
@@ -235,20 +388,41 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		previous = slices.Clone(page) // deleteWithRetries reuses the page for its retries
 		for _, k := range page {
 			if !strings.HasPrefix(k, prefix) {
-				return deleted, runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
+				return out, runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
 			}
 		}
 		failed, err := deleteWithRetries(ctx, store, page, retries)
 		if err != nil {
-			return deleted, gardener.StoreError(err)
+			return out, gardener.StoreError(err)
 		}
-		deleted += len(page) - len(failed)
+		out.Deleted += len(page) - len(failed)
+		var lockedNow []string
+		for k, err := range failed {
+			if locking != nil && errors.Is(err, objectstore.ErrObjectLocked) {
+				lockedNow = append(lockedNow, k)
+				delete(failed, k)
+			}
+		}
 		if len(failed) > 0 {
-			return deleted, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
+			return out, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
 		}
-		progress(deleted, max(total, deleted))
-		if page, err = firstPage(ctx, store, prefix); err != nil {
-			return deleted, gardener.StoreError(err)
+		if len(lockedNow) > 0 {
+			slices.Sort(lockedNow)
+			until, note, err := locking.Mark(ctx, lockedNow)
+			if err != nil {
+				return out, gardener.StoreError(fmt.Errorf("marking %d locked objects under %s: %w", len(lockedNow), prefix, err))
+			}
+			for _, k := range lockedNow {
+				locked[k] = true
+			}
+			out.Locked, out.Note = len(locked), note
+			if until.After(out.Until) {
+				out.Until = until
+			}
+		}
+		progress(out.Deleted+out.Locked, max(total, out.Deleted+out.Locked))
+		if page, err = firstPage(ctx, store, prefix, locked); err != nil {
+			return out, gardener.StoreError(err)
 		}
 	}
 }
@@ -393,10 +567,19 @@ func count(ctx context.Context, store objectstore.Store, prefix string) (int, []
 	return n, first, err
 }
 
-func firstPage(ctx context.Context, store objectstore.Store, prefix string) ([]string, error) {
+// firstPage lists the first page of keys under prefix that are not in skip (marked locked
+// keys, which stay listed).
+func firstPage(ctx context.Context, store objectstore.Store, prefix string, skip map[string]bool) ([]string, error) {
 	var page []string
 	err := store.List(ctx, prefix, func(keys []string) error {
-		page = append(page, keys...)
+		for _, k := range keys {
+			if !skip[k] {
+				page = append(page, k)
+			}
+		}
+		if len(page) == 0 {
+			return nil // a page of skipped keys: read on
+		}
 		return errPageFull
 	})
 	if errors.Is(err, errPageFull) || errors.Is(err, objectstore.ErrBucketNotFound) {

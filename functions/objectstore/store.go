@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // MaxPageSize is the most keys List hands to its callback at once (Azure's list page limit).
@@ -162,4 +163,19 @@ type Configurable interface {
 	// is kept to the stronger setting and said so in note. A setting the provider cannot
 	// honour is ErrInvalidConfig, naming it.
 	CreateWithConfig(ctx context.Context, config []byte) (note string, err error)
+}
+
+// Locking is a Store whose objects object lock can keep past a purge (S3). A purge marks what
+// it cannot delete, and deletes it once the lock ends; the provider's lifecycle rule may get
+// there first.
+type Locking interface {
+	// Mark marks every version of the keys for deletion (S3: the tag gc-marked-for-deletion=true)
+	// and makes sure the bucket's lifecycle rule expires marked objects, merged into the rules
+	// the bucket has. until is the latest retain-until date among the versions (zero when only
+	// a legal hold keeps them); note says what the store could not do (a store without
+	// lifecycle rules).
+	Mark(ctx context.Context, keys []string) (until time.Time, note string, err error)
+	// Marked reports whether every version of key carries the mark: only such keys are deleted
+	// by a follow-up purge, whoever asks for it.
+	Marked(ctx context.Context, key string) (bool, error)
 }

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -166,8 +164,7 @@ func (s *store) CreateWithConfig(ctx context.Context, raw []byte) (string, error
 // defaultRetention reads the bucket's default retention, nil if it has none.
 func (s *store) defaultRetention(ctx context.Context) (*lock, error) {
 	out, err := s.client.GetObjectLockConfiguration(ctx, &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(s.name)})
-	var apiErr smithy.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "ObjectLockConfigurationNotFoundError" {
+	if isCode(err, "ObjectLockConfigurationNotFoundError") {
 		return nil, nil
 	}
 	if err != nil {
