@@ -213,11 +213,16 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 	}
 	bucket := &extensionsv1alpha1.BackupBucket{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.BucketName}, bucket); err != nil {
-		if apierrors.IsNotFound(err) {
-			log.Info("not verifying: the bucket's BackupBucket is gone", zap.String("bucket", data.BucketName))
-			return nil
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
 		}
-		return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
+		// Gone, or another seed's (a migration's source- entry): the objects stay marked for
+		// the store's lifecycle rule, and the verified event says so.
+		data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
+		log.Info("not verifying: " + data.Reason)
+		ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
+		p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+		return nil
 	}
 	if !p.Scope.Serves(bucket) {
 		log.Info("not verifying: the bucket's type or class is not this installation's", zap.String("type", bucket.Spec.Type))

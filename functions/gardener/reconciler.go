@@ -395,10 +395,28 @@ func (r *StatusWriter) RemoveFinalizers(ctx context.Context, obj extensionsv1alp
 	if _, err := r.patchSecretFinalizer(ctx, ref, "$deleteFromPrimitiveList/finalizers"); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	if err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("releasing %s %s: %w", r.Kind, obj.GetName(), err)
+	// The optimistic lock keeps another controller's finalizer change; a conflict means the
+	// object changed since it was read (gardenlet touches a deleting object while it waits),
+	// so read it again and remove ours from that, rather than redo the whole operation.
+	for attempt := 0; ; attempt++ {
+		err := r.patchFinalizer(ctx, obj, controllerutil.RemoveFinalizer)
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err) || attempt >= 3:
+			return fmt.Errorf("releasing %s %s: %w", r.Kind, obj.GetName(), err)
+		}
+		uid := obj.GetUID()
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("releasing %s %s: %w", r.Kind, obj.GetName(), err)
+		}
+		if obj.GetUID() != uid {
+			return nil // a namesake: not ours to release
+		}
 	}
-	return nil
 }
 
 // ensureFinalizers puts our finalizer on the object (dropping its operation annotation in the

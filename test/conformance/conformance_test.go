@@ -67,7 +67,7 @@ func TestConformance(t *testing.T) {
 	clk := startShiftClock(t)
 	t.Run("registration", func(t *testing.T) { testRegistration(t, g, gl) })
 
-	for _, ext := range []extension{providerLocal{}, housekeeper{bin: bin, azure: &azureSide{}}} {
+	for _, ext := range []extension{providerLocal{}, housekeeper{bin: bin, azure: &azureSide{}, s3: &s3Side{}}} {
 		t.Run(ext.name(), func(t *testing.T) {
 			runScenarios(t, g, clk, ext)
 		})
@@ -159,6 +159,7 @@ var scenarios = []struct {
 	{"5-control-plane-migration", (*run).controlPlaneMigration},
 	{"7-bucket-delete", (*run).bucketDelete},
 	{"8-azure-service-principal", (*run).azureServicePrincipal},
+	{"9-locked-source-entry", (*run).lockedSourceEntry},
 }
 
 // 1-reconcile: an entry is reconciled: etcd-backup written, the extension objects as gardenlet deployed them, the bucket directory there.

@@ -72,6 +72,7 @@ func (providerLocal) start(t *testing.T, s *seedEnv, l *logs, root string) {
 type housekeeper struct {
 	bin   func(t *testing.T) string
 	azure *azureSide
+	s3    *s3Side
 }
 
 func (housekeeper) name() string { return "housekeeper" }
@@ -89,13 +90,16 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	env := []string{
 		"HOUSEKEEPER_NATS_URL=" + nats.URL,
 		"HOUSEKEEPER_CLUSTER=" + s.name,
-		"HOUSEKEEPER_TYPES=local,azure", // provider-local's type, as in the control run, and the Azure scenario's
+		"HOUSEKEEPER_TYPES=local,azure,aws", // provider-local's type, as in the control run, and those of the Azure and S3 scenarios
 		"HOUSEKEEPER_KUBECONFIG=" + s.kubeconfig,
 	}
 	if err := h.azure.start(t, l); err != nil {
 		t.Fatalf("Azure for %s: %v", s.name, err)
 	}
 	env = append(env, h.azure.env()...)
+	if err := h.s3.start(t, l); err != nil {
+		t.Fatalf("S3 for %s: %v", s.name, err)
+	}
 	run := func(name string, args ...string) {
 		f := l.file(t, s.name+"-"+name+".log")
 		cmd := exec.Command(args[0], args[1:]...)
