@@ -2,6 +2,7 @@ package gardener
 
 import (
 	"errors"
+	"time"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 
@@ -34,6 +35,11 @@ func Retryable(err error, codes ...gardencorev1beta1.ErrorCode) error {
 	return runtime.Retryable(&codedError{err: err, codes: codes})
 }
 
+// RetryAfter is runtime.RetryAfter with the Gardener codes for lastError.
+func RetryAfter(d time.Duration, err error, codes ...gardencorev1beta1.ErrorCode) error {
+	return runtime.RetryAfter(d, &codedError{err: err, codes: codes})
+}
+
 // Waiting is runtime.Waiting with the Gardener codes for lastError.
 func Waiting(err error, codes ...gardencorev1beta1.ErrorCode) error {
 	return runtime.Waiting(&codedError{err: err, codes: codes})
@@ -63,6 +69,7 @@ func taskOf(err error) string {
 // lift the lock or re-trigger the operation after it ends); throttling and other failures
 // are retried.
 func StoreError(err error) error {
+	var locked *objectstore.LockedError
 	switch {
 	case err == nil:
 		return nil
@@ -77,6 +84,9 @@ func StoreError(err error) error {
 		return Waiting(err) // the secret's update announces the object again
 	case errors.Is(err, objectstore.ErrQuotaExceeded):
 		return Retryable(err, gardencorev1beta1.ErrorInfraQuotaExceeded) // raised without an event to tell us
+	case errors.As(err, &locked) && !locked.Until.IsZero():
+		// A bucket that cannot go before its objects' locks end: tried again just after.
+		return RetryAfter(time.Until(locked.Until)+time.Second, err, gardencorev1beta1.ErrorRetryableInfraDependencies)
 	case errors.Is(err, objectstore.ErrObjectLocked):
 		return Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
 	case errors.Is(err, objectstore.ErrThrottled):

@@ -1,6 +1,10 @@
 package objectstore
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Errors a caller acts on. Providers wrap them with a message naming the bucket, the key or
 // the credential key at fault — never a credential's value.
@@ -44,3 +48,20 @@ var (
 	// (a workload identity's token, which gardenlet's token requestor writes); wait for it.
 	ErrNotReady = errors.New("credentials not ready")
 )
+
+// LockedError is ErrObjectLocked for a whole bucket: Count objects stay locked until Until (zero:
+// a legal hold without end). They are marked for deletion.
+type LockedError struct {
+	Bucket string
+	Count  int
+	Until  time.Time
+}
+
+func (e *LockedError) Error() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("bucket %s: %d objects are held by a legal hold, marked for deletion", e.Bucket, e.Count)
+	}
+	return fmt.Sprintf("bucket %s cannot be removed before %s: %d objects are locked until then, marked for deletion", e.Bucket, e.Until.UTC().Format(time.RFC3339), e.Count)
+}
+
+func (e *LockedError) Unwrap() error { return ErrObjectLocked }

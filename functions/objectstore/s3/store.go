@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -89,20 +90,19 @@ func (s *store) enableVersioning(ctx context.Context) error {
 }
 
 // Delete empties the bucket — every object, version and delete marker — and deletes it; a
-// missing bucket is fine. An object that object lock protects fails it with ErrObjectLocked.
+// missing bucket is fine. Objects that object lock protects are marked for deletion and make it
+// an *objectstore.LockedError that says until when; everything else is deleted first, so a
+// later attempt has only those left.
 func (s *store) Delete(ctx context.Context) error {
+	locked := map[string]bool{}
 	var previous string
 	stalls := 0
 	for {
-		var page []string
-		err := s.List(ctx, "", func(keys []string) error {
-			page = slices.Clone(keys)
-			return errStop
-		})
+		page, err := s.unlockedPage(ctx, locked)
 		if errors.Is(err, objectstore.ErrBucketNotFound) {
 			return nil
 		}
-		if err != nil && !errors.Is(err, errStop) {
+		if err != nil {
 			return fmt.Errorf("emptying the bucket: %w", err)
 		}
 		if len(page) == 0 {
@@ -125,10 +125,23 @@ func (s *store) Delete(ctx context.Context) error {
 			return fmt.Errorf("emptying the bucket: %w", err)
 		}
 		for _, k := range page {
-			if kerr, ok := failed[k]; ok {
+			kerr, ok := failed[k]
+			switch {
+			case !ok:
+			case errors.Is(kerr, objectstore.ErrObjectLocked):
+				locked[k] = true
+			default:
 				return fmt.Errorf("s3: bucket %q: delete: %d objects could not be deleted, e.g. %w", s.name, len(failed), kerr)
 			}
 		}
+	}
+	if len(locked) > 0 {
+		keys := slices.Sorted(maps.Keys(locked))
+		until, _, err := s.Mark(ctx, keys)
+		if err != nil {
+			return err
+		}
+		return &objectstore.LockedError{Bucket: s.name, Count: len(keys), Until: until}
 	}
 	_, err := s.client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(s.name)})
 	if err == nil || errors.Is(classify(err), objectstore.ErrBucketNotFound) {
@@ -136,6 +149,26 @@ func (s *store) Delete(ctx context.Context) error {
 	}
 	// BucketNotEmpty: something was written meanwhile; the next attempt empties it again.
 	return s.errorf("delete", err)
+}
+
+// unlockedPage is the first page of keys that are not in skip (found locked already).
+func (s *store) unlockedPage(ctx context.Context, skip map[string]bool) ([]string, error) {
+	var page []string
+	err := s.List(ctx, "", func(keys []string) error {
+		for _, k := range keys {
+			if !skip[k] {
+				page = append(page, k)
+			}
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		return errStop
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return page, err
 }
 
 // isVersioned says whether the bucket keeps versions (versioning Enabled or Suspended),

@@ -367,8 +367,15 @@ func testObjectLock(t *testing.T, sv server) {
 	if got := storetest.ListAll(t, s, "shoot--p--s--1/"); !slices.Equal(got, []string{locked}) {
 		t.Errorf("left: %q, want only the locked key", got)
 	}
-	if err := s.Delete(testCtx(t)); !errors.Is(err, objectstore.ErrObjectLocked) {
-		t.Errorf("Delete of a bucket with a locked object: %v, want ErrObjectLocked", err)
+	err = s.Delete(testCtx(t))
+	var le *objectstore.LockedError
+	if !errors.As(err, &le) || le.Count != 1 || le.Until.Before(time.Now().Add(23*time.Hour)) || !errors.Is(err, objectstore.ErrObjectLocked) {
+		t.Errorf("Delete of a bucket with a locked object: %v, want a LockedError for 1 object until a day from now", err)
+	} else {
+		t.Logf("Delete: %v", err)
+	}
+	if marked, err := s.(objectstore.Locking).Marked(testCtx(t), locked); err != nil || !marked {
+		t.Errorf("the locked object after the bucket's Delete: marked %v (%v), want it marked for deletion", marked, err)
 	}
 	// Governance retention can be shortened by someone allowed to; once it ends the delete
 	// goes through.
