@@ -2,6 +2,7 @@ package entry_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -32,8 +34,9 @@ import (
 // aws whose region is spec.region, the generated secret and etcd-backup holding the keys
 // etcd-backup-restore's S3 snapstore reads, snapshots written with them into a versioned
 // bucket, and a purge that leaves no version or delete marker under the entry's prefix and
-// touches nothing outside it. In a bucket with object lock, a locked snapshot makes the purge
-// fail once, with a lastError that says so and a Gardener code, instead of retrying forever.
+// touches nothing outside it. In a bucket with object lock, a locked snapshot no longer holds
+// the deletion: the entry is released at once with the snapshot marked for deletion, and a
+// verify purge is scheduled for the end of its lock (locked_test.go follows one to its end).
 func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 	p := pipeline.Start(t, testenv.WithS3())
 	providers := objectstore.NewRegistry(azure.New(), s3.New())
@@ -185,24 +188,29 @@ func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.delete(le)
-	var first *gardencorev1beta1.LastError
-	f.Eventually(30*time.Second, "a lastError about object lock with ERR_CONFIGURATION_PROBLEM", func() (bool, string) {
-		live := &extensionsv1alpha1.BackupEntry{}
-		_, s := f.describe(live, lockedName)
-		first = live.Status.LastError
-		return first != nil && strings.Contains(first.Description, "object lock") &&
-			slices.Contains(first.Codes, gardencorev1beta1.ErrorConfigurationProblem), s
-	})
-	if strings.Contains(first.Description, stack.S3SecretKey) {
-		t.Errorf("lastError quotes the secret key: %q", first.Description)
+	f.waitGone(lockedName)
+	if n := countVersions(t, admin, lockedBucket, lockedName+"/"); n != 1 {
+		t.Errorf("%d versions under the released entry's prefix, want the locked one", n)
 	}
-	t.Logf("lastError: %s %v", first.Description, first.Codes)
-	// Not retried: the status stays as it was written (the workers retry in about a second).
-	time.Sleep(4 * time.Second)
-	live := &extensionsv1alpha1.BackupEntry{}
-	if _, s := f.describe(live, lockedName); live.Status.LastError == nil || !live.Status.LastError.LastUpdateTime.Equal(first.LastUpdateTime) ||
-		!slices.Contains(live.Finalizers, entry.Finalizer) {
-		t.Errorf("after a locked purge the entry changed (retried?) or was released: %s", s)
+	tags, err := admin.GetObjectTagging(ctx, &awss3.GetObjectTaggingInput{Bucket: aws.String(lockedBucket), Key: aws.String(lockedKey)})
+	if err != nil || !slices.ContainsFunc(tags.TagSet, func(tg types.Tag) bool { return aws.ToString(tg.Key) == s3.MarkTag && aws.ToString(tg.Value) == s3.MarkValue }) {
+		t.Errorf("the locked snapshot is not marked for deletion: %+v %v", tags, err)
+	}
+	subject, err := events.Subject(events.TypePurgeCompleted, lockedName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := f.JS.Stream(ctx, events.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatalf("no purge completed event for %s: %v", lockedName, err)
+	}
+	var data events.PurgeData
+	if err := json.Unmarshal(msg.Data, &data); err != nil || data.Locked != 1 || time.Until(data.LockedUntil) < 50*time.Minute {
+		t.Errorf("purge completed: %s, want 1 locked until about an hour from now", msg.Data)
 	}
 }
 

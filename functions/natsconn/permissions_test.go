@@ -37,8 +37,10 @@ var rights = []struct {
 		"housekeeper.redrive.entry", "housekeeper.schedule.retry.bucket.x", "housekeeper-deadletter.bucket",
 		"housekeeper.schedule.etcdbackup.x", "$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.bucket", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER"}, "housekeeper.purge.scheduled.x"},
-	{"purge", []string{"housekeeper.backupentry.deleting.x", "housekeeper.schedule.purge.x", "housekeeper.purge.due.x"},
-		"housekeeper.purge.completed.x"},
+	// The purge schedules its verify purges on an entry's schedule subject; it never publishes a
+	// due purge itself.
+	{"purge", []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.purge.verify.x",
+		"housekeeper.purge.scheduled.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper.schedule.purge.x"},
 	{"schedule", []string{"housekeeper.etcdbackup.due.x", "housekeeper.etcdbackupconfig.deleting.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"},
 		"housekeeper.unschedule.etcdbackup.x"},
 	{"snapshot", []string{"housekeeper.etcdbackup.due.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper-deadletter.snapshot"},
