@@ -193,7 +193,9 @@ func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 		t.Errorf("%d versions under the released entry's prefix, want the locked one", n)
 	}
 	tags, err := admin.GetObjectTagging(ctx, &awss3.GetObjectTaggingInput{Bucket: aws.String(lockedBucket), Key: aws.String(lockedKey)})
-	if err != nil || !slices.ContainsFunc(tags.TagSet, func(tg types.Tag) bool { return aws.ToString(tg.Key) == s3.MarkTag && aws.ToString(tg.Value) == s3.MarkValue }) {
+	if err != nil || !slices.ContainsFunc(tags.TagSet, func(tg types.Tag) bool {
+		return aws.ToString(tg.Key) == s3.MarkTag && aws.ToString(tg.Value) == s3.MarkValue
+	}) {
 		t.Errorf("the locked snapshot is not marked for deletion: %+v %v", tags, err)
 	}
 	subject, err := events.Subject(events.TypePurgeCompleted, lockedName)
