@@ -8,11 +8,9 @@ import (
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
-	corebackupbucket "github.com/gardener/gardener/pkg/component/garden/backupbucket"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -82,24 +80,8 @@ func (r *run) azureServicePrincipal(t *testing.T) {
 	if err := r.g.client.Create(ctx, creds); err != nil {
 		t.Fatal(err)
 	}
-	d := corebackupbucket.New(r.log, r.g.client, &corebackupbucket.Values{
-		Name: azureBucket,
-		Config: &gardencorev1beta1.Backup{
-			Provider:       azure.Type,
-			ProviderConfig: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","rotationConfig":{"expirationPeriodDays":14,"rotationPeriodDays":7}}`)}, // keys sorted, as the API server returns them: gardenlet compares the spec it wants with the one it reads
-			CredentialsRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: creds.Namespace, Name: creds.Name},
-		},
-		DefaultRegion: "westeurope",
-		Seed:          r.src.seed,
-		Clock:         r.clk,
-	}, waitInterval, waitTimeout)
-	if err := d.Deploy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Wait(ctx); err != nil {
-		bb, _ := d.Get(ctx)
-		t.Fatalf("core BackupBucket %s: %v (lastOperation %s, lastError %s)", azureBucket, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
-	}
+	d := r.deployProviderBucket(t, azureBucket, azure.Type, "westeurope", creds,
+		`{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","rotationConfig":{"expirationPeriodDays":14,"rotationPeriodDays":7}}`)
 	if _, ok := a.cloud.Group(azureBucket); !ok {
 		t.Fatalf("no resource group %s in the cloud", azureBucket)
 	}
@@ -190,13 +172,7 @@ func (r *run) azureServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.destroyEntry(t, e)
-	if err := d.Destroy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.WaitCleanup(ctx); err != nil {
-		bb, _ := d.Get(ctx)
-		t.Fatalf("core BackupBucket %s not deleted: %v (lastOperation %s, lastError %s)", azureBucket, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
-	}
+	r.destroyProviderBucket(t, d, azureBucket)
 	if _, ok := a.cloud.Group(azureBucket); ok {
 		t.Error("the resource group is still there")
 	}

@@ -585,6 +585,47 @@ func (r *run) bucketDeployer(s *seedEnv, name string) corebackupbucket.Interface
 	}, waitInterval, waitTimeout)
 }
 
+// deployProviderBucket deploys, for the source seed, a core BackupBucket of providerType in
+// region with providerConfig config (its JSON keys sorted, as the API server returns them:
+// gardenlet compares the extension spec it wants with the one it reads) and the credentials
+// creds, and waits until it is ready.
+func (r *run) deployProviderBucket(t *testing.T, name, providerType, region string, creds *corev1.Secret, config string) corebackupbucket.Interface {
+	t.Helper()
+	ctx := context.Background()
+	d := corebackupbucket.New(r.log, r.g.client, &corebackupbucket.Values{
+		Name: name,
+		Config: &gardencorev1beta1.Backup{
+			Provider:       providerType,
+			ProviderConfig: &runtime.RawExtension{Raw: []byte(config)},
+			CredentialsRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: creds.Namespace, Name: creds.Name},
+		},
+		DefaultRegion: region,
+		Seed:          r.src.seed,
+		Clock:         r.clk,
+	}, waitInterval, waitTimeout)
+	if err := d.Deploy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(ctx); err != nil {
+		bb, _ := d.Get(ctx)
+		t.Fatalf("core BackupBucket %s: %v (lastOperation %s, lastError %s)", name, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
+	}
+	return d
+}
+
+// destroyProviderBucket deletes a bucket deployProviderBucket made and waits until it is gone.
+func (r *run) destroyProviderBucket(t *testing.T, d corebackupbucket.Interface, name string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := d.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WaitCleanup(ctx); err != nil {
+		bb, _ := d.Get(ctx)
+		t.Fatalf("core BackupBucket %s not deleted: %v (lastOperation %s, lastError %s)", name, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
+	}
+}
+
 // redeployBucket deploys the bucket again with a new deployer, as gardenlet's seed controller
 // does on each of its reconciles.
 func (r *run) redeployBucket(t *testing.T, b *bucketRef) {

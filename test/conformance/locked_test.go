@@ -15,10 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
-	corebackupbucket "github.com/gardener/gardener/pkg/component/garden/backupbucket"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -76,26 +74,8 @@ func (r *run) lockedSourceEntry(t *testing.T) {
 	if err := r.g.client.Create(ctx, creds); err != nil {
 		t.Fatal(err)
 	}
-	d := corebackupbucket.New(r.log, r.g.client, &corebackupbucket.Values{
-		Name: lockedBucket,
-		Config: &gardencorev1beta1.Backup{
-			Provider: s3.Type,
-			// Keys sorted, as the API server returns them: gardenlet compares the spec it wants
-			// with the one it reads.
-			ProviderConfig: &runtime.RawExtension{Raw: []byte(`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1","immutability":{"mode":"governance","retentionPeriod":"24h","retentionType":"bucket"},"kind":"BackupBucketConfig"}`)},
-			CredentialsRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: creds.Namespace, Name: creds.Name},
-		},
-		DefaultRegion: stack.S3Region,
-		Seed:          r.src.seed,
-		Clock:         r.clk,
-	}, waitInterval, waitTimeout)
-	if err := d.Deploy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Wait(ctx); err != nil {
-		bb, _ := d.Get(ctx)
-		t.Fatalf("core BackupBucket %s: %v (lastOperation %s, lastError %s)", lockedBucket, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
-	}
+	d := r.deployProviderBucket(t, lockedBucket, s3.Type, stack.S3Region, creds,
+		`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1","immutability":{"mode":"governance","retentionPeriod":"24h","retentionType":"bucket"},"kind":"BackupBucketConfig"}`)
 	raw := hk.s3.client()
 	lock, err := raw.GetObjectLockConfiguration(ctx, &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(lockedBucket)})
 	if err != nil || lock.ObjectLockConfiguration.Rule == nil || aws.ToInt32(lock.ObjectLockConfiguration.Rule.DefaultRetention.Days) != 1 {
@@ -171,13 +151,7 @@ func (r *run) lockedSourceEntry(t *testing.T) {
 		}
 		return nil
 	})
-	if err := d.Destroy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.WaitCleanup(ctx); err != nil {
-		bb, _ := d.Get(ctx)
-		t.Fatalf("core BackupBucket %s not deleted: %v (lastOperation %s, lastError %s)", lockedBucket, err, describeOp(bb.Status.LastOperation), describeErr(bb.Status.LastError))
-	}
+	r.destroyProviderBucket(t, d, lockedBucket)
 	t.Logf("source- entry over %d locked snapshots force-deleted in %s, %s before the lock ended; the snapshots stayed, marked, and went with the shoot's entry after the lock",
 		len(keys), finished.Sub(lockEnd.Add(-25*time.Second)).Round(time.Second), lockEnd.Sub(finished).Round(time.Second))
 }
