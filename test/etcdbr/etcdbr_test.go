@@ -24,6 +24,7 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
@@ -32,6 +33,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/azurecloud"
@@ -70,6 +72,104 @@ func TestEtcdBackupRestoreWithHousekeepersSecrets(t *testing.T) {
 			f.rotate(t, spBucket, shoots)
 		})
 	})
+}
+
+// An immutable S3 bucket (providerConfig.immutability, a day of governance retention):
+// etcd-backup-restore backs up into it and restores from it as from any other; deleting the
+// entry is not held by the lock: the entry is released, its snapshots stay, marked for
+// deletion, and a neighbour's stay unmarked.
+func TestEtcdBackupRestoreWithAnImmutableBucket(t *testing.T) {
+	if uid := os.Geteuid(); uid != 0 {
+		t.Fatalf("this test runs etcd-backup-restore and the purge as uid %d, as deployed, which needs root; it runs as uid %d", etcdDruidUser, uid)
+	}
+	f := start(t)
+	ctx := context.Background()
+	const bucketName = "etcdbr-immutable"
+	f.create(t, &extensionsv1alpha1.BackupBucket{
+		ObjectMeta: metav1.ObjectMeta{Name: bucketName},
+		Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: s3.Type, ProviderConfig: &runtime.RawExtension{Raw: []byte(
+				`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","immutability":{"retentionType":"bucket","retentionPeriod":"24h","mode":"governance"}}`)}},
+			Region:    stack.S3Region,
+			SecretRef: corev1.SecretReference{Name: "s3-credentials", Namespace: "garden"},
+		},
+	})
+	f.waitSucceeded(t, &extensionsv1alpha1.BackupBucket{}, bucketName)
+	target := shoot{entry: "shoot--immutable--one--0a1b2c3d", namespace: "shoot--immutable--one"}
+	neighbour := shoot{entry: "shoot--immutable--two--4e5f6a7b", namespace: "shoot--immutable--two"}
+	for _, s := range []shoot{target, neighbour} {
+		f.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.namespace}})
+		f.create(t, &extensionsv1alpha1.BackupEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: s.entry, Annotations: map[string]string{entry.AnnotationRetention: "0s"}},
+			Spec: extensionsv1alpha1.BackupEntrySpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: s3.Type}, BucketName: bucketName, Region: stack.S3Region,
+				SecretRef: corev1.SecretReference{Name: bucket.GeneratedSecretPrefix + bucketName, Namespace: "garden"},
+			},
+		})
+		f.waitSucceeded(t, &extensionsv1alpha1.BackupEntry{}, s.entry)
+	}
+	written, targetPrefix := f.backUp(t, s3.Type, target, 3, 3)
+	_, neighbourPrefix := f.backUp(t, s3.Type, neighbour, 2, 0)
+	bucketStore := f.bucket(t, s3.Type, target)
+	targetObjects := f.list(t, bucketStore, targetPrefix)
+	neighbourObjects := f.list(t, bucketStore, neighbourPrefix)
+
+	restoreDir := filepath.Join(f.dir, target.entry, "restore")
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(restoreDir, "data", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoreStore := f.backupStore(t, s3.Type, target, filepath.Join(restoreDir, "credentials"))
+	restoreCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := f.etcdbr.Restore(restoreCtx, restoreStore, member, filepath.Join(restoreDir, "data", "temp")); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := f.etcdbr.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := restored.Get(ctx, keyPrefix)
+	restored.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range written {
+		if got[k] != v {
+			t.Errorf("restored %s = %q, wrote %q", k, got[k], v)
+		}
+	}
+
+	e := &extensionsv1alpha1.BackupEntry{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: target.entry}, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Client.Delete(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	f.Eventually(60*time.Second, target.entry+" released", func() (bool, string) {
+		if why := f.purgeExited(); why != "" {
+			t.Fatal(why)
+		}
+		err := f.Client.Get(ctx, client.ObjectKey{Name: target.entry}, &extensionsv1alpha1.BackupEntry{})
+		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
+	})
+	locking := bucketStore.(objectstore.Locking)
+	if left := f.list(t, bucketStore, targetPrefix); !slices.Equal(left, targetObjects) {
+		t.Errorf("after the release the prefix holds %v, want the locked snapshots %v", left, targetObjects)
+	}
+	for _, k := range targetObjects {
+		if marked, err := locking.Marked(ctx, k); err != nil || !marked {
+			t.Errorf("%s: marked %v (%v), want it marked for deletion", k, marked, err)
+		}
+	}
+	for _, k := range neighbourObjects {
+		if marked, err := locking.Marked(ctx, k); err != nil || marked {
+			t.Errorf("the neighbour's %s: marked %v (%v), want it unmarked", k, marked, err)
+		}
+	}
+	t.Logf("immutable bucket: backed up %d keys in %v, restored them; the entry was released with its %d snapshots locked and marked, the neighbour's %d unmarked",
+		len(written), targetObjects, len(targetObjects), len(neighbourObjects))
 }
 
 // spBucket is the bucket provisioned from a service principal.
@@ -141,9 +241,9 @@ func start(t *testing.T) *fixture {
 	}
 	cloud := azurecloud.New(spBucket)
 	cloud.AddServicePrincipal("etcdbr-client", "etcdbr-client-secret")
-	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...))
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...), testenv.WithS3())
 	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets")}
-	f.providers = objectstore.NewRegistry(local.New(f.localRoot), azure.New(azure.WithManagementTransport(cloud.Transport()),
+	f.providers = objectstore.NewRegistry(local.New(f.localRoot), s3.New(), azure.New(azure.WithManagementTransport(cloud.Transport()),
 		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
 	p.RunFunction(bucket.Definition, f.providers)
 	p.RunFunction(entry.Definition, f.providers)
@@ -164,6 +264,10 @@ func start(t *testing.T) *fixture {
 		azure.KeyEndpoint:       []byte(p.Env.Azurite.Endpoint),
 	}})
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
+	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: "garden"}, Data: map[string][]byte{
+		s3.KeyAccessKeyID: []byte(stack.S3AccessKey), s3.KeySecretAccessKey: []byte(stack.S3SecretKey),
+		s3.KeyRegion: []byte(stack.S3Region), s3.KeyEndpoint: []byte(p.Env.S3.Endpoint), s3.KeyS3ForcePathStyle: []byte("true"),
+	}})
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "azure-service-principal", Namespace: "garden"}, Data: map[string][]byte{
 		azure.KeyTenantID: []byte("etcdbr-tenant"), azure.KeyClientID: []byte("etcdbr-client"),
 		azure.KeyClientSecret: []byte("etcdbr-client-secret"), azure.KeySubscriptionID: []byte("etcdbr-subscription"),
