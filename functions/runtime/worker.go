@@ -64,6 +64,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("consuming", zap.Strings("subjects", cfg.FilterSubjects), zap.Int("concurrency", w.opts.concurrency),
 		zap.Duration("ack_wait", w.ackWait), zap.Int("max_deliver", w.maxDeliver))
 
+	var fails fetchFailures
 	for ctx.Err() == nil {
 		slots <- struct{}{} // wait for a free slot before taking a message
 		free := 1 + w.opts.concurrency - len(slots)
@@ -74,8 +75,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if err != nil {
 			cancelFetch()
 			if ctx.Err() == nil {
-				w.log.Warn("fetch failed, retrying", zap.Error(err))
-				sleep(ctx, time.Second)
+				sleep(ctx, fails.failed(w.log, "fetch failed", err))
 			}
 			continue
 		}
@@ -86,10 +86,18 @@ func (w *Worker) Run(ctx context.Context) error {
 				w.handle(handlerCtx, msg)
 			})
 		}
-		if err := batch.Error(); err != nil && fetchCtx.Err() == nil && ctx.Err() == nil {
-			w.log.Warn("fetch ended with an error", zap.Error(err))
-		}
+		err = batch.Error()
+		timedOut := fetchCtx.Err() != nil // the long poll's own end is no failure
 		cancelFetch()
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !timedOut:
+			// The server answered at once with an error (no consumer, no leader): without a
+			// pause this loop would ask again and again, as fast as the server answers.
+			sleep(ctx, fails.failed(w.log, "fetch ended with an error", err))
+		default:
+			fails.succeeded(w.log)
+		}
 	}
 
 	done := make(chan struct{})
@@ -266,6 +274,26 @@ func (w *Worker) watchMaxDeliveries(ctx context.Context) (stop func(), err error
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// fetchFailures paces a worker whose fetches keep failing: the pause doubles from 100ms up to
+// 5s, and the log says so at the first failure and then at each doubling of their count.
+type fetchFailures struct{ n int }
+
+func (f *fetchFailures) failed(log *zap.Logger, what string, err error) time.Duration {
+	f.n++
+	d := min(100*time.Millisecond<<min(f.n-1, 6), 5*time.Second)
+	if f.n&(f.n-1) == 0 { // 1, 2, 4, 8, ...
+		log.Warn(what+", retrying", zap.Error(err), zap.Int("failures", f.n), zap.Duration("retryIn", d))
+	}
+	return d
+}
+
+func (f *fetchFailures) succeeded(log *zap.Logger) {
+	if f.n > 0 {
+		log.Info("fetching again", zap.Int("afterFailures", f.n))
+		f.n = 0
+	}
 }
 
 func truncate(s string, n int) string {
