@@ -30,10 +30,7 @@ var Definition = runtime.Definition{
 	Bind: func(fs *flag.FlagSet) runtime.Constructor {
 		scope := gardener.BindScope(fs)
 		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
-			s, err := scope()
-			if err == nil {
-				err = s.Stores(d.Stores)
-			}
+			s, err := scope(d.Stores)
 			if err != nil {
 				return runtime.Function{}, err
 			}

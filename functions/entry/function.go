@@ -66,7 +66,7 @@ var Definition = runtime.Definition{
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
 		return func(ctx context.Context, d runtime.Deps) (runtime.Function, error) {
-			s, err := scope()
+			s, err := scope(nil) // writes etcd-backup from the credentials; opens no bucket
 			if err != nil {
 				return runtime.Function{}, err
 			}

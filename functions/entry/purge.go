@@ -76,10 +76,7 @@ var PurgeDefinition = runtime.Definition{
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
 		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
-			s, err := scope()
-			if err == nil {
-				err = s.Stores(d.Stores)
-			}
+			s, err := scope(d.Stores)
 			if err != nil {
 				return runtime.Function{}, err
 			}

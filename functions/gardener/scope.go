@@ -73,11 +73,21 @@ func (s Scope) Serves(obj extensionsv1alpha1.Object) bool {
 }
 
 // BindScope registers the scope's flags on fs, for a function's Definition.Bind; the returned
-// func gives the scope once fs is parsed, or what is wrong with it.
-func BindScope(fs *flag.FlagSet) func() (Scope, error) {
+// func gives the scope once fs is parsed, or what is wrong with it. stores is the registry the
+// function opens buckets with, which must open every type of the scope; nil for a function
+// that opens none.
+func BindScope(fs *flag.FlagSet) func(stores objectstore.Registry) (Scope, error) {
 	s := &Scope{}
 	s.BindFlags(fs)
-	return func() (Scope, error) { return *s, s.Validate() }
+	return func(stores objectstore.Registry) (Scope, error) {
+		if err := s.Validate(); err != nil {
+			return *s, err
+		}
+		if stores != nil {
+			return *s, s.opens(stores)
+		}
+		return *s, nil
+	}
 }
 
 // ScopeArgs are the arguments that give def the scope of types, or none when def does not serve
@@ -91,9 +101,9 @@ func ScopeArgs(def hkruntime.Definition, types ...string) []string {
 	return []string{"--types=" + strings.Join(types, ",")}
 }
 
-// Stores checks that stores opens every type of the scope: a function that opens buckets
+// opens checks that stores opens every type of the scope: a function that opens buckets
 // cannot serve a type it has no store for (the local provider needs --local-root).
-func (s Scope) Stores(stores objectstore.Registry) error {
+func (s Scope) opens(stores objectstore.Registry) error {
 	for _, t := range s.Types {
 		if _, err := stores.Get(t); err != nil {
 			return fmt.Errorf("--types names %q, which this process cannot open: %w", t, err)
