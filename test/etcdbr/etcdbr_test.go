@@ -114,26 +114,7 @@ func TestEtcdBackupRestoreWithAnImmutableBucket(t *testing.T) {
 	targetObjects := f.list(t, bucketStore, targetPrefix)
 	neighbourObjects := f.list(t, bucketStore, neighbourPrefix)
 
-	restoreDir := filepath.Join(f.dir, target.entry, "restore")
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(restoreDir, "data", "new.etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	restoreStore := f.backupStore(t, s3.Type, target, filepath.Join(restoreDir, "credentials"))
-	restoreCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := f.etcdbr.Restore(restoreCtx, restoreStore, member, filepath.Join(restoreDir, "data", "temp")); err != nil {
-		t.Fatal(err)
-	}
-	restored, err := f.etcdbr.StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := restored.Get(ctx, keyPrefix)
-	restored.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := f.restore(t, s3.Type, target)
 	for k, v := range written {
 		if got[k] != v {
 			t.Errorf("restored %s = %q, wrote %q", k, got[k], v)
@@ -331,26 +312,7 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 
 	// Restore the target's etcd from its snapshots into a fresh data directory, with the
 	// same secret, and read the keys back.
-	restoreDir := filepath.Join(f.dir, target.entry, "restore")
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(restoreDir, "data", "new.etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	restoreStore := f.backupStore(t, provider, target, filepath.Join(restoreDir, "credentials"))
-	restoreCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := f.etcdbr.Restore(restoreCtx, restoreStore, member, filepath.Join(restoreDir, "data", "temp")); err != nil {
-		t.Fatal(err)
-	}
-	restored, err := f.etcdbr.StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := restored.Get(ctx, keyPrefix)
-	restored.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := f.restore(t, provider, target)
 	if len(got) != len(written) {
 		t.Errorf("restored %d keys, wrote %d: %v", len(got), len(written), got)
 	}
@@ -393,6 +355,34 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 }
 
 const keyPrefix = "/registry/etcdbr/"
+
+// restore restores the shoot's etcd from its snapshots into a fresh data directory with
+// etcdbrctl restore, configured from its etcd-backup secret, and returns the keys it holds.
+func (f *fixture) restore(t *testing.T, provider string, s shoot) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(f.dir, s.entry, "restore")
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "data", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := f.backupStore(t, provider, s, filepath.Join(dir, "credentials"))
+	restoreCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := f.etcdbr.Restore(restoreCtx, store, member, filepath.Join(dir, "data", "temp")); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := f.etcdbr.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restored.Stop()
+	got, err := restored.Get(ctx, keyPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
 
 // backUp runs the shoot's etcd with etcdbrctl snapshot configured from its etcd-backup
 // secret: full keys written before the first (full) snapshot, delta keys after it, and
