@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -72,7 +71,7 @@ func BenchmarkPurgeS3(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	_, err := rawS3(env.S3.Endpoint, nil).PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{
+	_, err := env.S3.Client(nil).PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{
 		Bucket:                  aws.String(versionedBucket),
 		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
 	})
@@ -82,7 +81,7 @@ func BenchmarkPurgeS3(b *testing.B) {
 	for _, s := range []objectstore.Store{setup, vSetup} {
 		putObjects(ctx, b, s, s3OutsideKeys, 1)
 	}
-	seq := rawS3(env.S3.Endpoint, seqRequests.client())
+	seq := env.S3.Client(seqRequests.client())
 
 	// Warm the server and the clients up.
 	putObjects(ctx, b, setup, benchKeys(warmUpPrefix, warmUpBlobs), 1)
@@ -154,20 +153,6 @@ func BenchmarkPurgeS3(b *testing.B) {
 				r.seq.elapsed.Seconds()/m.run.elapsed.Seconds())
 		}
 	}
-}
-
-// rawS3 is a plain SDK client for the test server.
-func rawS3(endpoint string, httpClient *http.Client) *awss3.Client {
-	opts := awss3.Options{
-		Region: stack.S3Region, BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: stack.S3AccessKey, SecretAccessKey: stack.S3SecretKey}, nil
-		}),
-	}
-	if httpClient != nil {
-		opts.HTTPClient = httpClient
-	}
-	return awss3.New(opts)
 }
 
 func versitygwVersion(b *testing.B) string {

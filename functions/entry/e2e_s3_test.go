@@ -45,7 +45,7 @@ func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 	p.RunFunction(entry.PurgeDefinition, providers)
 	f := &fixture{Pipeline: p}
 	ctx := context.Background()
-	admin := rawS3(p.Env.S3.Endpoint, nil)
+	admin := p.Env.S3.Client(nil)
 
 	// The seed's credentials carry no region: spec.region supplies it.
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})

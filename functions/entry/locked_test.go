@@ -55,12 +55,7 @@ func TestLockedSnapshotsArePurgedWhenTheLockEnds(t *testing.T) {
 	}
 
 	// The bucket has object lock, as an operator's may; the function adopts it.
-	raw := awss3.New(awss3.Options{
-		Region: stack.S3Region, BaseEndpoint: aws.String(p.Env.S3.Endpoint), UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: stack.S3AccessKey, SecretAccessKey: stack.S3SecretKey}, nil
-		}),
-	})
+	raw := p.Env.S3.Client(nil)
 	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucketName), ObjectLockEnabledForBucket: aws.Bool(true),
 		CreateBucketConfiguration: &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(stack.S3Region)}}); err != nil {
 		t.Fatal(err)

@@ -1,13 +1,18 @@
 package stack
 
 import (
+	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // The local S3 server's root user and region (development values; not secrets).
@@ -92,3 +97,19 @@ func startS3(bin, dir string, port int, logs io.Writer) (*S3, error) {
 
 // Stop terminates the server and waits for it to exit; its data stays in Dir.
 func (s *S3) Stop() { s.proc.Stop() }
+
+// Client is an S3 client of the server's root user, path-style, for tests to arrange and
+// inspect what housekeeper's store cannot (object lock, versions, tags); httpClient, if not
+// nil, sends its requests (to count them).
+func (s *S3) Client(httpClient *http.Client) *awss3.Client {
+	opts := awss3.Options{
+		Region: S3Region, BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: S3AccessKey, SecretAccessKey: S3SecretKey}, nil
+		}),
+	}
+	if httpClient != nil {
+		opts.HTTPClient = httpClient
+	}
+	return awss3.New(opts)
+}

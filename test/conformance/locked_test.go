@@ -42,15 +42,6 @@ func (s *s3Side) start(t *testing.T, l *logs) error {
 	return s.err
 }
 
-func (s *s3Side) client() *awss3.Client {
-	return awss3.New(awss3.Options{
-		Region: stack.S3Region, BaseEndpoint: aws.String(s.server.Endpoint), UsePathStyle: true,
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: stack.S3AccessKey, SecretAccessKey: stack.S3SecretKey}, nil
-		}),
-	})
-}
-
 // 9-locked-source-entry: the step of a control-plane migration that hung upstream until the
 // providers let it through. An immutable S3 bucket (providerConfig.immutability) holds a shoot's
 // snapshots under object lock; the destination seed's source- entry over that prefix is
@@ -76,7 +67,7 @@ func (r *run) lockedSourceEntry(t *testing.T) {
 	}
 	d := r.deployProviderBucket(t, lockedBucket, s3.Type, stack.S3Region, creds,
 		`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1","immutability":{"mode":"governance","retentionPeriod":"24h","retentionType":"bucket"},"kind":"BackupBucketConfig"}`)
-	raw := hk.s3.client()
+	raw := hk.s3.server.Client(nil)
 	lock, err := raw.GetObjectLockConfiguration(ctx, &awss3.GetObjectLockConfigurationInput{Bucket: aws.String(lockedBucket)})
 	if err != nil || lock.ObjectLockConfiguration.Rule == nil || aws.ToInt32(lock.ObjectLockConfiguration.Rule.DefaultRetention.Days) != 1 {
 		t.Fatalf("the bucket's object lock: %+v, %v; want a default retention of 1 day", lock, err)
