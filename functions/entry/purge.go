@@ -259,29 +259,8 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 	}
 	purged := Purged{}
 	for chunk := range slices.Chunk(marked, objectstore.MaxPageSize) {
-		failed, err := deleteWithRetries(ctx, store, chunk, p.KeyRetries)
-		if err != nil {
-			return gardener.StoreError(err)
-		}
-		purged.Deleted += len(chunk) - len(failed)
-		var still []string
-		for k, err := range failed {
-			if !errors.Is(err, objectstore.ErrObjectLocked) {
-				return gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), data.Prefix, firstError(failed)))
-			}
-			still = append(still, k)
-		}
-		if len(still) > 0 {
-			slices.Sort(still)
-			until, note, err := locking.Mark(ctx, still)
-			if err != nil {
-				return gardener.StoreError(err)
-			}
-			purged.Locked += len(still)
-			purged.Note = note
-			if until.After(purged.Until) {
-				purged.Until = until
-			}
+		if _, err := purged.deleteAndMark(ctx, store, locking, chunk, data.Prefix, p.KeyRetries); err != nil {
+			return err
 		}
 	}
 	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
@@ -393,40 +372,53 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 				return out, runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
 			}
 		}
-		failed, err := deleteWithRetries(ctx, store, page, retries)
+		marked, err := out.deleteAndMark(ctx, store, locking, page, prefix, retries)
 		if err != nil {
-			return out, gardener.StoreError(err)
+			return out, err
 		}
-		out.Deleted += len(page) - len(failed)
-		var lockedNow []string
-		for k, err := range failed {
-			if locking != nil && errors.Is(err, objectstore.ErrObjectLocked) {
-				lockedNow = append(lockedNow, k)
-				delete(failed, k)
-			}
-		}
-		if len(failed) > 0 {
-			return out, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
-		}
-		if len(lockedNow) > 0 {
-			slices.Sort(lockedNow)
-			until, note, err := locking.Mark(ctx, lockedNow)
-			if err != nil {
-				return out, gardener.StoreError(fmt.Errorf("marking %d locked objects under %s: %w", len(lockedNow), prefix, err))
-			}
-			for _, k := range lockedNow {
-				locked[k] = true
-			}
-			out.Locked, out.Note = len(locked), note
-			if until.After(out.Until) {
-				out.Until = until
-			}
+		for _, k := range marked {
+			locked[k] = true // listed still, and skipped from now on
 		}
 		progress(out.Deleted+out.Locked, max(total, out.Deleted+out.Locked))
 		if page, err = firstPage(ctx, store, prefix, locked); err != nil {
 			return out, gardener.StoreError(err)
 		}
 	}
+}
+
+// deleteAndMark deletes keys under prefix and marks for deletion those that object lock keeps,
+// when the store can mark them (locking is not nil), adding both counts and the latest end of
+// the locks to out. It returns the keys it marked; any other failure is an error.
+func (out *Purged) deleteAndMark(ctx context.Context, store objectstore.Store, locking objectstore.Locking, keys []string, prefix string, retries int) ([]string, error) {
+	failed, err := deleteWithRetries(ctx, store, keys, retries)
+	if err != nil {
+		return nil, gardener.StoreError(err)
+	}
+	out.Deleted += len(keys) - len(failed)
+	var locked []string
+	for k, err := range failed {
+		if locking != nil && errors.Is(err, objectstore.ErrObjectLocked) {
+			locked = append(locked, k)
+			delete(failed, k)
+		}
+	}
+	if len(failed) > 0 {
+		return nil, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
+	}
+	if len(locked) == 0 {
+		return nil, nil
+	}
+	slices.Sort(locked)
+	until, note, err := locking.Mark(ctx, locked)
+	if err != nil {
+		return nil, gardener.StoreError(fmt.Errorf("marking %d locked objects under %s: %w", len(locked), prefix, err))
+	}
+	out.Locked += len(locked)
+	out.Note = note
+	if until.After(out.Until) {
+		out.Until = until
+	}
+	return locked, nil
 }
 
 // deleteWithRetries deletes keys, trying the ones that failed again a few times; it returns
