@@ -103,11 +103,15 @@ func create(ctx context.Context, store objectstore.Store, b *extensionsv1alpha1.
 	if !ok {
 		return "", store.Create(ctx)
 	}
-	var config []byte
-	if b.Spec.ProviderConfig != nil {
-		config = b.Spec.ProviderConfig.Raw
+	return c.CreateWithConfig(ctx, providerConfig(b))
+}
+
+// providerConfig is b's spec.providerConfig, nil if none.
+func providerConfig(b *extensionsv1alpha1.BackupBucket) []byte {
+	if b.Spec.ProviderConfig == nil {
+		return nil
 	}
-	return c.CreateWithConfig(ctx, config)
+	return b.Spec.ProviderConfig.Raw
 }
 
 // publish writes the generated secret and records it in status.generatedSecretRef.
@@ -217,10 +221,7 @@ func publishedRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReference {
 // provisioning is what a provisioner needs of b: the generated secret as published (nil if
 // none yet), its providerConfig and annotations.
 func (a *Actuator) provisioning(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provisioning, error) {
-	req := objectstore.Provisioning{Bucket: b.Name, Region: b.Spec.Region, Credentials: credentials, Annotations: b.Annotations}
-	if b.Spec.ProviderConfig != nil {
-		req.Config = b.Spec.ProviderConfig.Raw
-	}
+	req := objectstore.Provisioning{Bucket: b.Name, Region: b.Spec.Region, Credentials: credentials, Annotations: b.Annotations, Config: providerConfig(b)}
 	ref := publishedRef(b)
 	secret := &corev1.Secret{}
 	switch err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); {

@@ -132,3 +132,9 @@ func objectLocked(code, message string) bool {
 	m := strings.ToLower(message)
 	return strings.Contains(m, "object lock") || strings.Contains(m, "worm protected") || strings.Contains(m, "legal hold")
 }
+
+// isCode reports whether err is an S3 error response with the error code.
+func isCode(err error, code string) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == code
+}

@@ -2,7 +2,6 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -141,9 +139,4 @@ func (s *store) ensureLifecycleRule(ctx context.Context) (string, error) {
 		return "", s.errorf("add the lifecycle rule", err)
 	}
 	return "", nil
-}
-
-func isCode(err error, code string) bool {
-	var apiErr smithy.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode() == code
 }
