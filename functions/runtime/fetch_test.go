@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // While its consumer is gone (deleted, or without a leader in a cluster), a worker backs off:
@@ -26,7 +27,7 @@ func TestFetchBacksOffWhileTheConsumerIsGone(t *testing.T) {
 		return nil
 	})}
 	h.run(fn, WithLogger(zap.New(core)))
-	testEventually(t, 10*time.Second, "the worker consuming", func() bool { return logs.FilterMessage("consuming").Len() > 0 })
+	testenv.Eventually(t, 10*time.Second, "the worker consuming", func() (bool, string) { return logs.FilterMessage("consuming").Len() > 0, "" })
 
 	ctx := context.Background()
 	if err := h.js.DeleteConsumer(ctx, events.RecordStream, fn.Name); err != nil {
@@ -50,7 +51,9 @@ func TestFetchBacksOffWhileTheConsumerIsGone(t *testing.T) {
 	t.Logf("%d fetch warnings (%d with a failure count) in %s without a consumer", warnings, failures, outage)
 
 	h.setUp(fn, DefaultConsumerSettings())
-	want := h.publishID(bucketEvent(t, events.OpCreated, "after-outage", 1))
+	e := bucketEvent(t, events.OpCreated, "after-outage", 1)
+	h.publish(e)
+	want := e.ID()
 	select {
 	case id := <-handled:
 		if id != want {
@@ -58,21 +61,5 @@ func TestFetchBacksOffWhileTheConsumerIsGone(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the worker did not handle an event after its consumer came back")
-	}
-}
-
-func (h *natsHarness) publishID(e cloudevents.Event) string {
-	h.publish(e)
-	return e.ID()
-}
-
-func testEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
