@@ -173,7 +173,6 @@ func TestAzureBucketConfigAdmissionPolicy(t *testing.T) {
 		{`{"rotationConfig":{"rotationPeriodDays":1}}`, "rotationPeriodDays: must be at least 2"},
 		{`{"rotationConfig":{"rotationPeriodDays":7,"expirationPeriodDays":7}}`, "expirationPeriodDays: must be greater"},
 		{`{"cloudConfiguration":{"name":"AzureMars"}}`, "cloudConfiguration.name: must be one of"},
-		{`{"immutability":{"retentionType":"bucket","retentionPeriod":"24h"}}`, "immutability"},
 	} {
 		err := c.Create(ctx, newBucket(fmt.Sprintf("bad-%d", i), "azure", tc.config))
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.mention) {
@@ -184,6 +183,7 @@ func TestAzureBucketConfigAdmissionPolicy(t *testing.T) {
 		{"azure", ""},
 		{"azure", `{"rotationConfig":{"rotationPeriodDays":2,"expirationPeriodDays":3}}`},
 		{"azure", `{"cloudConfiguration":{"name":"azurechina"}}`},
+		{"azure", `{"immutability":{"retentionType":"bucket","retentionPeriod":"24h","locked":true}}`},
 		{"aws", `{"rotationConfig":{"rotationPeriodDays":1}}`},
 	} {
 		if err := c.Create(ctx, newBucket(fmt.Sprintf("good-%d", i), tc.providerType, tc.config)); err != nil {
@@ -210,11 +210,18 @@ func TestBucketImmutabilityAdmissionPolicy(t *testing.T) {
 	immutable := func(period, mode string) string {
 		return fmt.Sprintf(`{"immutability":{"retentionType":"bucket","retentionPeriod":%q,"mode":%q}}`, period, mode)
 	}
+	azureImmutable := func(period string, locked any) string {
+		return fmt.Sprintf(`{"immutability":{"retentionType":"bucket","retentionPeriod":%q,"locked":%v}}`, period, locked)
+	}
 	newBucket := func(name, config string) *extensionsv1alpha1.BackupBucket {
+		providerType := "aws"
+		if n, ok := strings.CutPrefix(name, "azure-"); ok {
+			providerType, name = "azure", "azure-"+n
+		}
 		b := &extensionsv1alpha1.BackupBucket{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: extensionsv1alpha1.BackupBucketSpec{
-				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "aws"}, Region: "eu-west-1",
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: providerType}, Region: "eu-west-1",
 				SecretRef: corev1.SecretReference{Name: "backup", Namespace: "garden"},
 			},
 		}
@@ -254,13 +261,29 @@ func TestBucketImmutabilityAdmissionPolicy(t *testing.T) {
 			t.Errorf("%s: %v, want Invalid mentioning %q", tc.config, err, tc.mention)
 		}
 	}
-	b := newBucket("locked", immutable("48h", "compliance"))
-	if err := c.Create(ctx, b); err != nil {
+	for i, tc := range []struct{ config, mention string }{
+		{azureImmutable("36h", true), "retentionPeriod: must be a whole number of days"},
+		{azureImmutable("24h", `"yes"`), "locked: must be true or false"},
+	} {
+		if err := c.Create(ctx, newBucket(fmt.Sprintf("azure-bad-%d", i), tc.config)); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("azure %s: %v, want Invalid mentioning %q", tc.config, err, tc.mention)
+		}
+	}
+	// Another provider's bucket is not this installation's to judge.
+	other := newBucket("other-provider", immutable("12h", "legal"))
+	other.Spec.Type = "gcp"
+	if err := c.Create(ctx, other); err != nil {
+		t.Errorf("a gcp bucket (a type this installation does not serve): %v, want it left alone", err)
+	}
+	if err := c.Create(ctx, newBucket("locked", immutable("48h", "compliance"))); err != nil {
 		t.Fatal(err)
 	}
-	update := func(config string) error {
+	if err := c.Create(ctx, newBucket("azure-locked", azureImmutable("48h", true))); err != nil {
+		t.Fatal(err)
+	}
+	updateBucket := func(name, config string) error {
 		cur := &extensionsv1alpha1.BackupBucket{}
-		if err := c.Get(ctx, client.ObjectKey{Name: "locked"}, cur); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, cur); err != nil {
 			t.Fatal(err)
 		}
 		cur.Spec.ProviderConfig = nil
@@ -269,6 +292,7 @@ func TestBucketImmutabilityAdmissionPolicy(t *testing.T) {
 		}
 		return c.Update(ctx, cur)
 	}
+	update := func(config string) error { return updateBucket("locked", config) }
 	for _, tc := range []struct{ config, mention string }{
 		{"", "cannot be removed"},
 		{`{"apiVersion":"aws.provider.extensions.gardener.cloud/v1alpha1"}`, "cannot be removed"},
@@ -281,6 +305,19 @@ func TestBucketImmutabilityAdmissionPolicy(t *testing.T) {
 	}
 	if err := update(immutable("168h", "compliance")); err != nil {
 		t.Errorf("extending the period: %v", err)
+	}
+	for _, tc := range []struct{ config, mention string }{
+		{"", "cannot be removed"},
+		{azureImmutable("24h", true), "cannot be shortened"},
+		{azureImmutable("48h", false), "a locked policy cannot be unlocked"},
+		{`{"immutability":{"retentionType":"bucket","retentionPeriod":"48h"}}`, "a locked policy cannot be unlocked"},
+	} {
+		if err := updateBucket("azure-locked", tc.config); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || err == nil || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("azure update to %q: %v, want it refused mentioning %q", tc.config, err, tc.mention)
+		}
+	}
+	if err := updateBucket("azure-locked", azureImmutable("72h", true)); err != nil {
+		t.Errorf("extending a locked Azure policy: %v", err)
 	}
 	cur := &extensionsv1alpha1.BackupBucket{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "locked"}, cur); err != nil {

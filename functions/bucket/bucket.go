@@ -73,7 +73,12 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object,
 	if err != nil {
 		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
-	note, err := create(ctx, store, b)
+	var note string
+	if provisioned.Configured {
+		err = store.Create(ctx)
+	} else {
+		note, err = create(ctx, store, b)
+	}
 	if err != nil {
 		return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("creating bucket %s: %w", b.Name, err))
 	}

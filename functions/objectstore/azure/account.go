@@ -39,8 +39,10 @@ func (p *Provider) Manages(credentials map[string][]byte) bool { return isManage
 // in its region and the storage account in it (StorageV2, Standard_ZRS, Cool, HTTPS only, TLS
 // 1.2, no public blob access, the key expiration policy of the rotationConfig), rotates the
 // account's older key when the rotationConfig or the rotate annotation asks, and returns the
-// newest key with the account and its domain. The container itself is made by the caller with
-// those storage credentials, on the data plane.
+// newest key with the account and its domain. With immutability in the providerConfig it also
+// creates the container (on the data plane, with that key) and gives it its immutability
+// policy and the account the rule that deletes marked blobs; otherwise the container is made
+// by the caller.
 func (p *Provider) Provision(ctx context.Context, req objectstore.Provisioning) (objectstore.Provisioned, error) {
 	a, err := p.connect(req)
 	if err != nil {
@@ -80,10 +82,30 @@ func (p *Provider) Provision(ctx context.Context, req objectstore.Provisioning) 
 	if newest == nil || newest.Value == nil {
 		return objectstore.Provisioned{}, fmt.Errorf("azure: storage account %s lists no keys", a.account)
 	}
+	credentials := a.storageCredentials(*newest.Value)
+	if a.config.Immutability != nil {
+		// The policy is the container's: the container comes first, on the data plane.
+		opened, err := p.Open(req.Bucket, credentials)
+		if err != nil {
+			return objectstore.Provisioned{}, err
+		}
+		s := opened.(*store)
+		if err := s.Create(ctx); err != nil {
+			return objectstore.Provisioned{}, err
+		}
+		note, err := a.ensureImmutability(ctx, s)
+		if err != nil {
+			return objectstore.Provisioned{}, err
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+	}
 	return objectstore.Provisioned{
-		Credentials: a.storageCredentials(*newest.Value),
+		Credentials: credentials,
 		Consumed:    consumed,
 		Description: strings.Join(notes, "; "),
+		Configured:  true,
 	}, nil
 }
 
@@ -126,14 +148,17 @@ func (p *Provider) Deprovision(ctx context.Context, req objectstore.Provisioning
 
 // account is one provisioning: the ARM clients with their credentials, and the names.
 type account struct {
-	p        *Provider
-	who      management
-	env      environment
-	config   BucketConfig
-	group    string
-	account  string
-	groups   *armresources.ResourceGroupsClient
-	accounts *armstorage.AccountsClient
+	p          *Provider
+	who        management
+	env        environment
+	config     BucketConfig
+	group      string
+	account    string
+	container  string
+	groups     *armresources.ResourceGroupsClient
+	accounts   *armstorage.AccountsClient
+	containers *armstorage.BlobContainersClient
+	policies   *armstorage.ManagementPoliciesClient
 }
 
 func (p *Provider) connect(req objectstore.Provisioning) (*account, error) {
@@ -169,11 +194,12 @@ func (p *Provider) connect(req objectstore.Provisioning) (*account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure: %w: %v", objectstore.ErrInvalidCredentials, err)
 	}
-	accounts, err := armstorage.NewAccountsClient(who.subscriptionID, cred, armOpts)
+	storage, err := armstorage.NewClientFactory(who.subscriptionID, cred, armOpts)
 	if err != nil {
 		return nil, fmt.Errorf("azure: %w: %v", objectstore.ErrInvalidCredentials, err)
 	}
-	return &account{p: p, who: who, env: env, config: config, group: req.Bucket, account: name, groups: groups, accounts: accounts}, nil
+	return &account{p: p, who: who, env: env, config: config, group: req.Bucket, account: name, container: req.Bucket,
+		groups: groups, accounts: storage.NewAccountsClient(), containers: storage.NewBlobContainersClient(), policies: storage.NewManagementPoliciesClient()}, nil
 }
 
 // ensureAccount creates or updates the storage account. An account whose keys have no

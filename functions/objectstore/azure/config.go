@@ -3,8 +3,8 @@ package azure
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"time"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -26,9 +26,48 @@ type BucketConfig struct {
 	Kind               string              `json:"kind,omitempty"`
 	CloudConfiguration *CloudConfiguration `json:"cloudConfiguration,omitempty"`
 	RotationConfig     *RotationConfig     `json:"rotationConfig,omitempty"`
-	// Immutability is recognised so that asking for it fails loudly: silently creating a
-	// mutable bucket for someone who asked for WORM would be worse.
-	Immutability json.RawMessage `json:"immutability,omitempty"`
+	Immutability       *Immutability       `json:"immutability,omitempty"`
+}
+
+// Immutability asks for a time-based retention policy on the container: no blob can be
+// deleted or overwritten until it is RetentionPeriod old. Azure sets it through Resource
+// Manager, so it needs management credentials (a service principal or a workload identity).
+type Immutability struct {
+	// RetentionType is "bucket": the policy is the container's.
+	RetentionType string `json:"retentionType"`
+	// RetentionPeriod is whole days, at least one (Azure counts the period in days).
+	RetentionPeriod string `json:"retentionPeriod"`
+	// Locked makes the policy irreversible: it can then only be extended.
+	Locked bool `json:"locked,omitempty"`
+}
+
+// retention is a parsed immutability policy.
+type retention struct {
+	days   int32
+	locked bool
+}
+
+func (r retention) String() string {
+	if r.locked {
+		return fmt.Sprintf("%d days, locked", r.days)
+	}
+	return fmt.Sprintf("%d days, unlocked", r.days)
+}
+
+func (im Immutability) retention() (retention, error) {
+	if im.RetentionType != "bucket" {
+		return retention{}, fmt.Errorf("retentionType %q: must be bucket", im.RetentionType)
+	}
+	d, err := time.ParseDuration(im.RetentionPeriod)
+	if err != nil || d < 24*time.Hour || d%(24*time.Hour) != 0 {
+		return retention{}, fmt.Errorf("retentionPeriod %q: must be a whole number of days, at least 24h (Azure retains by days)", im.RetentionPeriod)
+	}
+	return retention{days: int32(d / (24 * time.Hour)), locked: im.Locked}, nil
+}
+
+// union protects as much as a and b both: the longer period, locked if either is.
+func union(a, b retention) retention {
+	return retention{days: max(a.days, b.days), locked: a.locked || b.locked}
 }
 
 // CloudConfiguration names the Azure cloud.
@@ -83,8 +122,10 @@ func (c BucketConfig) validate() error {
 			return fmt.Errorf("rotationConfig.expirationPeriodDays %d: must be greater than rotationPeriodDays (%d)", *r.ExpirationPeriodDays, r.RotationPeriodDays)
 		}
 	}
-	if len(c.Immutability) > 0 && string(c.Immutability) != "null" {
-		return errors.New("immutability: immutable Azure buckets are not supported by housekeeper yet; remove it or keep this bucket on provider-azure")
+	if c.Immutability != nil {
+		if _, err := c.Immutability.retention(); err != nil {
+			return fmt.Errorf("immutability.%w", err)
+		}
 	}
 	return nil
 }

@@ -59,6 +59,8 @@ func sentinelFor(re *azcore.ResponseError) error {
 		return objectstore.ErrUnauthorized
 	case code == bloberror.ContainerNotFound:
 		return objectstore.ErrBucketNotFound
+	case code == bloberror.BlobImmutableDueToPolicy:
+		return objectstore.ErrObjectLocked
 	case re.StatusCode == http.StatusTooManyRequests, re.StatusCode == http.StatusServiceUnavailable,
 		code == bloberror.ServerBusy:
 		return objectstore.ErrThrottled

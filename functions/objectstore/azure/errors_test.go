@@ -53,11 +53,12 @@ func TestClassify(t *testing.T) {
 		{"server busy", responseErr(503, "Operations per second is over the account limit.", "ServerBusy"), objectstore.ErrThrottled, "ServerBusy"},
 		{"invalid name", responseErr(400, "The specifed resource name contains invalid characters.", "InvalidResourceName"), objectstore.ErrInvalidBucketName, "InvalidResourceName"},
 		{"internal", responseErr(500, "", "InternalError"), nil, "HTTP 500 InternalError"},
+		{"immutable blob", responseErr(409, "This operation is not permitted as the blob is immutable due to a policy.", "BlobImmutableDueToPolicy"), objectstore.ErrObjectLocked, "BlobImmutableDueToPolicy"},
 		{"being deleted", responseErr(409, "The specified container is being deleted.", "ContainerBeingDeleted"), nil, "ContainerBeingDeleted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := classify(tc.err)
-			sentinels := []error{objectstore.ErrUnauthenticated, objectstore.ErrUnauthorized, objectstore.ErrBucketNotFound, objectstore.ErrThrottled, objectstore.ErrInvalidBucketName}
+			sentinels := []error{objectstore.ErrUnauthenticated, objectstore.ErrUnauthorized, objectstore.ErrBucketNotFound, objectstore.ErrThrottled, objectstore.ErrInvalidBucketName, objectstore.ErrObjectLocked}
 			for _, s := range sentinels {
 				if errors.Is(got, s) != (s == tc.want) {
 					t.Errorf("errors.Is(%q, %v) = %v", got, s, !(s == tc.want))

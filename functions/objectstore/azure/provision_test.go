@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/storage/armstorage"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -63,7 +64,7 @@ type armWorld struct {
 
 // Buckets here each get their own account, so rotations in one test do not use up another's
 // Azurite keys.
-var provisionBuckets = []string{"sp-bucket", "wi-bucket", "rotate-age", "rotate-annotation", "rotate-published", "no-key-times", "china-bucket", "deleting", "deprovision", "bad-input", "over-https"}
+var provisionBuckets = []string{"sp-bucket", "wi-bucket", "rotate-age", "rotate-annotation", "rotate-published", "no-key-times", "china-bucket", "deleting", "deprovision", "bad-input", "over-https", "immutable"}
 
 func TestProvisionThroughARM(t *testing.T) {
 	cloud := azurecloud.New(provisionBuckets...)
@@ -87,6 +88,7 @@ func TestProvisionThroughARM(t *testing.T) {
 	t.Run("ResourceGroupBeingDeleted", w.testResourceGroupBeingDeleted)
 	t.Run("Deprovision", w.testDeprovision)
 	t.Run("BadInput", w.testBadInput)
+	t.Run("Immutability", w.testImmutability)
 	t.Run("OverHTTPS", func(t *testing.T) { w.testOverHTTPS(t, env.Azurite.ServiceURL) })
 }
 
@@ -376,7 +378,9 @@ func (w armWorld) testBadInput(t *testing.T) {
 		{"rotation period too short", servicePrincipal(), `{"rotationConfig":{"rotationPeriodDays":1}}`, objectstore.ErrInvalidConfig, "rotationPeriodDays"},
 		{"expiration not after rotation", servicePrincipal(), `{"rotationConfig":{"rotationPeriodDays":7,"expirationPeriodDays":7}}`, objectstore.ErrInvalidConfig, "expirationPeriodDays"},
 		{"misspelt field", servicePrincipal(), `{"rotationConfg":{}}`, objectstore.ErrInvalidConfig, "rotationConfg"},
-		{"immutability asked for", servicePrincipal(), `{"immutability":{"retentionType":"bucket","retentionPeriod":"24h"}}`, objectstore.ErrInvalidConfig, "immutab"},
+		{"retention not whole days", servicePrincipal(), `{"immutability":{"retentionType":"bucket","retentionPeriod":"36h"}}`, objectstore.ErrInvalidConfig, "immutability.retentionPeriod"},
+		{"retention shorter than a day", servicePrincipal(), `{"immutability":{"retentionType":"bucket","retentionPeriod":"12h"}}`, objectstore.ErrInvalidConfig, "immutability.retentionPeriod"},
+		{"retention type", servicePrincipal(), `{"immutability":{"retentionType":"object","retentionPeriod":"24h"}}`, objectstore.ErrInvalidConfig, "immutability.retentionType"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := w.provider.Provision(ctxFor(t), objectstore.Provisioning{Bucket: "bad-input", Region: region, Credentials: tc.creds, Config: []byte(tc.config)})
@@ -390,5 +394,113 @@ func (w armWorld) testBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An immutability policy from the providerConfig: created, locked, extended, never weakened,
+// with the account's rule for marked blobs beside the operator's; then marking on Azurite's
+// blob index tags, and a deletion that empties the container first.
+func (w armWorld) testImmutability(t *testing.T) {
+	const bucket = "immutable"
+	account := azure.AccountName(bucket)
+	config := func(period string, locked bool) []byte {
+		return []byte(fmt.Sprintf(`{"immutability":{"locked":%v,"retentionPeriod":%q,"retentionType":"bucket"}}`, locked, period))
+	}
+	policy := func(wantDays int32, wantLocked bool) {
+		t.Helper()
+		days, locked, ok := w.cloud.ImmutabilityPolicy(bucket, account, bucket)
+		if !ok || days != wantDays || locked != wantLocked {
+			t.Fatalf("immutability policy: exists %v, %d days, locked %v; want %d days, locked %v", ok, days, locked, wantDays, wantLocked)
+		}
+	}
+	provision := func(config []byte, published map[string][]byte) objectstore.Provisioned {
+		t.Helper()
+		return w.provision(t, objectstore.Provisioning{Bucket: bucket, Credentials: servicePrincipal(), Config: config, Published: published})
+	}
+
+	out := provision(nil, nil)
+	if !out.Configured {
+		t.Fatal("Provisioned.Configured is false: the bucket function would apply the providerConfig with a storage key")
+	}
+	if _, _, ok := w.cloud.ImmutabilityPolicy(bucket, account, bucket); ok {
+		t.Fatal("a policy was set without immutability in the providerConfig")
+	}
+	operatorRule := &armstorage.ManagementPolicyRule{Name: to.Ptr("operator-archive"), Type: to.Ptr(armstorage.RuleTypeLifecycle), Enabled: to.Ptr(true)}
+	if !w.cloud.AddManagementRule(bucket, account, operatorRule) {
+		t.Fatal("no account to add the operator's rule to")
+	}
+
+	out = provision(config("24h", false), out.Credentials)
+	policy(1, false)
+	if !strings.Contains(out.Description, "immutability policy set: 1 days, unlocked") {
+		t.Fatalf("description %q", out.Description)
+	}
+	var names []string
+	for _, r := range w.cloud.ManagementRules(bucket, account) {
+		names = append(names, *r.Name)
+		if *r.Name == azure.LifecycleRule {
+			f := r.Definition.Filters
+			if len(f.BlobIndexMatch) != 1 || *f.BlobIndexMatch[0].Name != azure.MarkTag || *f.BlobIndexMatch[0].Value != azure.MarkValue ||
+				*r.Definition.Actions.BaseBlob.Delete.DaysAfterCreationGreaterThan != 0 {
+				t.Fatalf("rule %s: %+v", azure.LifecycleRule, r.Definition)
+			}
+		}
+	}
+	if !slices.Equal(names, []string{"operator-archive", azure.LifecycleRule}) {
+		t.Fatalf("management policy rules %v: want the operator's kept and %s added", names, azure.LifecycleRule)
+	}
+
+	provision(config("48h", true), out.Credentials)
+	policy(2, true)
+	out = provision(config("24h", false), out.Credentials)
+	policy(2, true)
+	if !strings.Contains(out.Description, "keeps its immutability policy (2 days, locked): the asked 1 days, unlocked would weaken it") {
+		t.Fatalf("a weaker ask: description %q", out.Description)
+	}
+	provision(config("72h", true), out.Credentials)
+	policy(3, true)
+	out = provision(nil, out.Credentials)
+	policy(3, true)
+
+	// A storage key alone cannot ask for immutability.
+	keyOnly := map[string][]byte{azure.KeyStorageAccount: out.Credentials[azure.KeyStorageAccount], azure.KeyStorageKey: out.Credentials[azure.KeyStorageKey], azure.KeyEndpoint: out.Credentials[azure.KeyEndpoint]}
+	store, err := w.provider.Open(bucket, keyOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.(objectstore.Configurable).CreateWithConfig(ctxFor(t), config("24h", false)); !errors.Is(err, objectstore.ErrInvalidConfig) || !strings.Contains(err.Error(), "service-principal") {
+		t.Fatalf("CreateWithConfig with a storage key asking for immutability: %v, want ErrInvalidConfig naming the credentials needed", err)
+	}
+
+	// Marking, on Azurite's blob index tags; the lock's end is the blob's creation plus the
+	// period the container records.
+	ctx := ctxFor(t)
+	before := time.Now().Add(-time.Minute)
+	for _, k := range []string{"shoot--d/etcd-main/v2/Full-1", "shoot--d/etcd-main/v2/Incr-2", "shoot--e/etcd-main/v2/Full-1"} {
+		if err := store.Put(ctx, k, []byte("snapshot")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locking := store.(objectstore.Locking)
+	until, note, err := locking.Mark(ctx, []string{"shoot--d/etcd-main/v2/Full-1", "shoot--d/etcd-main/v2/Incr-2"})
+	if err != nil || note != "" {
+		t.Fatalf("Mark: %v (note %q)", err, note)
+	}
+	if lo, hi := before.Add(72*time.Hour), time.Now().Add(72*time.Hour+time.Minute); until.Before(lo) || until.After(hi) {
+		t.Fatalf("Mark: locked until %s, want the blobs' creation plus 3 days (%s..%s)", until, lo, hi)
+	}
+	for k, want := range map[string]bool{"shoot--d/etcd-main/v2/Full-1": true, "shoot--d/etcd-main/v2/Incr-2": true, "shoot--e/etcd-main/v2/Full-1": false, "shoot--d/gone": false} {
+		if got, err := locking.Marked(ctx, k); err != nil || got != want {
+			t.Fatalf("Marked(%s) = %v, %v; want %v", k, got, err, want)
+		}
+	}
+
+	// Deletion empties the immutable container first (Azurite enforces no policy: everything
+	// goes), then deletes it and the resource group.
+	if err := w.provider.Deprovision(ctx, objectstore.Provisioning{Bucket: bucket, Region: region, Credentials: servicePrincipal(), Published: out.Credentials}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.cloud.Group(bucket); ok {
+		t.Fatal("the resource group is still there")
 	}
 }

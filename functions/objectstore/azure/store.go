@@ -3,6 +3,7 @@ package azure
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -38,9 +39,30 @@ func (s *store) Create(ctx context.Context) error {
 
 // Delete deletes the container with everything in it; a missing one is fine. Azure finishes
 // the deletion in the background: for a while, creating a container of the same name fails
-// with ContainerBeingDeleted (HTTP 409, unclassified: retry later).
+// with ContainerBeingDeleted (HTTP 409, unclassified: retry later). A container with an
+// immutability policy is emptied first: blobs still under retention are marked for deletion
+// and make it an *objectstore.LockedError that says until when.
 func (s *store) Delete(ctx context.Context) error {
-	_, err := s.client.Delete(ctx, nil)
+	days, err := s.retentionDays(ctx)
+	switch {
+	case errors.Is(err, objectstore.ErrBucketNotFound):
+		return nil
+	case err != nil:
+		return err
+	case days > 0:
+		locked, err := objectstore.Empty(ctx, s)
+		if err != nil {
+			return fmt.Errorf("azure: container %q: delete: %w", s.name, err)
+		}
+		if len(locked) > 0 {
+			until, _, err := s.Mark(ctx, locked)
+			if err != nil {
+				return err
+			}
+			return &objectstore.LockedError{Bucket: s.name, Count: len(locked), Until: until}
+		}
+	}
+	_, err = s.client.Delete(ctx, nil)
 	if err == nil || bloberror.HasCode(err, bloberror.ContainerNotFound) {
 		return nil
 	}
@@ -178,12 +200,16 @@ func (s *store) submit(ctx context.Context, bb *container.BatchBuilder) (resp co
 	return s.client.SubmitBatch(ctx, bb, nil)
 }
 
-// CreateWithConfig is Create after checking config (the BackupBucket's providerConfig): with a
-// storage account key there is nothing to provision, but a config that asks for what the
-// provider refuses (immutability, an unknown cloud) is an error, not silently ignored.
+// CreateWithConfig is Create after checking config (the BackupBucket's providerConfig): a
+// storage account key cannot reach Resource Manager, so a config that asks for what needs it
+// (immutability) is an error, not silently ignored; so is an unknown cloud.
 func (s *store) CreateWithConfig(ctx context.Context, config []byte) (string, error) {
-	if _, err := ParseBucketConfig(config); err != nil {
+	c, err := ParseBucketConfig(config)
+	if err != nil {
 		return "", err
+	}
+	if c.Immutability != nil {
+		return "", fmt.Errorf("azure: %w: providerConfig.immutability: an immutability policy is set through Azure Resource Manager, which a storage account key cannot reach: give the BackupBucket service-principal or workload-identity credentials", objectstore.ErrInvalidConfig)
 	}
 	return "", s.Create(ctx)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -94,81 +93,23 @@ func (s *store) enableVersioning(ctx context.Context) error {
 // an *objectstore.LockedError that says until when; everything else is deleted first, so a
 // later attempt has only those left.
 func (s *store) Delete(ctx context.Context) error {
-	locked := map[string]bool{}
-	var previous string
-	stalls := 0
-	for {
-		page, err := s.unlockedPage(ctx, locked)
-		if errors.Is(err, objectstore.ErrBucketNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("emptying the bucket: %w", err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		// A service that says it deleted keys and keeps listing them must not keep us here.
-		if page[0] == previous {
-			if stalls++; stalls >= 3 {
-				return fmt.Errorf("s3: bucket %q: delete: %q is still listed after deleting it %d times", s.name, previous, stalls)
-			}
-		} else {
-			stalls = 0
-		}
-		previous = page[0]
-		failed, err := s.DeleteKeys(ctx, page)
-		if errors.Is(err, objectstore.ErrBucketNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("emptying the bucket: %w", err)
-		}
-		for _, k := range page {
-			kerr, ok := failed[k]
-			switch {
-			case !ok:
-			case errors.Is(kerr, objectstore.ErrObjectLocked):
-				locked[k] = true
-			default:
-				return fmt.Errorf("s3: bucket %q: delete: %d objects could not be deleted, e.g. %w", s.name, len(failed), kerr)
-			}
-		}
+	locked, err := objectstore.Empty(ctx, s)
+	if err != nil {
+		return fmt.Errorf("s3: bucket %q: delete: %w", s.name, err)
 	}
 	if len(locked) > 0 {
-		keys := slices.Sorted(maps.Keys(locked))
-		until, _, err := s.Mark(ctx, keys)
+		until, _, err := s.Mark(ctx, locked)
 		if err != nil {
 			return err
 		}
-		return &objectstore.LockedError{Bucket: s.name, Count: len(keys), Until: until}
+		return &objectstore.LockedError{Bucket: s.name, Count: len(locked), Until: until}
 	}
-	_, err := s.client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(s.name)})
+	_, err = s.client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(s.name)})
 	if err == nil || errors.Is(classify(err), objectstore.ErrBucketNotFound) {
 		return nil
 	}
 	// BucketNotEmpty: something was written meanwhile; the next attempt empties it again.
 	return s.errorf("delete", err)
-}
-
-// unlockedPage is the first page of keys that are not in skip (found locked already).
-func (s *store) unlockedPage(ctx context.Context, skip map[string]bool) ([]string, error) {
-	var page []string
-	err := s.List(ctx, "", func(keys []string) error {
-		for _, k := range keys {
-			if !skip[k] {
-				page = append(page, k)
-			}
-		}
-		if len(page) == 0 {
-			return nil
-		}
-		return errStop
-	})
-	if errors.Is(err, errStop) {
-		err = nil
-	}
-	return page, err
 }
 
 // isVersioned says whether the bucket keeps versions (versioning Enabled or Suspended),

@@ -59,8 +59,17 @@ type group struct {
 }
 
 type account struct {
-	params armstorage.AccountCreateParameters
-	keys   []*armstorage.AccountKey
+	params     armstorage.AccountCreateParameters
+	keys       []*armstorage.AccountKey
+	policies   map[string]*immutabilityPolicy // container → its policy
+	management *armstorage.ManagementPolicySchema
+}
+
+// immutabilityPolicy is a container's time-based retention policy; etag counts its versions.
+type immutabilityPolicy struct {
+	days   int32
+	locked bool
+	etag   int
 }
 
 // New returns a cloud whose storage accounts can be those of buckets (named as
@@ -75,7 +84,9 @@ func New(buckets ...string) *Cloud {
 		c.azurite[azure.AccountName(b)] = []string{randomKey(), randomKey()}
 	}
 	c.resources = resourcesfake.NewServerFactoryTransport(&resourcesfake.ServerFactory{ResourceGroupsServer: c.resourceGroups()})
-	c.storage = storagefake.NewServerFactoryTransport(&storagefake.ServerFactory{AccountsServer: c.accounts()})
+	c.storage = storagefake.NewServerFactoryTransport(&storagefake.ServerFactory{
+		AccountsServer: c.accounts(), BlobContainersServer: c.containers(), ManagementPoliciesServer: c.managementPolicies(),
+	})
 	return c
 }
 
@@ -171,6 +182,45 @@ func (c *Cloud) Account(groupName, accountName string) (armstorage.AccountCreate
 		keys[*k.KeyName] = *k.Value
 	}
 	return a.params, keys, true
+}
+
+// ImmutabilityPolicy returns the container's immutability policy: its period and whether it
+// is locked; ok is false when it has none.
+func (c *Cloud) ImmutabilityPolicy(groupName, accountName, container string) (days int32, locked, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, _ := c.account(groupName, accountName)
+	if a == nil || a.policies[container] == nil {
+		return 0, false, false
+	}
+	p := a.policies[container]
+	return p.days, p.locked, true
+}
+
+// ManagementRules returns the rules of the account's management policy.
+func (c *Cloud) ManagementRules(groupName, accountName string) []*armstorage.ManagementPolicyRule {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, _ := c.account(groupName, accountName)
+	if a == nil || a.management == nil {
+		return nil
+	}
+	return slices.Clone(a.management.Rules)
+}
+
+// AddManagementRule adds a rule to the account's management policy, as an operator would.
+func (c *Cloud) AddManagementRule(groupName, accountName string, rule *armstorage.ManagementPolicyRule) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, _ := c.account(groupName, accountName)
+	if a == nil {
+		return false
+	}
+	if a.management == nil {
+		a.management = &armstorage.ManagementPolicySchema{}
+	}
+	a.management.Rules = append(a.management.Rules, rule)
+	return true
 }
 
 // Calls lists the ARM operations served so far, like "AccountsClient.RegenerateKey".
@@ -375,6 +425,145 @@ func (c *Cloud) accounts() storagefake.AccountsServer {
 			a.keys[i].Value = to.Ptr(c.nextKey(name))
 			a.keys[i].CreationTime = to.Ptr(c.after(a.keys))
 			resp.SetResponse(http.StatusOK, armstorage.AccountsClientRegenerateKeyResponse{AccountListKeysResult: armstorage.AccountListKeysResult{Keys: copyKeys(a.keys)}}, nil)
+			return
+		},
+	}
+}
+
+// containers serves a container's immutability policy as Azure does: CreateOrUpdate only
+// while it is unlocked, Lock once, Extend only a locked one and never shorter, each with the
+// policy's current ETag (412 otherwise).
+func (c *Cloud) containers() storagefake.BlobContainersServer {
+	type policyResponse = armstorage.ImmutabilityPolicy
+	view := func(p *immutabilityPolicy) policyResponse {
+		state := armstorage.ImmutabilityPolicyStateUnlocked
+		if p.locked {
+			state = armstorage.ImmutabilityPolicyStateLocked
+		}
+		return policyResponse{Name: to.Ptr("default"), Etag: to.Ptr(fmt.Sprintf(`"%d"`, p.etag)),
+			Properties: &armstorage.ImmutabilityPolicyProperty{ImmutabilityPeriodSinceCreationInDays: to.Ptr(p.days), State: &state}}
+	}
+	// find returns the account's policies, or the error to answer.
+	find := func(groupName, accountName, container, ifMatch string, mustExist bool) (*account, *immutabilityPolicy, int, string) {
+		a, code := c.account(groupName, accountName)
+		if a == nil {
+			return nil, nil, http.StatusNotFound, code
+		}
+		if a.policies == nil {
+			a.policies = map[string]*immutabilityPolicy{}
+		}
+		p := a.policies[container]
+		switch {
+		case p == nil && mustExist:
+			return nil, nil, http.StatusNotFound, "ImmutabilityPolicyNotFound"
+		case ifMatch != "" && ifMatch != "*" && (p == nil || ifMatch != fmt.Sprintf(`"%d"`, p.etag)):
+			return nil, nil, http.StatusPreconditionFailed, "ConditionNotMet"
+		}
+		return a, p, 0, ""
+	}
+	return storagefake.BlobContainersServer{
+		GetImmutabilityPolicy: func(_ context.Context, groupName, accountName, container string, _ *armstorage.BlobContainersClientGetImmutabilityPolicyOptions) (resp azfake.Responder[armstorage.BlobContainersClientGetImmutabilityPolicyResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			_, p, status, code := find(groupName, accountName, container, "", true)
+			if status != 0 {
+				errResp.SetResponseError(status, code)
+				return
+			}
+			resp.SetResponse(http.StatusOK, armstorage.BlobContainersClientGetImmutabilityPolicyResponse{ImmutabilityPolicy: view(p), ETag: view(p).Etag}, nil)
+			return
+		},
+		CreateOrUpdateImmutabilityPolicy: func(_ context.Context, groupName, accountName, container string, opts *armstorage.BlobContainersClientCreateOrUpdateImmutabilityPolicyOptions) (resp azfake.Responder[armstorage.BlobContainersClientCreateOrUpdateImmutabilityPolicyResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			a, p, status, code := find(groupName, accountName, container, deref(opts.IfMatch), false)
+			switch {
+			case status != 0:
+				errResp.SetResponseError(status, code)
+				return
+			case p != nil && p.locked:
+				errResp.SetResponseError(http.StatusConflict, "ImmutabilityPolicyUpdateOnLockedPolicy")
+				return
+			case opts.Parameters == nil || opts.Parameters.Properties == nil || opts.Parameters.Properties.ImmutabilityPeriodSinceCreationInDays == nil:
+				errResp.SetResponseError(http.StatusBadRequest, "InvalidRequestBody")
+				return
+			case p == nil:
+				p = &immutabilityPolicy{}
+				a.policies[container] = p
+			}
+			p.days, p.etag = *opts.Parameters.Properties.ImmutabilityPeriodSinceCreationInDays, p.etag+1
+			resp.SetResponse(http.StatusOK, armstorage.BlobContainersClientCreateOrUpdateImmutabilityPolicyResponse{ImmutabilityPolicy: view(p), ETag: view(p).Etag}, nil)
+			return
+		},
+		LockImmutabilityPolicy: func(_ context.Context, groupName, accountName, container, ifMatch string, _ *armstorage.BlobContainersClientLockImmutabilityPolicyOptions) (resp azfake.Responder[armstorage.BlobContainersClientLockImmutabilityPolicyResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			_, p, status, code := find(groupName, accountName, container, ifMatch, true)
+			if status != 0 {
+				errResp.SetResponseError(status, code)
+				return
+			}
+			p.locked, p.etag = true, p.etag+1
+			resp.SetResponse(http.StatusOK, armstorage.BlobContainersClientLockImmutabilityPolicyResponse{ImmutabilityPolicy: view(p), ETag: view(p).Etag}, nil)
+			return
+		},
+		ExtendImmutabilityPolicy: func(_ context.Context, groupName, accountName, container, ifMatch string, opts *armstorage.BlobContainersClientExtendImmutabilityPolicyOptions) (resp azfake.Responder[armstorage.BlobContainersClientExtendImmutabilityPolicyResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			_, p, status, code := find(groupName, accountName, container, ifMatch, true)
+			switch {
+			case status != 0:
+				errResp.SetResponseError(status, code)
+				return
+			case !p.locked:
+				errResp.SetResponseError(http.StatusConflict, "ImmutabilityPolicyExtendOnUnlockedPolicy")
+				return
+			case opts == nil || opts.Parameters == nil || opts.Parameters.Properties == nil || opts.Parameters.Properties.ImmutabilityPeriodSinceCreationInDays == nil ||
+				*opts.Parameters.Properties.ImmutabilityPeriodSinceCreationInDays < p.days:
+				errResp.SetResponseError(http.StatusBadRequest, "ImmutabilityPolicyInvalidPeriod")
+				return
+			}
+			p.days, p.etag = *opts.Parameters.Properties.ImmutabilityPeriodSinceCreationInDays, p.etag+1
+			resp.SetResponse(http.StatusOK, armstorage.BlobContainersClientExtendImmutabilityPolicyResponse{ImmutabilityPolicy: view(p), ETag: view(p).Etag}, nil)
+			return
+		},
+	}
+}
+
+// managementPolicies serves an account's one management policy, "default".
+func (c *Cloud) managementPolicies() storagefake.ManagementPoliciesServer {
+	return storagefake.ManagementPoliciesServer{
+		Get: func(_ context.Context, groupName, accountName string, _ armstorage.ManagementPolicyName, _ *armstorage.ManagementPoliciesClientGetOptions) (resp azfake.Responder[armstorage.ManagementPoliciesClientGetResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			a, code := c.account(groupName, accountName)
+			switch {
+			case a == nil:
+				errResp.SetResponseError(http.StatusNotFound, code)
+				return
+			case a.management == nil:
+				errResp.SetResponseError(http.StatusNotFound, "ManagementPolicyNotFound")
+				return
+			}
+			resp.SetResponse(http.StatusOK, armstorage.ManagementPoliciesClientGetResponse{ManagementPolicy: armstorage.ManagementPolicy{
+				Name: to.Ptr("default"), Properties: &armstorage.ManagementPolicyProperties{Policy: &armstorage.ManagementPolicySchema{Rules: slices.Clone(a.management.Rules)}},
+			}}, nil)
+			return
+		},
+		CreateOrUpdate: func(_ context.Context, groupName, accountName string, _ armstorage.ManagementPolicyName, params armstorage.ManagementPolicy, _ *armstorage.ManagementPoliciesClientCreateOrUpdateOptions) (resp azfake.Responder[armstorage.ManagementPoliciesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			a, code := c.account(groupName, accountName)
+			if a == nil {
+				errResp.SetResponseError(http.StatusNotFound, code)
+				return
+			}
+			if params.Properties == nil || params.Properties.Policy == nil {
+				errResp.SetResponseError(http.StatusBadRequest, "InvalidRequestBody")
+				return
+			}
+			a.management = &armstorage.ManagementPolicySchema{Rules: slices.Clone(params.Properties.Policy.Rules)}
+			resp.SetResponse(http.StatusOK, armstorage.ManagementPoliciesClientCreateOrUpdateResponse{ManagementPolicy: params}, nil)
 			return
 		},
 	}
