@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/azurecloud"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
@@ -144,4 +146,39 @@ func TestWorkloadIdentityBucket(t *testing.T) {
 	if dls := f.DeadLetters(bucket.Name); len(dls) != 0 {
 		t.Errorf("dead letters while waiting for the token: %+v", dls)
 	}
+}
+
+// An Azure bucket whose providerConfig asks for immutability: with a service principal the
+// container gets a locked policy of the period asked (through ARM) and the account the rule
+// for marked blobs; with a storage account key, which cannot reach ARM, it is a configuration
+// problem naming the credentials needed.
+func TestImmutableAzureBucket(t *testing.T) {
+	const name = "immutable-seed"
+	f, cloud := startInCloud(t, name)
+	cloud.AddServicePrincipal("client-1", "client-secret-1")
+	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "seed-backup", Namespace: "garden"}, Data: map[string][]byte{
+		azure.KeyTenantID: []byte("tenant-1"), azure.KeyClientID: []byte("client-1"),
+		azure.KeyClientSecret: []byte("client-secret-1"), azure.KeySubscriptionID: []byte("subscription-1"),
+	}})
+	immutable := &runtime.RawExtension{Raw: []byte(`{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","immutability":{"locked":true,"retentionPeriod":"48h","retentionType":"bucket"}}`)}
+	b := newBucket(name, "azure", "seed-backup")
+	b.Spec.ProviderConfig = immutable
+	f.create(b)
+	b = f.waitSucceeded(name)
+	if d := b.Status.LastOperation.Description; !strings.Contains(d, "immutability policy set: 2 days, locked") {
+		t.Errorf("description %q, want the policy named", d)
+	}
+	if days, locked, ok := cloud.ImmutabilityPolicy(name, azure.AccountName(name), name); !ok || days != 2 || !locked {
+		t.Errorf("container policy: exists %v, %d days, locked %v; want 2 days, locked", ok, days, locked)
+	}
+	rules := cloud.ManagementRules(name, azure.AccountName(name))
+	if len(rules) != 1 || *rules[0].Name != azure.LifecycleRule {
+		t.Errorf("management policy rules %v, want %s", rules, azure.LifecycleRule)
+	}
+
+	f.create(f.azureSecret("account-key", stack.AzuriteKey))
+	k := newBucket("immutable-by-key", "azure", "account-key")
+	k.Spec.ProviderConfig = immutable
+	f.create(k)
+	f.waitError("immutable-by-key", "service-principal or workload-identity credentials", gardencorev1beta1.ErrorConfigurationProblem)
 }
