@@ -82,7 +82,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		providers = objectstore.NewRegistry(az, s3.New(), local.New(*localRoot))
 	}
 	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
-		Stores: providers, Cluster: *cluster, Log: proc.Log})
+		Stores: providers, Cluster: *cluster, Log: proc.Log, Metrics: proc.Metrics})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package entry_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"slices"
 	"strings"
 	"testing"
@@ -180,6 +181,25 @@ func TestLockedSnapshotsArePurgedWhenTheLockEnds(t *testing.T) {
 	var data events.PurgeData
 	if err := json.Unmarshal(msg.Data, &data); err != nil || data.Deleted != len(lockedKeys) || data.Locked != 0 {
 		t.Errorf("verified event %s: %+v (%v), want %d deleted and none locked", msg.Data, data, err, len(lockedKeys))
+	}
+	verified, err := testutil.GatherAndCount(p.Metrics, "housekeeper_purge_verifications_total")
+	if err != nil || verified == 0 {
+		t.Errorf("housekeeper_purge_verifications_total: %d series (%v), want the verify purges counted", verified, err)
+	}
+	families, err := p.Metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				counts[f.GetName()+"/"+l.GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	if counts["housekeeper_purge_verifications_total/empty"] != 1 || counts["housekeeper_purge_verified_objects_total/deleted"] != float64(len(lockedKeys)) {
+		t.Errorf("verify metrics %v: want one verification that found the prefix empty after deleting %d objects", counts, len(lockedKeys))
 	}
 	t.Logf("%d locked snapshots of %s: lock ended %s, entry released %s before it, snapshots deleted %s after it; %d free ones deleted at once; the neighbour's %d untouched",
 		len(lockedKeys), target, lockEnd.Format(time.RFC3339), lockEnd.Sub(released).Round(time.Second), deleted.Sub(lockEnd).Round(time.Second), len(freeKeys), len(neighbourKeys))

@@ -17,6 +17,7 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -63,6 +64,8 @@ type Purger struct {
 	ProgressInterval time.Duration
 	// KeyRetries is how often keys that failed to delete are tried again within one run.
 	KeyRetries int
+	// Verified counts the outcomes of verify purges; nil counts nothing.
+	Verified *VerifyMetrics
 
 	stores openStores
 }
@@ -80,16 +83,17 @@ var PurgeDefinition = runtime.Definition{
 			if err != nil {
 				return runtime.Function{}, err
 			}
-			return newPurge(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
+			return newPurge(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, d.Metrics), nil
 		}
 	},
 }
 
 // newFunction returns the purge function.
-func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
+func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, reg prometheus.Registerer) runtime.Function {
 	p := &Purger{
 		Client: c, Providers: providers, Retention: retention, Scope: scope, JetStream: js, Cluster: cluster, Log: log,
 		Entries:          StatusWriter(c, log),
+		Verified:         NewVerifyMetrics(reg),
 		Now:              time.Now,
 		ProgressInterval: 2 * time.Second,
 		KeyRetries:       3,
@@ -217,6 +221,7 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		// the store's lifecycle rule, and the verified event says so.
 		data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
 		log.Info("not verifying: " + data.Reason)
+		p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
 		ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
 		p.publish(ctx, log, events.OpPurgeVerified, ref, data)
 		return nil
@@ -269,11 +274,13 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		if err := p.scheduleVerify(ctx, log, ref, data, purged); err != nil {
 			return err
 		}
+		p.Verified.observe(VerifiedStillLocked, purged.Deleted, purged.Locked, unmarked)
 		log.Info("verify purge: objects still locked", zap.String("prefix", data.Prefix), zap.Int("deleted", purged.Deleted),
 			zap.Int("locked", purged.Locked), zap.Time("until", purged.Until))
 	} else {
 		log.Info("verify purge: the prefix holds no marked object any more", zap.String("prefix", data.Prefix), zap.Int("deleted", purged.Deleted),
 			zap.Int("unmarked", unmarked), zap.Time("at", p.Now()))
+		p.Verified.observe(VerifiedEmpty, purged.Deleted, 0, unmarked)
 	}
 	if unmarked > 0 {
 		data.Reason = fmt.Sprintf("%d objects under the prefix carry no mark for deletion and were left alone", unmarked)

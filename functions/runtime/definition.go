@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -49,6 +50,8 @@ type Deps struct {
 	// Cluster names this cluster in the events the function publishes.
 	Cluster string
 	Log     *zap.Logger
+	// Metrics registers a function's own metrics; nil keeps them unregistered.
+	Metrics prometheus.Registerer
 }
 
 // ErrMissingCluster means a function that publishes events was given no cluster name.

@@ -46,6 +46,8 @@ type Pipeline struct {
 	Log    *zap.Logger
 	// Auth is set when NATS is secured (StartSecure): every component connects as itself.
 	Auth *natsconn.Issued
+	// Metrics holds the metrics of the functions RunFunction built.
+	Metrics *prometheus.Registry
 
 	identities map[string]jetstream.JetStream
 }
@@ -71,7 +73,7 @@ func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipelin
 		opts = append(opts, testenv.WithNATS())
 	}
 	env := testenv.Start(t, append(opts, extra...)...)
-	p := &Pipeline{T: t, Env: env, Client: env.Client(t), Log: zaptest.NewLogger(t)}
+	p := &Pipeline{T: t, Env: env, Client: env.Client(t), Log: zaptest.NewLogger(t), Metrics: prometheus.NewRegistry()}
 	if secure != "" {
 		p.Auth = startSecureNATS(t, env, secure)
 	}
@@ -129,7 +131,7 @@ func (p *Pipeline) RunFunction(def runtime.Definition, stores objectstore.Regist
 		args = append(gardener.ScopeArgs(def, slices.Sorted(maps.Keys(stores))...), args...)
 	}
 	fn, err := def.Build(ctx, runtime.Deps{Config: p.Env.Kube.Config, Client: p.Client, JetStream: p.JSFor(def.Name),
-		Stores: stores, Cluster: Cluster, Log: p.Log}, args...)
+		Stores: stores, Cluster: Cluster, Log: p.Log, Metrics: p.Metrics}, args...)
 	if err != nil {
 		p.T.Fatal(err)
 	}

@@ -1,0 +1,45 @@
+package entry
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Outcomes of a verify purge.
+const (
+	VerifiedEmpty         = "empty"          // no marked object is left under the prefix
+	VerifiedStillLocked   = "still_locked"   // some are locked still; another verify is scheduled
+	VerifiedNotVerifiable = "not_verifiable" // the bucket is not on this seed (a source- entry)
+)
+
+// VerifyMetrics counts what verify purges found: the promise a released entry left behind,
+// kept visible.
+type VerifyMetrics struct {
+	outcomes *prometheus.CounterVec
+	objects  *prometheus.CounterVec
+}
+
+// NewVerifyMetrics registers the metrics with reg (nil: unregistered).
+func NewVerifyMetrics(reg prometheus.Registerer) *VerifyMetrics {
+	m := &VerifyMetrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "housekeeper", Subsystem: "purge", Name: "verifications_total",
+			Help: "Verify purges of released entries' locked objects, by outcome (empty, still_locked, not_verifiable).",
+		}, []string{"outcome"}),
+		objects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "housekeeper", Subsystem: "purge", Name: "verified_objects_total",
+			Help: "Objects verify purges found under released prefixes, by result (deleted, still_locked, unmarked: left alone).",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.outcomes, m.objects)
+	}
+	return m
+}
+
+func (m *VerifyMetrics) observe(outcome string, deleted, locked, unmarked int) {
+	if m == nil {
+		return
+	}
+	m.outcomes.WithLabelValues(outcome).Inc()
+	m.objects.WithLabelValues("deleted").Add(float64(deleted))
+	m.objects.WithLabelValues("still_locked").Add(float64(locked))
+	m.objects.WithLabelValues("unmarked").Add(float64(unmarked))
+}
