@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 )
 
 // errStop ends a listing early.
@@ -55,6 +56,34 @@ func Empty(ctx context.Context, store Store) (locked []string, err error) {
 			}
 		}
 	}
+}
+
+// EmptyOrMark empties the bucket of a store whose objects object lock can keep: everything is
+// deleted but the locked objects, which are marked for deletion and make it a *LockedError that
+// says until when the bucket cannot be removed. nil means the bucket is empty (or gone).
+func EmptyOrMark[S interface {
+	Store
+	Locking
+}](ctx context.Context, s S, bucket string) error {
+	locked, err := Empty(ctx, s)
+	if err != nil || len(locked) == 0 {
+		return err
+	}
+	until, _, err := s.Mark(ctx, locked)
+	if err != nil {
+		return err
+	}
+	return &LockedError{Bucket: bucket, Count: len(locked), Until: until}
+}
+
+// RetentionDays parses an immutability retention period (a Go duration such as "168h") into
+// the whole days stores count retention in; it must be at least one.
+func RetentionDays(period string) (int32, error) {
+	d, err := time.ParseDuration(period)
+	if err != nil || d < 24*time.Hour || d%(24*time.Hour) != 0 {
+		return 0, fmt.Errorf("retentionPeriod %q: must be a whole number of days, at least 24h (the store retains by days)", period)
+	}
+	return int32(d / (24 * time.Hour)), nil
 }
 
 // firstPageWithout is the first page of keys that are not in skip.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -58,11 +57,11 @@ func (im Immutability) retention() (retention, error) {
 	if im.RetentionType != "bucket" {
 		return retention{}, fmt.Errorf("retentionType %q: must be bucket", im.RetentionType)
 	}
-	d, err := time.ParseDuration(im.RetentionPeriod)
-	if err != nil || d < 24*time.Hour || d%(24*time.Hour) != 0 {
-		return retention{}, fmt.Errorf("retentionPeriod %q: must be a whole number of days, at least 24h (Azure retains by days)", im.RetentionPeriod)
+	days, err := objectstore.RetentionDays(im.RetentionPeriod)
+	if err != nil {
+		return retention{}, err
 	}
-	return retention{days: int32(d / (24 * time.Hour)), locked: im.Locked}, nil
+	return retention{days: days, locked: im.Locked}, nil
 }
 
 // union protects as much as a and b both: the longer period, locked if either is.

@@ -50,16 +50,8 @@ func (s *store) Delete(ctx context.Context) error {
 	case err != nil:
 		return err
 	case days > 0:
-		locked, err := objectstore.Empty(ctx, s)
-		if err != nil {
+		if err := objectstore.EmptyOrMark(ctx, s, s.name); err != nil {
 			return fmt.Errorf("azure: container %q: delete: %w", s.name, err)
-		}
-		if len(locked) > 0 {
-			until, _, err := s.Mark(ctx, locked)
-			if err != nil {
-				return err
-			}
-			return &objectstore.LockedError{Bucket: s.name, Count: len(locked), Until: until}
 		}
 	}
 	_, err = s.client.Delete(ctx, nil)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -75,11 +74,11 @@ func (im Immutability) lock() (lock, error) {
 	if im.RetentionType != "bucket" {
 		return lock{}, fmt.Errorf("retentionType %q: must be bucket", im.RetentionType)
 	}
-	d, err := time.ParseDuration(im.RetentionPeriod)
-	if err != nil || d < 24*time.Hour || d%(24*time.Hour) != 0 {
-		return lock{}, fmt.Errorf("retentionPeriod %q: must be a whole number of days, at least 24h (S3 retains by days)", im.RetentionPeriod)
+	days, err := objectstore.RetentionDays(im.RetentionPeriod)
+	if err != nil {
+		return lock{}, err
 	}
-	l := lock{days: int32(d / (24 * time.Hour))}
+	l := lock{days: days}
 	switch im.Mode {
 	case "governance":
 		l.mode = types.ObjectLockRetentionModeGovernance

@@ -93,18 +93,10 @@ func (s *store) enableVersioning(ctx context.Context) error {
 // an *objectstore.LockedError that says until when; everything else is deleted first, so a
 // later attempt has only those left.
 func (s *store) Delete(ctx context.Context) error {
-	locked, err := objectstore.Empty(ctx, s)
-	if err != nil {
+	if err := objectstore.EmptyOrMark(ctx, s, s.name); err != nil {
 		return fmt.Errorf("s3: bucket %q: delete: %w", s.name, err)
 	}
-	if len(locked) > 0 {
-		until, _, err := s.Mark(ctx, locked)
-		if err != nil {
-			return err
-		}
-		return &objectstore.LockedError{Bucket: s.name, Count: len(locked), Until: until}
-	}
-	_, err = s.client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(s.name)})
+	_, err := s.client.DeleteBucket(ctx, &awss3.DeleteBucketInput{Bucket: aws.String(s.name)})
 	if err == nil || errors.Is(classify(err), objectstore.ErrBucketNotFound) {
 		return nil
 	}
