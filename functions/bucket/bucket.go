@@ -51,8 +51,9 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 // Reconcile creates the bucket (an existing one is fine) and writes the generated secret. With
 // management credentials (an Azure service principal or workload identity) the provider first
 // provisions what holds the bucket and hands back the storage credentials to use and publish.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (gardener.Reconciliation, error) {
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, secret *corev1.Secret) (gardener.Reconciliation, error) {
 	b := obj.(*extensionsv1alpha1.BackupBucket)
+	credentials := secret.Data
 	provider, err := a.provider(b)
 	if err != nil {
 		return gardener.Reconciliation{}, err

@@ -15,10 +15,11 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
@@ -71,7 +72,7 @@ func SecretRef(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference {
 // shoot; otherwise it succeeds with a description that says why the secret waits (a lastError
 // would fail gardenlet's shoot operations for a namespace that is simply not there yet), and
 // the bridge announces the entry again when the namespace appears or changes hands.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (gardener.Reconciliation, error) {
+func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials *corev1.Secret) (gardener.Reconciliation, error) {
 	e := obj.(*extensionsv1alpha1.BackupEntry)
 	result, err := a.reconcile(ctx, e, credentials)
 	if err == nil {
@@ -93,7 +94,7 @@ func (a *Actuator) warnRetention(e *extensionsv1alpha1.BackupEntry, r gardener.R
 	return r
 }
 
-func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEntry, credentials map[string][]byte) (gardener.Reconciliation, error) {
+func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret) (gardener.Reconciliation, error) {
 	ref := SecretRef(e)
 	ns, err := a.namespace(ctx, ref.Namespace)
 	if err != nil {
@@ -110,7 +111,16 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 			return gardener.Reconciliation{}, err
 		}
 	}
-	want := maps.Clone(credentials)
+	wi, err := workloadIdentityOf(credentials)
+	if err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	want := maps.Clone(credentials.Data)
+	if wi != nil {
+		// A workload identity's secret has config (and the token the requestor writes into
+		// etcd-backup itself): nothing else is copied.
+		want = map[string][]byte{KeyConfig: credentials.Data[KeyConfig]}
+	}
 	if want == nil {
 		want = map[string][]byte{}
 	}
@@ -119,7 +129,15 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		// etcd-backup-restore's S3 store needs the region; provider-aws writes spec.region.
 		want[s3.KeyRegion] = []byte(e.Spec.Region)
 	}
-	err = a.writeSecret(ctx, ref, e.Name, want)
+	if wi != nil && e.Spec.Type == s3.Type {
+		// etcd-backup-restore's S3 store assumes this role with the token (web identity).
+		role, err := s3.RoleARN(credentials.Data[KeyConfig])
+		if err != nil {
+			return gardener.Reconciliation{}, gardener.StoreError(err)
+		}
+		want[s3.KeyRoleARN] = []byte(role)
+	}
+	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {
 	case err == nil:
 		return gardener.Reconciliation{}, nil
@@ -133,28 +151,50 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 }
 
 // writeSecret makes the secret at ref exactly what entry writes: its data, its own labels
-// and annotations (stale ones go, as upstream writes it). A secret the cache does not know is
-// created without a read first: that is every new entry's.
-func (a *Actuator) writeSecret(ctx context.Context, ref corev1.SecretReference, entry string, data map[string][]byte) error {
+// and annotations (stale ones go, as upstream writes it), and with a workload identity its
+// marks and the token its requestor wrote. A secret the cache does not know is created without
+// a read first: that is every new entry's. An existing one is patched with its
+// resourceVersion: the token requestor writes the same secret (gardener#6092).
+func (a *Actuator) writeSecret(ctx context.Context, ref corev1.SecretReference, entry string, data map[string][]byte, wi *workloadIdentity) error {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
-	mutate := func() error {
-		secret.Annotations = map[string]string{AnnotationCreatedBy: entry}
-		secret.Labels = map[string]string{gardener.LabelManagedBy: gardener.ManagedBy}
-		secret.Type = corev1.SecretTypeOpaque
-		if !maps.EqualFunc(secret.Data, data, func(a, b []byte) bool { return string(a) == string(b) }) {
-			secret.Data = data
+	mutate := func() {
+		annotations := map[string]string{AnnotationCreatedBy: entry}
+		labels := map[string]string{gardener.LabelManagedBy: gardener.ManagedBy}
+		want := data
+		if wi != nil {
+			want = maps.Clone(data)
+			wi.apply(secret, labels, annotations, want)
 		}
-		return nil
+		secret.Annotations, secret.Labels = annotations, labels
+		secret.Type = corev1.SecretTypeOpaque
+		if !maps.EqualFunc(secret.Data, want, func(a, b []byte) bool { return string(a) == string(b) }) {
+			secret.Data = want
+		}
 	}
 	if cached, err := a.cachedSecret(ctx, ref); err == nil && cached == nil {
-		_ = mutate()
+		mutate()
 		if err := a.Client.Create(ctx, secret); !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
 	}
-	_, err := controllerutil.CreateOrPatch(ctx, a.Client, secret, mutate)
-	return err
+	// A conflict is the token requestor's write between our read and our patch: read again.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
+		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			mutate()
+			return a.Client.Create(ctx, secret)
+		}
+		base := secret.DeepCopy()
+		mutate()
+		if equality.Semantic.DeepEqual(base, secret) {
+			return nil
+		}
+		return a.Client.Patch(ctx, secret, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
 }
 
 // namespace reads the metadata of namespace name, from the cache if it has it; nil if there

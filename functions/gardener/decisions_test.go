@@ -723,9 +723,9 @@ type recordingActuator struct {
 	unguarded   string
 }
 
-func (a *recordingActuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (Reconciliation, error) {
+func (a *recordingActuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials *corev1.Secret) (Reconciliation, error) {
 	a.calls = append(a.calls, "Reconcile")
-	a.credentials = credentials
+	a.credentials = credentials.Data
 	live := a.newObject()
 	if err := a.client.Get(ctx, client.ObjectKey{Name: a.name}, live); err != nil || !controllerutil.ContainsFinalizer(live, a.finalizer) {
 		a.unguarded = fmt.Sprintf("object without our finalizer (%v)", err)

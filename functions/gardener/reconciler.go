@@ -27,9 +27,9 @@ import (
 // Actuator does the provider work for one kind; the Reconciler owns the protocol around it.
 // Both methods must be idempotent.
 type Actuator interface {
-	// Reconcile converges the object (Create, Reconcile and Restore); credentials is the data
-	// of its spec.secretRef secret.
-	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials map[string][]byte) (Reconciliation, error)
+	// Reconcile converges the object (Create, Reconcile and Restore); credentials is its
+	// spec.secretRef secret (its data, and the metadata that marks a workload identity's).
+	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials *corev1.Secret) (Reconciliation, error)
 	// Delete cleans up after the object.
 	Delete(ctx context.Context, obj extensionsv1alpha1.Object) (Deletion, error)
 }
@@ -421,7 +421,7 @@ func (r *StatusWriter) RemoveFinalizers(ctx context.Context, obj extensionsv1alp
 
 // ensureFinalizers puts our finalizer on the object (dropping its operation annotation in the
 // same patch if dropOperation) and on its spec.secretRef secret, and returns the secret's data.
-func (r *StatusWriter) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object, dropOperation bool) (map[string][]byte, error) {
+func (r *StatusWriter) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object, dropOperation bool) (*corev1.Secret, error) {
 	change := func(o client.Object, finalizer string) bool {
 		changed := controllerutil.AddFinalizer(o, finalizer)
 		if dropOperation {
@@ -440,7 +440,7 @@ func (r *StatusWriter) ensureFinalizers(ctx context.Context, obj extensionsv1alp
 	case err != nil:
 		return nil, fmt.Errorf("adding finalizer to secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	return secret.Data, nil
+	return secret, nil
 }
 
 // patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with more

@@ -1,0 +1,44 @@
+package s3
+
+import (
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// Keys of a workload identity's secret (gardenlet writes config, its token requestor token)
+// and the role etcd-backup-restore assumes with the token (its S3 store reads the files
+// region, roleARN and token).
+const (
+	KeyConfig  = "config"
+	KeyToken   = "token"
+	KeyRoleARN = "roleARN"
+
+	WorkloadIdentityConfigKind = "WorkloadIdentityConfig"
+)
+
+// workloadIdentityConfig is provider-aws's WorkloadIdentityConfig, the WorkloadIdentity's
+// spec.targetSystem.providerConfig that gardenlet copies into the secret's config.
+type workloadIdentityConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	RoleARN    string `json:"roleARN"`
+}
+
+// RoleARN returns the role of an aws workload identity's config (YAML or JSON).
+func RoleARN(config []byte) (string, error) {
+	var c workloadIdentityConfig
+	if err := yaml.Unmarshal(config, &c); err != nil {
+		return "", fmt.Errorf("s3: %w: %q is not a WorkloadIdentityConfig: %v", objectstore.ErrInvalidCredentials, KeyConfig, err)
+	}
+	if c.Kind != WorkloadIdentityConfigKind {
+		return "", fmt.Errorf("s3: %w: %q has kind %q, want %s", objectstore.ErrInvalidCredentials, KeyConfig, c.Kind, WorkloadIdentityConfigKind)
+	}
+	if !strings.HasPrefix(c.RoleARN, "arn:") {
+		return "", fmt.Errorf("s3: %w: %q: roleARN %q is not an ARN", objectstore.ErrInvalidCredentials, KeyConfig, c.RoleARN)
+	}
+	return c.RoleARN, nil
+}
