@@ -529,7 +529,7 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 		}
 		// What gardenlet's ControllerInstallation reconciler adds (the part the chart reads).
 		values["gardener"] = map[string]any{
-			"version": "v1.138.0",
+			"version": "v1.150.0",
 			"garden":  map[string]any{"clusterIdentity": "garden"},
 			"seed":    map[string]any{"name": gardenerSeed, "clusterIdentity": "seed-" + gardenerSeed, "provider": "aws", "region": "eu-west-1"},
 		}

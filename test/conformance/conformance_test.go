@@ -683,7 +683,7 @@ func (r *run) shootWithoutNamespace(t *testing.T, name string, purpose gardencor
 			ObjectMeta: metav1.ObjectMeta{Name: technicalID(shoot)},
 			Spec: extensionsv1alpha1.ClusterSpec{
 				Shoot:        runtime.RawExtension{Object: shoot},
-				Seed:         runtime.RawExtension{Object: s.seed},
+				Seed:         &runtime.RawExtension{Object: s.seed},
 				CloudProfile: runtime.RawExtension{Object: &gardencorev1beta1.CloudProfile{}},
 			},
 		}

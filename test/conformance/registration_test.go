@@ -113,7 +113,7 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 		WithChartRenderer(chartrenderer.NewWithServerVersion(seedVersion)).WithVersion(seedVersion.GitVersion).Build()
 	r := &controllerinstallation.Reconciler{
 		GardenClient: g.client, GardenConfig: g.cfg, SeedClientSet: seedSet, Clock: clock.RealClock{},
-		Identity: &gardencorev1beta1.Gardener{Version: "v1.138.0"}, GardenClusterIdentity: "garden", GardenNamespace: "garden",
+		Identity: &gardencorev1beta1.Gardener{Version: "v1.150.0"}, GardenClusterIdentity: "garden", GardenNamespace: "garden",
 	}
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: installation.Name}}); err != nil {
 		t.Fatalf("gardenlet's ControllerInstallation reconciler: %v", err)
