@@ -57,7 +57,7 @@ func ParseCommand(args []string) (*Command, error) {
 // Usage is the bridge's help: what it does and its flags.
 func Usage() string {
 	var b strings.Builder
-	b.WriteString("usage: housekeeper-bridge [flags]\n\nPublish every change of the BackupBuckets and BackupEntries it serves (--types, --classes), their\nsecrets and namespaces, and of EtcdBackupConfigs, as CloudEvents on NATS JetStream.\n\nflags:\n")
+	b.WriteString("usage: housekeeper-bridge [flags]\n\nPublish every change of the BackupBuckets and BackupEntries it serves (--types, --extension-classes), their\nsecrets and namespaces, and of EtcdBackupConfigs, as CloudEvents on NATS JetStream.\n\nflags:\n")
 	fs := (&Command{}).flags()
 	fs.SetOutput(&b)
 	fs.PrintDefaults()

@@ -21,7 +21,7 @@ func TestParseCommandRefusesAnUnsafeScope(t *testing.T) {
 	}{
 		{[]string{"--cluster=seed-1"}, "no types to serve"},
 		{[]string{"--cluster=seed-1", "--types=azrue"}, `does not implement type "azrue"`},
-		{[]string{"--cluster=seed-1", "--types=azure", "--classes=shot"}, `unknown extension class "shot"`},
+		{[]string{"--cluster=seed-1", "--types=azure", "--extension-classes=shot"}, `unknown extension class "shot"`},
 		{[]string{"--types=azure"}, "--cluster (HOUSEKEEPER_CLUSTER) is required"},
 		{[]string{"--cluster=Change Me", "--types=azure"}, "not a DNS subdomain"},
 	} {

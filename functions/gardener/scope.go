@@ -30,11 +30,11 @@ type Scope struct {
 	Types, Classes config.List
 }
 
-// BindFlags registers --types and --classes on fs, classes defaulting to shoot.
+// BindFlags registers --types and --extension-classes (upstream's flag) on fs, classes defaulting to shoot.
 func (s *Scope) BindFlags(fs *flag.FlagSet) {
 	s.Classes = config.List{string(extensionsv1alpha1.ExtensionClassShoot)}
 	fs.Var(&s.Types, "types", "spec.types to serve, comma-separated (required; of "+strings.Join(ImplementedTypes, ", ")+")")
-	fs.Var(&s.Classes, "classes", "extension classes to serve, comma-separated (an unset class is shoot)")
+	fs.Var(&s.Classes, "extension-classes", "extension classes to serve, comma-separated: shoot, garden (gardener-operator's garden--<uid> entries), seed (an unset class is shoot)")
 }
 
 // Validate says what is wrong with s: no types, a type housekeeper does not implement, no
@@ -50,13 +50,13 @@ func (s Scope) Validate() error {
 		}
 	}
 	if len(s.Classes) == 0 {
-		return errors.New("--classes: no extension class to serve")
+		return errors.New("--extension-classes: no extension class to serve")
 	}
 	for _, c := range s.Classes {
 		switch extensionsv1alpha1.ExtensionClass(c) {
 		case extensionsv1alpha1.ExtensionClassShoot, extensionsv1alpha1.ExtensionClassSeed, extensionsv1alpha1.ExtensionClassGarden:
 		default:
-			return fmt.Errorf("--classes: unknown extension class %q (shoot, seed or garden)", c)
+			return fmt.Errorf("--extension-classes: unknown extension class %q (shoot, seed or garden)", c)
 		}
 	}
 	return nil

@@ -160,6 +160,7 @@ var scenarios = []struct {
 	{"7-bucket-delete", (*run).bucketDelete},
 	{"8-azure-service-principal", (*run).azureServicePrincipal},
 	{"9-locked-source-entry", (*run).lockedSourceEntry},
+	{"10-workload-identity-entry", (*run).workloadIdentityEntry},
 }
 
 // 1-reconcile: an entry is reconciled: etcd-backup written, the extension objects as gardenlet deployed them, the bucket directory there.

@@ -8,6 +8,10 @@ package conformance
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +154,10 @@ func startGarden(t *testing.T, l *logs) *garden {
 		t.Fatal(err)
 	}
 	out := l.file(t, "garden-apiservers.log")
+	signingKey := filepath.Join(l.dir, "workload-identity-signing.key")
+	if err := writeSigningKey(signingKey); err != nil {
+		t.Fatal(err)
+	}
 	env := &gardenerenvtest.GardenerTestEnvironment{
 		Environment: &envtest.Environment{
 			BinaryAssetsDirectory:    assets,
@@ -162,7 +170,9 @@ func startGarden(t *testing.T, l *logs) *garden {
 		GardenerAPIServer: &gardenerenvtest.GardenerAPIServer{
 			// as upstream's gardenlet integration tests: no admission plugins that need a whole
 			// landscape (cloud profiles, DNS, quotas).
-			Args: []string{"--disable-admission-plugins=DeletionConfirmation,Bastion,ResourceReferenceManager,ExtensionValidator,ShootDNS,ShootQuotaValidator,ShootTolerationRestriction,ShootValidator,ShootMutator"},
+			// It issues WorkloadIdentity tokens, signed with a key of the test's own.
+			Args: []string{"--disable-admission-plugins=DeletionConfirmation,Bastion,ResourceReferenceManager,ExtensionValidator,ShootDNS,ShootQuotaValidator,ShootTolerationRestriction,ShootValidator,ShootMutator",
+				"--workload-identity-token-issuer=" + workloadIdentityIssuer, "--workload-identity-signing-key-file=" + signingKey},
 			Out:  out,
 			Err:  out,
 		},
@@ -187,6 +197,18 @@ func startGarden(t *testing.T, l *logs) *garden {
 		t.Fatal(err)
 	}
 	return &garden{cfg: cfg, client: c}
+}
+
+// workloadIdentityIssuer is the iss claim of the garden's workload identity tokens.
+const workloadIdentityIssuer = "https://issuer.housekeeper-conformance.test"
+
+// writeSigningKey writes a new RSA key for gardener-apiserver's workload identity tokens.
+func writeSigningKey(path string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
 }
 
 // buildHousekeeper compiles the housekeeper and housekeeper-bridge binaries into dir/bin, of

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gardener/gardener/pkg/api/indexer"
 	gardenletconfigv1alpha1 "github.com/gardener/gardener/pkg/apis/config/gardenlet/v1alpha1"
+	tokenrequestorworkloadidentity "github.com/gardener/gardener/pkg/gardenlet/controller/tokenrequestor/workloadidentity"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/gardener/gardener/pkg/client/kubernetes"
@@ -139,6 +140,16 @@ func startSeed(t *testing.T, g *garden, l *logs, clk *shiftClock, name string) *
 		SeedName:    name,
 		RateLimiter: rateLimiter(),
 	}).AddToManager(mgr, gardenCluster, mgr); err != nil {
+		t.Fatal(err)
+	}
+	// The token requestor fills the token of every seed secret marked as a workload
+	// identity's, from gardener-apiserver's WorkloadIdentity token subresource.
+	if err := (&tokenrequestorworkloadidentity.Reconciler{
+		Clock: clk,
+		Config: &gardenletconfigv1alpha1.TokenRequestorWorkloadIdentityControllerConfiguration{
+			ConcurrentSyncs: ptr.To(5), TokenExpirationDuration: &metav1.Duration{Duration: time.Hour},
+		},
+	}).AddToManager(mgr, mgr, gardenCluster); err != nil {
 		t.Fatal(err)
 	}
 	runManager(t, mgr, "gardenlet "+name)
