@@ -173,8 +173,8 @@ func startGarden(t *testing.T, l *logs) *garden {
 			// It issues WorkloadIdentity tokens, signed with a key of the test's own.
 			Args: []string{"--disable-admission-plugins=DeletionConfirmation,Bastion,ResourceReferenceManager,ExtensionValidator,ShootDNS,ShootQuotaValidator,ShootTolerationRestriction,ShootValidator,ShootMutator",
 				"--workload-identity-token-issuer=" + workloadIdentityIssuer, "--workload-identity-signing-key-file=" + signingKey},
-			Out:  out,
-			Err:  out,
+			Out: out,
+			Err: out,
 		},
 	}
 	cfg, err := env.Start()

@@ -23,12 +23,12 @@ import (
 
 	"github.com/gardener/gardener/pkg/api/indexer"
 	gardenletconfigv1alpha1 "github.com/gardener/gardener/pkg/apis/config/gardenlet/v1alpha1"
-	tokenrequestorworkloadidentity "github.com/gardener/gardener/pkg/gardenlet/controller/tokenrequestor/workloadidentity"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/gardener/gardener/pkg/client/kubernetes"
 	"github.com/gardener/gardener/pkg/gardenlet/controller/backupbucket"
 	"github.com/gardener/gardener/pkg/gardenlet/controller/backupentry"
+	tokenrequestorworkloadidentity "github.com/gardener/gardener/pkg/gardenlet/controller/tokenrequestor/workloadidentity"
 
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
