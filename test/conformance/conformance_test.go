@@ -157,6 +157,7 @@ var scenarios = []struct {
 	{"4-delete-with-grace-period", (*run).deleteWithGracePeriod},
 	{"6-credentials-rotation", (*run).credentialsRotation},
 	{"5-control-plane-migration", (*run).controlPlaneMigration},
+	{"11-garden-class-entry", (*run).gardenClassEntry},
 	{"7-bucket-delete", (*run).bucketDelete},
 	{"8-azure-service-principal", (*run).azureServicePrincipal},
 	{"9-locked-source-entry", (*run).lockedSourceEntry},

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +58,8 @@ func (providerLocal) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := backupoptions.AddOptions{BackupBucketPath: root, ContainerMountPath: root}
+	opts := backupoptions.AddOptions{BackupBucketPath: root, ContainerMountPath: root,
+		ExtensionClasses: []extensionsv1alpha1.ExtensionClass{extensionsv1alpha1.ExtensionClassShoot, extensionsv1alpha1.ExtensionClassGarden}}
 	ctx := context.Background()
 	if err := localbackupbucket.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
 		t.Fatal(err)
@@ -90,7 +92,8 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	env := []string{
 		"HOUSEKEEPER_NATS_URL=" + nats.URL,
 		"HOUSEKEEPER_CLUSTER=" + s.name,
-		"HOUSEKEEPER_TYPES=local,azure,aws", // provider-local's type, as in the control run, and those of the Azure and S3 scenarios
+		"HOUSEKEEPER_TYPES=local,azure,aws",          // provider-local's type, as in the control run, and those of the Azure and S3 scenarios
+		"HOUSEKEEPER_EXTENSION_CLASSES=shoot,garden", // gardener-operator's garden entry too, as the control run serves
 		"HOUSEKEEPER_KUBECONFIG=" + s.kubeconfig,
 	}
 	if err := h.azure.start(t, l); err != nil {
