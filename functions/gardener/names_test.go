@@ -11,6 +11,8 @@ func TestEntryNamespace(t *testing.T) {
 		"source-shoot--dev--app--6f1c2a": "shoot--dev--app",
 		"shoot--dev--my--app--1":         "shoot--dev--my--app",
 		"plain":                          "plain",
+		"garden--2b7c4f0e":               "garden",      // gardener-operator's class-garden entry
+		"kube-system--9d1e":              "kube-system", // a self-hosted shoot's (GEP-28)
 	} {
 		if got := EntryNamespace(name); got != want {
 			t.Errorf("EntryNamespace(%q) = %q, want %q", name, got, want)

@@ -43,6 +43,7 @@ func TestOpenCredentials(t *testing.T) {
 		{"endpoint not a URL", creds(s3.KeyEndpoint, "s3.example.com"), "eu-west-1", objectstore.ErrInvalidCredentials, s3.KeyEndpoint},
 		{"path style not a bool", creds(s3.KeyS3ForcePathStyle, "yes"), "eu-west-1", objectstore.ErrInvalidCredentials, s3.KeyS3ForcePathStyle},
 		{"region with a slash", creds(s3.KeyRegion, "eu/west"), "", objectstore.ErrInvalidCredentials, s3.KeyRegion},
+		{"workload identity", map[string][]byte{s3.KeyConfig: []byte("kind: WorkloadIdentityConfig\nroleARN: arn:aws:iam::1:role/r\n"), s3.KeyToken: []byte(secret)}, "eu-west-1", objectstore.ErrInvalidCredentials, "workload identity"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := objectstore.InRegion(s3.New(), tc.spec)
