@@ -48,7 +48,7 @@ func TestHelp(t *testing.T) {
 	if _, err := ParseCommand([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("--help: %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-types", "-classes", "-cluster", "-nats-url", "-kubeconfig", "-leader-elect", "-addr"} {
+	for _, f := range []string{"-types", "-extension-classes", "-cluster", "-nats-url", "-kubeconfig", "-leader-elect", "-addr"} {
 		if !strings.Contains(Usage(), "  "+f+" ") && !strings.Contains(Usage(), "  "+f+"\n") {
 			t.Errorf("Usage lacks %s:\n%s", f, Usage())
 		}

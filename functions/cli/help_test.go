@@ -29,7 +29,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		flags := []string{"-mode", "-kubeconfig", "-concurrency", "-addr", "-log-level"}
 		switch name {
 		case "bucket", "purge":
-			flags = append(flags, "-types", "-classes", "-local-root")
+			flags = append(flags, "-types", "-extension-classes", "-local-root")
 		case "entry":
 			flags = append(flags, "-types", "-retention", "-retention-by-purpose")
 		}
