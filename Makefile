@@ -21,7 +21,7 @@ fuzz: ## fuzz the event decoder for FUZZTIME (default 1m); a failing input lands
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./events/
 
 faults: tools ## the fault suite, full form: faults injected, time to converge, invariants
-	$(GO) run ./scripts/cmd/faults
+	$(GO) run ./scripts/cmd/faults $(if $(CLUSTER),-cluster)
 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...

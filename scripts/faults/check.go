@@ -69,6 +69,9 @@ func (w *workload) check(ctx context.Context, watch *purgeWatch, final bool) []I
 	if final {
 		results = append(results, checkPurgesOverlappedFaults(stats), checkExits(w.r.processes()),
 			w.checkLogsForCrashes(), w.checkLogsForSecrets(buckets, canaries))
+		if w.r.cfg.Clustered() {
+			results = append(results, checkPurgesDueWithoutLeader(stats))
+		}
 	}
 	return results
 }
@@ -260,6 +263,13 @@ func checkDuePurgesDone(s purgeStats) Invariant {
 		bad = append(bad, fmt.Sprintf("%d of %d due purges not seen completed", s.due-s.purged, s.due))
 	}
 	return verdict(inv, bad, s.purged, fmt.Sprintf("of %d due purges completed", s.due))
+}
+
+// checkPurgesDueWithoutLeader: on a cluster, purges came due while the stream had no leader
+// (its leader killed, or quorum lost), and completed: their schedules fired on the next leader.
+func checkPurgesDueWithoutLeader(s purgeStats) Invariant {
+	inv := Invariant{Name: "purges that came due while the stream had no leader completed"}
+	return verdict(inv, nil, s.dueLeaderless, "purges came due during a stream-leader kill or a quorum loss and completed")
 }
 
 // checkPurgesOverlappedFaults: the suite broke the stack while purges ran, not only before.

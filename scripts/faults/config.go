@@ -20,6 +20,9 @@ type Config struct {
 	Converge time.Duration
 	// Replicas of each function.
 	Replicas int
+	// NATSNodes is 1 (one nats-server) or 3: a JetStream cluster of three processes with R3
+	// streams, whose faults kill stream, consumer and meta leaders and take quorum away.
+	NATSNodes int
 	// Seed draws the workload and the faults; 0 picks one from the clock.
 	Seed uint64
 	// Short marks the short form, for the command that reproduces a run.
@@ -51,10 +54,28 @@ func Short() Config {
 	}
 }
 
-// form is the flag of the command's form that reproduces a run.
-func (c Config) form() string {
+// OnCluster is c on a three-node JetStream cluster. A round of faults is longer there (four
+// kinds of NATS fault instead of one, a quorum loss of 15 s), so the short form's fault period
+// grows to hold one.
+func (c Config) OnCluster() Config {
+	c.NATSNodes = 3
 	if c.Short {
-		return " -short"
+		c.FaultPeriod = 100 * time.Second
 	}
-	return ""
+	return c
+}
+
+// Clustered says the run is on a three-node JetStream cluster.
+func (c Config) Clustered() bool { return c.NATSNodes > 1 }
+
+// form is the flags of the command's form that reproduces a run.
+func (c Config) form() string {
+	f := ""
+	if c.Short {
+		f += " -short"
+	}
+	if c.Clustered() {
+		f += " -cluster"
+	}
+	return f
 }

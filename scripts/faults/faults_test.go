@@ -19,12 +19,18 @@ func (w testWriter) Write(p []byte) (int, error) {
 // The short form of `make faults`: the whole stack as processes, broken by every kind of fault
 // while a workload runs, must converge with every invariant holding. HOUSEKEEPER_FAULTS_SEED
 // reproduces a run.
-func TestFaultsShort(t *testing.T) {
+func TestFaultsShort(t *testing.T) { runShort(t, Short()) }
+
+// The short form on a three-node JetStream cluster with R3 streams: the leaders of the stream,
+// of the functions' consumers and of the meta group killed while purges come due, and quorum
+// lost for a while.
+func TestFaultsShortCluster(t *testing.T) { runShort(t, Short().OnCluster()) }
+
+func runShort(t *testing.T, cfg Config) {
 	dir, err := os.MkdirTemp("", "housekeeper-faults-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Short()
 	cfg.Dir, cfg.Out = dir, testWriter{t}
 	if s := os.Getenv("HOUSEKEEPER_FAULTS_SEED"); s != "" {
 		if cfg.Seed, err = strconv.ParseUint(s, 10, 64); err != nil {
@@ -47,7 +53,7 @@ func TestFaultsShort(t *testing.T) {
 	for _, inv := range report.Failed() {
 		t.Errorf("FAIL %s: %s", inv.Name, inv.Detail)
 	}
-	for _, kind := range faultKinds {
+	for _, kind := range FaultKinds(cfg) {
 		if report.Faults[kind] == 0 {
 			t.Errorf("fault %q was never injected", kind)
 		}
@@ -66,7 +72,7 @@ func TestSeedReproducesTheFaults(t *testing.T) {
 		cfg.Seed = seed
 		plan := newFaultPlan(cfg)
 		var steps []faultStep
-		for range 3 * len(faultKinds) {
+		for range 3 * len(FaultKinds(cfg)) {
 			steps = append(steps, plan.next())
 		}
 		return steps
@@ -87,10 +93,10 @@ func TestSeedReproducesTheFaults(t *testing.T) {
 		t.Error("seeds 7 and 8 drew the same fault plan")
 	}
 	round := map[string]bool{}
-	for _, step := range draw(7)[:len(faultKinds)] {
+	for _, step := range draw(7)[:len(FaultKinds(Short()))] {
 		round[step.kind] = true
 	}
-	if len(round) != len(faultKinds) {
-		t.Errorf("the first round drew %d of the %d kinds", len(round), len(faultKinds))
+	if len(round) != len(FaultKinds(Short())) {
+		t.Errorf("the first round drew %d of the %d kinds", len(round), len(FaultKinds(Short())))
 	}
 }

@@ -2,15 +2,21 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 // Fault kinds, as the report names them.
@@ -23,10 +29,26 @@ const (
 	faultKillBridge     = "bridge killed (SIGKILL)"
 	faultReplayStream   = "whole stream replayed to every function"
 	faultDuplicates     = "events published twice"
+
+	// On a cluster, instead of faultKillNATS:
+	faultKillStreamLeader   = "leader of the stream killed (SIGKILL) and restarted"
+	faultKillConsumerLeader = "leader of a function's consumer killed (SIGKILL) and restarted"
+	faultKillMetaLeader     = "JetStream meta leader killed (SIGKILL) and restarted"
+	faultLoseQuorum         = "two of three nodes killed (SIGKILL): no quorum, then restarted"
 )
 
-var faultKinds = []string{faultKillWorker, faultKillNATS, faultRestartKube, faultKillEtcd, faultRestartAzurite,
-	faultKillBridge, faultReplayStream, faultDuplicates}
+// quorumLoss is how long a cluster stays without quorum.
+const quorumLoss = 15 * time.Second
+
+// FaultKinds are the faults a run of cfg injects, every one in each round.
+func FaultKinds(cfg Config) []string {
+	nats := []string{faultKillNATS}
+	if cfg.Clustered() {
+		nats = []string{faultKillStreamLeader, faultKillConsumerLeader, faultKillMetaLeader, faultLoseQuorum}
+	}
+	return append(nats, faultKillWorker, faultRestartKube, faultKillEtcd, faultRestartAzurite,
+		faultKillBridge, faultReplayStream, faultDuplicates)
+}
 
 // faultStep is one fault of the plan: when, what, and the choices it needs.
 type faultStep struct {
@@ -44,17 +66,18 @@ type faultStep struct {
 type faultPlan struct {
 	rand       *rand.Rand
 	every      time.Duration
+	kinds      []string
 	round      []string
 	numWorkers int
 }
 
 func newFaultPlan(cfg Config) *faultPlan {
-	return &faultPlan{rand: newRand(cfg, 42), every: cfg.FaultEvery, numWorkers: len(functionNames) * cfg.Replicas}
+	return &faultPlan{rand: newRand(cfg, 42), every: cfg.FaultEvery, kinds: FaultKinds(cfg), numWorkers: len(functionNames) * cfg.Replicas}
 }
 
 func (p *faultPlan) next() faultStep {
 	if len(p.round) == 0 {
-		p.round = append([]string(nil), faultKinds...)
+		p.round = append([]string(nil), p.kinds...)
 		p.rand.Shuffle(len(p.round), func(i, j int) { p.round[i], p.round[j] = p.round[j], p.round[i] })
 	}
 	step := faultStep{
@@ -84,7 +107,7 @@ func (r *rig) injectFaults(ctx context.Context) {
 		}
 		r.mu.Lock()
 		r.faults[step.kind]++
-		r.windows = append(r.windows, window{from: from, to: time.Now()})
+		r.windows = append(r.windows, window{from: from, to: time.Now(), kind: step.kind})
 		r.mu.Unlock()
 		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s)\n", from.Format(time.TimeOnly), step.kind, time.Since(from).Round(100*time.Millisecond))
 	}
@@ -97,7 +120,44 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 	case faultKillBridge:
 		return r.killAndRestart(r.bridge, step.down)
 	case faultKillNATS:
-		return r.killAndRestart(r.nats, step.down)
+		return r.killAndRestart(r.nats[0], step.down)
+	case faultKillStreamLeader:
+		// Just before a purge comes due, if one does soon: its schedule must fire on the next
+		// leader.
+		if due := r.workload.nextDue(time.Now().Add(time.Second)); !due.IsZero() && time.Until(due) < 5*time.Second {
+			time.Sleep(time.Until(due) - time.Second)
+		}
+		return r.killLeader(ctx, step.down, func(ctx context.Context) (string, error) {
+			s, err := r.js.Stream(ctx, events.RecordStream)
+			if err != nil {
+				return "", err
+			}
+			return clusterLeader(s.CachedInfo().Cluster)
+		})
+	case faultKillConsumerLeader:
+		fn := functionNames[step.victim%len(functionNames)]
+		return r.killLeader(ctx, step.down, func(ctx context.Context) (string, error) {
+			c, err := r.js.Consumer(ctx, events.RecordStream, fn)
+			if err != nil {
+				return "", err
+			}
+			return clusterLeader(c.CachedInfo().Cluster)
+		})
+	case faultKillMetaLeader:
+		return r.killLeader(ctx, step.down, r.metaLeader)
+	case faultLoseQuorum:
+		first := step.victim % len(r.nats)
+		victims := []*process{r.nats[first], r.nats[(first+1)%len(r.nats)]}
+		for _, p := range victims {
+			p.kill()
+		}
+		time.Sleep(quorumLoss)
+		for _, p := range victims {
+			if err := p.start(); err != nil {
+				return err
+			}
+		}
+		return nil
 	case faultRestartAzurite:
 		r.azurite.stop(10 * time.Second)
 		time.Sleep(step.down)
@@ -120,6 +180,62 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 		return r.publishDuplicates(ctx, step.pick, 25)
 	}
 	return fmt.Errorf("unknown fault %q", step.kind)
+}
+
+// killLeader kills the node leader names (retrying while an election is still on) and starts
+// it again after down.
+func (r *rig) killLeader(ctx context.Context, down time.Duration, leader func(context.Context) (string, error)) error {
+	var name string
+	err := stack.Poll(30*time.Second, 250*time.Millisecond, "a leader", func() (bool, string, error) {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		n, err := leader(lctx)
+		name = n
+		return err == nil && n != "", fmt.Sprint(err), nil
+	})
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(r.nats, func(p *process) bool { return p.name == name })
+	if i < 0 {
+		return fmt.Errorf("leader %q is none of the cluster's nodes", name)
+	}
+	return r.killAndRestart(r.nats[i], down)
+}
+
+func clusterLeader(c *jetstream.ClusterInfo) (string, error) {
+	if c == nil || c.Leader == "" {
+		return "", errors.New("no leader")
+	}
+	return c.Leader, nil
+}
+
+// metaLeader asks a node's monitoring endpoint for the JetStream meta leader.
+func (r *rig) metaLeader(ctx context.Context) (string, error) {
+	var last error
+	for _, mon := range r.natsMon {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, mon+"/jsz", nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		var jsz struct {
+			Meta *struct {
+				Leader string `json:"leader"`
+			} `json:"meta_cluster"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&jsz)
+		resp.Body.Close()
+		if err == nil && jsz.Meta != nil && jsz.Meta.Leader != "" {
+			return jsz.Meta.Leader, nil
+		}
+		last = fmt.Errorf("%s/jsz names no meta leader (%v)", mon, err)
+	}
+	return "", last
 }
 
 func (r *rig) killAndRestart(p *process, down time.Duration) error {

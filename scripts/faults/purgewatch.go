@@ -102,6 +102,9 @@ type purgeStats struct {
 	due, purged, overlapped int
 	// deletionsInFaults counts deletions in flight while a fault was in effect.
 	deletionsInFaults int
+	// dueLeaderless counts completed purges that came due while the stream had no leader (its
+	// leader killed, or quorum lost): their schedules fired on the next leader.
+	dueLeaderless int
 }
 
 func (p *purgeWatch) stats(windows []window) purgeStats {
@@ -125,6 +128,12 @@ func (p *purgeWatch) stats(windows []window) purgeStats {
 		s.purged++
 		if overlapsFault(windows, d.due, at) {
 			s.overlapped++
+		}
+		for _, w := range windows {
+			if (w.kind == faultKillStreamLeader || w.kind == faultLoseQuorum) && !d.due.Before(w.from) && !d.due.After(w.to) {
+				s.dueLeaderless++
+				break
+			}
 		}
 	}
 	return s

@@ -50,7 +50,7 @@ func (r *Report) String() string {
 	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAULT\tINJECTED")
 	total := 0
-	for _, kind := range faultKinds {
+	for _, kind := range FaultKinds(r.Config) {
 		fmt.Fprintf(tw, "%s\t%d\n", kind, r.Faults[kind])
 		total += r.Faults[kind]
 	}

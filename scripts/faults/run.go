@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,10 +43,13 @@ type rig struct {
 	js              jetstream.JetStream
 	localRoot       string
 
-	nats    *process
+	nats    []*process // one, or the cluster's three (named by their server names)
+	natsMon []string   // their monitoring URLs
 	azurite *process
 	bridge  *process
 	workers []*process // replicas of every function
+
+	workload *workload
 
 	mu     sync.Mutex // guards faults and windows
 	faults map[string]int
@@ -52,7 +57,10 @@ type rig struct {
 	windows []window
 }
 
-type window struct{ from, to time.Time }
+type window struct {
+	from, to time.Time
+	kind     string
+}
 
 // Run builds the binaries, starts the stack, runs the workload and the faults, waits for
 // convergence and checks the invariants. The error is about running the suite; violations are
@@ -77,6 +85,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	w := newWorkload(r)
+	r.workload = w
 	watch := newPurgeWatch(w)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -191,7 +200,10 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 			return stop, err
 		}
 	}
-	stops = append(stops, r.nats.close, r.azurite.close)
+	for _, n := range r.nats {
+		stops = append(stops, n.close)
+	}
+	stops = append(stops, r.azurite.close)
 
 	if r.client, err = kube.NewClient(r.kube.Config); err != nil {
 		return stop, err
@@ -203,9 +215,12 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	if r.js, err = jetstream.New(r.nc); err != nil {
 		return stop, err
 	}
+	if err := r.waitForJetStream(time.Minute); err != nil {
+		return stop, err
+	}
 	env := []string{"HOUSEKEEPER_NATS_URL=" + r.natsURL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster, "HOUSEKEEPER_TYPES=azure,local"}
 	// The setup first: the streams and the consumers, which the processes only bind to.
-	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
+	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200", "--stream-replicas", strconv.Itoa(len(r.nats)))
 	setup.Env = append(os.Environ(), env...)
 	if out, err := setup.CombinedOutput(); err != nil {
 		return stop, fmt.Errorf("housekeeper setup: %v\n%s", err, out)
@@ -237,32 +252,69 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	return stop, nil
 }
 
-// startNATS runs nats-server as a process on fixed ports, so a SIGKILL and a restart keep
-// clients' URLs valid. Every write is synced before it is acknowledged: a single server is
-// only as durable as its sync (production runs three replicas, which acknowledge once
-// replicated).
+// startNATS runs nats-server as processes on fixed ports, so a SIGKILL and a restart keep
+// clients' URLs valid: one, or a cluster of three routed on loopback, node i on 127.0.0.i with
+// the same ports on every node (as KEDA's scaler expects of a cluster's monitoring port). Every
+// write is synced before it is acknowledged: a single server is only as durable as its sync (a
+// cluster acknowledges once replicated).
 func (r *rig) startNATS(bin string) error {
-	port, err := stack.FreePort()
-	if err != nil {
-		return fmt.Errorf("no free port for nats-server: %w", err)
+	var ports [3]int
+	for i := range ports {
+		p, err := stack.FreePort()
+		if err != nil {
+			return fmt.Errorf("no free port for nats-server: %w", err)
+		}
+		ports[i] = p
 	}
-	httpPort, err := stack.FreePort()
-	if err != nil {
-		return fmt.Errorf("no free port for nats-server: %w", err)
+	port, httpPort, routePort := ports[0], ports[1], ports[2]
+	nodes := max(r.cfg.NATSNodes, 1)
+	var routes, urls []string
+	for i := range nodes {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.%d:%d", i+1, routePort))
 	}
-	conf := filepath.Join(r.cfg.Dir, "nats-server.conf")
-	content := fmt.Sprintf("server_name: housekeeper-faults\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n",
-		port, httpPort, filepath.Join(r.cfg.Dir, "jetstream"))
-	if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
-		return err
+	for i := range nodes {
+		host, name := fmt.Sprintf("127.0.0.%d", i+1), fmt.Sprintf("n%d", i+1)
+		cluster := ""
+		if nodes > 1 {
+			cluster = fmt.Sprintf("cluster {\n  name: housekeeper-faults\n  listen: %s:%d\n  routes: [%s]\n}\n", host, routePort, strings.Join(routes, ", "))
+		} else {
+			name = "housekeeper-faults"
+		}
+		conf := filepath.Join(r.cfg.Dir, "nats-"+name+".conf")
+		content := fmt.Sprintf("server_name: %s\nlisten: %s:%d\nhttp: %s:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s",
+			name, host, port, host, httpPort, filepath.Join(r.cfg.Dir, "jetstream-"+name), cluster)
+		if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
+			return err
+		}
+		processName := "nats-server"
+		if nodes > 1 {
+			processName = name // the server name: what stream and consumer infos call their leader
+		}
+		p, err := newProcess(r.cfg.Dir, processName, []string{filepath.Join(bin, "nats-server"), "-c", conf}, nil)
+		if err != nil {
+			return err
+		}
+		monitor := fmt.Sprintf("http://%s:%d", host, httpPort)
+		p.ready = func() error { return httpOK(monitor + "/healthz?js-enabled-only=true") }
+		if err := p.start(); err != nil {
+			return err
+		}
+		r.nats = append(r.nats, p)
+		r.natsMon = append(r.natsMon, monitor)
+		urls = append(urls, fmt.Sprintf("nats://%s:%d", host, port))
 	}
-	if r.nats, err = newProcess(r.cfg.Dir, "nats-server", []string{filepath.Join(bin, "nats-server"), "-c", conf}, nil); err != nil {
-		return err
-	}
-	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz?js-enabled-only=true", httpPort)
-	r.nats.ready = func() error { return httpOK(healthz) }
-	r.natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
-	return r.nats.start()
+	r.natsURL = strings.Join(urls, ",")
+	return nil
+}
+
+// waitForJetStream waits until JetStream answers (a cluster has elected its meta leader).
+func (r *rig) waitForJetStream(limit time.Duration) error {
+	return stack.Poll(limit, 200*time.Millisecond, "JetStream to answer", func() (bool, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := r.js.AccountInfo(ctx)
+		return err == nil, fmt.Sprint(err), nil
+	})
 }
 
 // startAzurite runs Azurite as a process storing on disk, so a restart keeps the blobs.
@@ -314,7 +366,7 @@ func (r *rig) housekeeper() []*process { return append([]*process{r.bridge}, r.w
 
 // processes returns every process the suite runs.
 func (r *rig) processes() []*process {
-	return append([]*process{r.nats, r.azurite}, r.housekeeper()...)
+	return append(append(slices.Clone(r.nats), r.azurite), r.housekeeper()...)
 }
 
 // heal restarts whatever a fault or a crash left stopped.

@@ -399,6 +399,17 @@ func (w *workload) sentDeletions() []deletion {
 	return slices.Clone(w.deletions)
 }
 
+// nextDue is the earliest due time after t among the deletions sent so far, zero if none.
+func (w *workload) nextDue(t time.Time) time.Time {
+	var next time.Time
+	for _, d := range w.sentDeletions() {
+		if d.due.After(t) && (next.IsZero() || d.due.Before(next)) {
+			next = d.due
+		}
+	}
+	return next
+}
+
 // lastDue is when the last deletion sent so far comes due.
 func (w *workload) lastDue() time.Time {
 	var last time.Time

@@ -17,10 +17,14 @@ import (
 func main() {
 	short := flag.Bool("short", false, "the short form, as make test runs it")
 	seed := flag.Uint64("seed", 0, "random seed of the workload and the faults (0: from the clock); every run prints it")
+	cluster := flag.Bool("cluster", false, "on a three-node JetStream cluster with R3 streams, killing leaders and taking quorum away")
 	flag.Parse()
 	cfg := faults.Full()
 	if *short {
 		cfg = faults.Short()
+	}
+	if *cluster {
+		cfg = cfg.OnCluster()
 	}
 	root, err := stack.RepoRoot()
 	if err != nil {
