@@ -53,6 +53,7 @@ type Bridge struct {
 	handlersSynced []cache.InformerSynced
 
 	synced atomic.Bool
+	outage outage
 }
 
 // New creates a bridge reading from the API server at cfg and publishing with p; metrics

@@ -2,7 +2,9 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
@@ -95,5 +97,35 @@ func (b *Bridge) finish(key string, e cloudevents.Event, err error) {
 		b.metrics.publishErrors.Inc()
 		b.log.Debug("publish failed, will retry", zap.String("type", e.Type()), zap.String("name", e.Subject()), zap.Error(err))
 	}
+	b.outage.observe(b.log, err, b.queue.pending)
 	b.queue.done(key, e, err != nil)
+}
+
+// outage logs a period in which publishing fails once when it begins and once when it ends
+// (a JetStream leader election lasts seconds and fails hundreds of attempts), with how long it
+// lasted and what waits; each attempt is only a debug line and a count in the metrics.
+type outage struct {
+	mu       sync.Mutex
+	since    time.Time // zero: publishing works
+	failures int
+}
+
+func (o *outage) observe(log *zap.Logger, err error, pending func() int) {
+	if errors.Is(err, context.Canceled) {
+		return // shutting down, not an outage
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case err != nil && o.since.IsZero():
+		o.since, o.failures = time.Now(), 1
+		log.Warn("publishing to JetStream fails; events wait in the queue and are retried with the same ids until acknowledged",
+			zap.Int("pending", pending()), zap.Error(err))
+	case err != nil:
+		o.failures++
+	case !o.since.IsZero():
+		log.Info("publishing to JetStream works again", zap.Duration("failed_for", time.Since(o.since).Round(time.Millisecond)),
+			zap.Int("failed_attempts", o.failures), zap.Int("pending", pending()))
+		o.since, o.failures = time.Time{}, 0
+	}
 }
