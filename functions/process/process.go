@@ -109,7 +109,10 @@ func (p *Process) start(ctx context.Context, spec Spec) error {
 		return err
 	}
 	if spec.RequireStreams {
-		return natsconn.RequireStreams(ctx, p.JetStream, p.Log)
+		if err := natsconn.RequireStreams(ctx, p.JetStream, p.Log); err != nil && ctx.Err() == nil {
+			return err
+		}
+		// Stopped while waiting for JetStream: the run that follows ends on the same context.
 	}
 	return nil
 }

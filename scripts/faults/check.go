@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -296,7 +297,13 @@ func checkExits(processes []*process) Invariant {
 
 func (w *workload) checkDeadLetters(ctx context.Context) Invariant {
 	inv := Invariant{Name: "no dead letters except those the workload provoked"}
-	dls, err := runtime.ListDeadLetters(ctx, w.r.js, "")
+	var dls []runtime.DeadLetter
+	// A cluster that just healed may still be electing the dead-letter stream's leader.
+	err := stack.Poll(30*time.Second, time.Second, "the dead letters", func() (bool, string, error) {
+		var err error
+		dls, err = runtime.ListDeadLetters(ctx, w.r.js, "")
+		return err == nil, fmt.Sprint(err), nil
+	})
 	if err != nil {
 		return verdict(inv, []string{err.Error()}, 0, "")
 	}

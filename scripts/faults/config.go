@@ -60,7 +60,7 @@ func Short() Config {
 func (c Config) OnCluster() Config {
 	c.NATSNodes = 3
 	if c.Short {
-		c.FaultPeriod = 100 * time.Second
+		c.FaultPeriod = 120 * time.Second
 	}
 	return c
 }

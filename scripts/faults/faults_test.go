@@ -19,14 +19,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 // The short form of `make faults`: the whole stack as processes, broken by every kind of fault
 // while a workload runs, must converge with every invariant holding. HOUSEKEEPER_FAULTS_SEED
 // reproduces a run.
-func TestFaultsShort(t *testing.T) { runShort(t, Short()) }
-
-// The short form on a three-node JetStream cluster with R3 streams: the leaders of the stream,
-// of the functions' consumers and of the meta group killed while purges come due, and quorum
-// lost for a while.
-func TestFaultsShortCluster(t *testing.T) { runShort(t, Short().OnCluster()) }
-
-func runShort(t *testing.T, cfg Config) {
+func TestFaultsShort(t *testing.T) {
+	cfg := Short()
 	dir, err := os.MkdirTemp("", "housekeeper-faults-")
 	if err != nil {
 		t.Fatal(err)

@@ -100,6 +100,9 @@ func (r *rig) injectFaults(ctx context.Context) {
 			return
 		case <-time.After(step.gap):
 		}
+		if step.kind == faultKillStreamLeader {
+			r.untilJustBeforeADue(ctx)
+		}
 		from := time.Now()
 		if err := r.inject(ctx, step); err != nil {
 			fmt.Fprintf(r.cfg.Out, "  fault %q: %v\n", step.kind, err)
@@ -122,11 +125,6 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 	case faultKillNATS:
 		return r.killAndRestart(r.nats[0], step.down)
 	case faultKillStreamLeader:
-		// Just before a purge comes due, if one does soon: its schedule must fire on the next
-		// leader.
-		if due := r.workload.nextDue(time.Now().Add(time.Second)); !due.IsZero() && time.Until(due) < 5*time.Second {
-			time.Sleep(time.Until(due) - time.Second)
-		}
 		return r.killLeader(ctx, step.down, func(ctx context.Context) (string, error) {
 			s, err := r.js.Stream(ctx, events.RecordStream)
 			if err != nil {
@@ -168,9 +166,13 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 		return r.kube.KillEtcd()
 	case faultReplayStream:
 		for _, fn := range functionNames {
-			replayCtx, cancel := context.WithTimeout(ctx, time.Minute)
-			_, err := runtime.Replay(replayCtx, r.js, fn, runtime.Window{FromSeq: 1}, nil)
-			cancel()
+			// On a cluster an election may be on: JetStream answers 503 until it is over.
+			err := stack.Poll(30*time.Second, time.Second, "a replay to "+fn, func() (bool, string, error) {
+				replayCtx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				_, err := runtime.Replay(replayCtx, r.js, fn, runtime.Window{FromSeq: 1}, nil)
+				return err == nil, fmt.Sprint(err), nil
+			})
 			if err != nil {
 				return fmt.Errorf("replay to %s: %w", fn, err)
 			}
@@ -180,6 +182,26 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 		return r.publishDuplicates(ctx, step.pick, 25)
 	}
 	return fmt.Errorf("unknown fault %q", step.kind)
+}
+
+// untilJustBeforeADue waits until a purge is due within a second (for at most 10 s), so that
+// the stream's leader is killed as its schedule comes due: the next leader must fire it.
+func (r *rig) untilJustBeforeADue(ctx context.Context) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if due := r.workload.nextDue(time.Now().Add(1200 * time.Millisecond)); !due.IsZero() && time.Until(due) < 10*time.Second {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Until(due) - time.Second):
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // killLeader kills the node leader names (retrying while an election is still on) and starts
