@@ -206,7 +206,7 @@ var testManagedFields = []metav1.ManagedFieldsEntry{{
 	Operation:  metav1.ManagedFieldsOperationUpdate,
 	APIVersion: "extensions.gardener.cloud/v1alpha1",
 	FieldsType: "FieldsV1",
-	FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:bucketName":{},"f:region":{}}}`)},
+	FieldsV1:   metav1.NewFieldsV1(`{"f:spec":{"f:bucketName":{},"f:region":{}}}`),
 }}
 
 func testEntry() *extensionsv1alpha1.BackupEntry {
