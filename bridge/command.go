@@ -118,9 +118,6 @@ func (c *Command) Run(ctx context.Context) error {
 			leading.Store(true)
 			// The streams are `housekeeper setup`'s: the bridge publishes only once they exist.
 			if err := natsconn.RequireStreams(ctx, js, log); err != nil {
-				if ctx.Err() != nil {
-					return nil // stopped while waiting for JetStream: a clean stop
-				}
 				return err
 			}
 			g, ctx := errgroup.WithContext(ctx)

@@ -60,7 +60,8 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object,
 	}
 	storage := credentials
 	var provisioned objectstore.Provisioned
-	if pv, ok := objectstore.AsProvisioner(provider, credentials); ok {
+	pv, provisioning := objectstore.AsProvisioner(provider, credentials)
+	if provisioning {
 		req, err := a.provisioning(ctx, b, credentials)
 		if err != nil {
 			return gardener.Reconciliation{}, err
@@ -75,7 +76,7 @@ func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object,
 		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
 	var note string
-	if provisioned.Configured {
+	if provisioning { // Provision applied the providerConfig's settings itself
 		err = store.Create(ctx)
 	} else {
 		note, err = create(ctx, store, b)

@@ -75,7 +75,3 @@ func (wi *workloadIdentity) apply(have *corev1.Secret, labels, annotations map[s
 		data[KeyToken] = token
 	}
 }
-
-func (wi *workloadIdentity) String() string {
-	return fmt.Sprintf("%s/%s", wi.annotations[securityv1alpha1constants.AnnotationWorkloadIdentityNamespace], wi.annotations[securityv1alpha1constants.AnnotationWorkloadIdentityName])
-}

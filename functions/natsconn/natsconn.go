@@ -123,7 +123,9 @@ func (o Options) Auth(identity string) ([]nats.Option, error) {
 
 // RequireStreams waits until NATS answers and then checks that housekeeper's streams exist. A
 // missing stream ends it with events.ErrNotSetUp: only `housekeeper setup` creates them, with
-// one set of settings, so no process starts with settings of its own.
+// one set of settings, so no process starts with settings of its own. A stop while it waits
+// (ctx cancelled) is not an error: the caller's run ends on the same context, and the process
+// exits cleanly; a deadline that passes is.
 func RequireStreams(ctx context.Context, js jetstream.JetStream, log *zap.Logger) error {
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -132,11 +134,23 @@ func RequireStreams(ctx context.Context, js jetstream.JetStream, log *zap.Logger
 		if err == nil || errors.Is(err, events.ErrNotSetUp) {
 			return err
 		}
+		if ctx.Err() != nil {
+			return stopped(ctx)
+		}
 		log.Warn("cannot reach JetStream yet, retrying", zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return stopped(ctx)
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// stopped is what waiting ends with once ctx is done: nothing for a stop, the error for a
+// deadline.
+func stopped(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil
+	}
+	return ctx.Err()
 }

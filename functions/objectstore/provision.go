@@ -43,9 +43,6 @@ type Provisioned struct {
 	Consumed []string
 	// Description says what Provision did worth telling (a rotated key), "" if nothing.
 	Description string
-	// Configured says Provision applied the providerConfig's bucket settings (immutability)
-	// itself: the caller only makes sure the bucket exists, with Create.
-	Configured bool
 }
 
 // AsProvisioner returns p as a Provisioner if it is one and credentials are management

@@ -109,10 +109,7 @@ func (p *Process) start(ctx context.Context, spec Spec) error {
 		return err
 	}
 	if spec.RequireStreams {
-		if err := natsconn.RequireStreams(ctx, p.JetStream, p.Log); err != nil && ctx.Err() == nil {
-			return err
-		}
-		// Stopped while waiting for JetStream: the run that follows ends on the same context.
+		return natsconn.RequireStreams(ctx, p.JetStream, p.Log)
 	}
 	return nil
 }

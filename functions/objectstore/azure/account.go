@@ -105,7 +105,6 @@ func (p *Provider) Provision(ctx context.Context, req objectstore.Provisioning) 
 		Credentials: credentials,
 		Consumed:    consumed,
 		Description: strings.Join(notes, "; "),
-		Configured:  true,
 	}, nil
 }
 

@@ -17,10 +17,9 @@ import (
 // rule that deletes marked blobs: upstream provider-azure's tag, so either can finish what the
 // other started, under a rule of housekeeper's own beside the operator's.
 const (
-	MarkTag        = "blob-marked-for-deletion"
-	MarkValue      = "true"
-	LifecycleRule  = "housekeeper-delete-marked"
-	policyETagNone = ""
+	MarkTag       = "blob-marked-for-deletion"
+	MarkValue     = "true"
+	LifecycleRule = "housekeeper-delete-marked"
 )
 
 // MetadataRetentionDays is the container metadata that records the retention period of its
@@ -93,7 +92,7 @@ func (a *account) policy(ctx context.Context) (*retention, string, error) {
 	resp, err := a.containers.GetImmutabilityPolicy(ctx, a.group, a.account, a.container, nil)
 	if err != nil {
 		if err = a.armError(err, "reading the immutability policy of container "+a.container); errors.Is(err, errNotFound) {
-			return nil, policyETagNone, nil
+			return nil, "", nil
 		}
 		return nil, "", err
 	}
@@ -105,8 +104,9 @@ func (a *account) policy(ctx context.Context) (*retention, string, error) {
 	return &r, str(resp.Etag), nil
 }
 
+// ifMatch is the If-Match of a write after a read: none when there was no policy to read.
 func ifMatch(etag string) *string {
-	if etag == policyETagNone {
+	if etag == "" {
 		return nil
 	}
 	return to.Ptr(etag)

@@ -419,9 +419,6 @@ func (w armWorld) testImmutability(t *testing.T) {
 	}
 
 	out := provision(nil, nil)
-	if !out.Configured {
-		t.Fatal("Provisioned.Configured is false: the bucket function would apply the providerConfig with a storage key")
-	}
 	if _, _, ok := w.cloud.ImmutabilityPolicy(bucket, account, bucket); ok {
 		t.Fatal("a policy was set without immutability in the providerConfig")
 	}
