@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench faults lint crds apis tools controlplane azurite s3 etcdbr
+.PHONY: help run test fuzz bench faults lint crds apis tools controlplane azurite s3 etcdbr nats
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -37,7 +37,7 @@ crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module 
 apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/chart/files/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
 
-tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite and the S3 server (versitygw) into the cache (once), side by side
+tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw) and nats-server into the cache (once), side by side
 	@GO=$(GO) scripts/install-tools.sh
 
 controlplane:
@@ -51,3 +51,6 @@ s3:
 
 etcdbr:
 	@scripts/install-etcdbr.sh >/dev/null
+
+nats:
+	@scripts/install-nats.sh >/dev/null

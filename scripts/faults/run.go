@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,22 +152,16 @@ func (r *rig) endFaults(ctx context.Context, stopFaults func(), start time.Time,
 	}
 }
 
-// build compiles housekeeper's binaries with the race detector, and nats-server, into the
-// run's directory.
+// build compiles housekeeper's binaries with the race detector into the run's directory.
 func build(ctx context.Context, cfg Config) (string, error) {
 	root, err := stack.RepoRoot()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(cfg.Dir, "bin")
-	fmt.Fprintln(cfg.Out, "building housekeeper and housekeeper-bridge (-race) and nats-server …")
+	fmt.Fprintln(cfg.Out, "building housekeeper and housekeeper-bridge (-race) …")
 	if err := stack.BuildHousekeeper(ctx, root, bin, true); err != nil {
 		return "", err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, "nats-server"), "github.com/nats-io/nats-server/v2")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build nats-server: %v\n%s", err, out)
 	}
 	return bin, nil
 }
@@ -252,56 +245,30 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	return stop, nil
 }
 
-// startNATS runs nats-server as processes on fixed ports, so a SIGKILL and a restart keep
-// clients' URLs valid: one, or a cluster of three routed on loopback, node i on 127.0.0.i with
-// the same ports on every node (as KEDA's scaler expects of a cluster's monitoring port). Every
-// write is synced before it is acknowledged: a single server is only as durable as its sync (a
-// cluster acknowledges once replicated).
-func (r *rig) startNATS(bin string) error {
-	var ports [3]int
-	for i := range ports {
-		p, err := stack.FreePort()
-		if err != nil {
-			return fmt.Errorf("no free port for nats-server: %w", err)
-		}
-		ports[i] = p
+// startNATS runs the stack's nats-server processes (one, or a cluster of three), each under
+// the suite's process control: a SIGKILL and a restart keep clients' URLs valid.
+func (r *rig) startNATS(string) error {
+	nodes, err := stack.NATSClusterLayout(r.cfg.Dir, max(r.cfg.NATSNodes, 1))
+	if err != nil {
+		return err
 	}
-	port, httpPort, routePort := ports[0], ports[1], ports[2]
-	nodes := max(r.cfg.NATSNodes, 1)
-	var routes, urls []string
-	for i := range nodes {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.%d:%d", i+1, routePort))
-	}
-	for i := range nodes {
-		host, name := fmt.Sprintf("127.0.0.%d", i+1), fmt.Sprintf("n%d", i+1)
-		cluster := ""
-		if nodes > 1 {
-			cluster = fmt.Sprintf("cluster {\n  name: housekeeper-faults\n  listen: %s:%d\n  routes: [%s]\n}\n", host, routePort, strings.Join(routes, ", "))
-		} else {
-			name = "housekeeper-faults"
-		}
-		conf := filepath.Join(r.cfg.Dir, "nats-"+name+".conf")
-		content := fmt.Sprintf("server_name: %s\nlisten: %s:%d\nhttp: %s:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s",
-			name, host, port, host, httpPort, filepath.Join(r.cfg.Dir, "jetstream-"+name), cluster)
-		if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
-			return err
-		}
+	var urls []string
+	for _, n := range nodes {
 		processName := "nats-server"
-		if nodes > 1 {
-			processName = name // the server name: what stream and consumer infos call their leader
+		if len(nodes) > 1 {
+			processName = n.Name // the server name: what stream and consumer infos call their leader
 		}
-		p, err := newProcess(r.cfg.Dir, processName, []string{filepath.Join(bin, "nats-server"), "-c", conf}, nil)
+		p, err := newProcess(r.cfg.Dir, processName, n.Args, nil)
 		if err != nil {
 			return err
 		}
-		monitor := fmt.Sprintf("http://%s:%d", host, httpPort)
-		p.ready = func() error { return httpOK(monitor + "/healthz?js-enabled-only=true") }
+		p.ready = n.Ready
 		if err := p.start(); err != nil {
 			return err
 		}
 		r.nats = append(r.nats, p)
-		r.natsMon = append(r.natsMon, monitor)
-		urls = append(urls, fmt.Sprintf("nats://%s:%d", host, port))
+		r.natsMon = append(r.natsMon, n.MonitorURL)
+		urls = append(urls, n.ClientURL)
 	}
 	r.natsURL = strings.Join(urls, ",")
 	return nil
@@ -347,18 +314,6 @@ func (r *rig) startAzurite(string) error {
 	}
 	r.azuriteEndpoint = fmt.Sprintf("http://%s/%s", addr, stack.AzuriteAccount)
 	return r.azurite.start()
-}
-
-func httpOK(url string) error {
-	resp, err := http.Get(url)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
 }
 
 // housekeeper returns the processes of housekeeper itself: the bridge and every worker.

@@ -86,6 +86,66 @@ func ControlPlaneDir() (string, error) {
 	}, "kube-apiserver", "etcd")
 }
 
+// NATSServerBinary is nats-server built as a program by scripts/install-nats.sh, at the version
+// go.mod pins.
+func NATSServerBinary() (string, error) {
+	version, err := requiredVersion("github.com/nats-io/nats-server/v2")
+	if err != nil {
+		return "", err
+	}
+	dir, err := installed("scripts/install-nats.sh", func(map[string]string) string {
+		return filepath.Join("nats", "nats-server-"+version)
+	}, "nats-server")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "nats-server"), nil
+}
+
+// KEDAScalerBinary is test/keda — KEDA's nats-jetstream scaler as a command — built by
+// scripts/install-keda.sh, keyed by the hash of its sources.
+func KEDAScalerBinary() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, name := range []string{"go.mod", "go.sum", "main.go"} {
+		data, err := os.ReadFile(filepath.Join(root, "test", "keda", name))
+		if err != nil {
+			return "", err
+		}
+		h.Write(data)
+	}
+	key := hex.EncodeToString(h.Sum(nil))[:16]
+	dir, err := installed("scripts/install-keda.sh", func(map[string]string) string {
+		return filepath.Join("keda", "kedascaler-"+key)
+	}, "kedascaler")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kedascaler"), nil
+}
+
+// requiredVersion is the version of module that go.mod requires.
+func requiredVersion(module string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(fields) >= 2 && fields[0] == module {
+			return fields[1], nil
+		}
+	}
+	return "", fmt.Errorf("go.mod requires no %s", module)
+}
+
 // installed is the cache directory an install script fills with bins, at the path dir derives
 // from the pinned versions; ErrNotInstalled, naming the script, while a binary is missing.
 func installed(script string, dir func(versions map[string]string) string, bins ...string) (string, error) {

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,8 +26,10 @@ import (
 
 // Env is what Start started; components not asked for are nil.
 type Env struct {
-	Kube    *stack.Kube
-	NATS    *stack.NATS
+	Kube *stack.Kube
+	NATS *stack.NATS
+	// NATSCluster is set instead of NATS by WithNATSCluster.
+	NATSCluster *stack.NATSCluster
 	Azurite *stack.Azurite
 	S3      *stack.S3
 
@@ -39,6 +42,7 @@ type Option func(*options)
 
 type options struct {
 	kube, nats, azurite, s3 bool
+	natsNodes               int
 	azuriteAccounts         []string
 }
 
@@ -46,7 +50,12 @@ type options struct {
 func WithKube() Option { return func(o *options) { o.kube = true } }
 
 // WithNATS starts nats-server with JetStream on file storage.
-func WithNATS() Option { return func(o *options) { o.nats = true } }
+func WithNATS() Option { return func(o *options) { o.nats, o.natsNodes = true, 0 } }
+
+// WithNATSCluster starts nats-server as nodes separate processes (1, or 3 routed on loopback)
+// instead of an embedded server, as production runs it: a node can be killed.
+// The later of WithNATS and WithNATSCluster wins.
+func WithNATSCluster(nodes int) Option { return func(o *options) { o.nats, o.natsNodes = false, nodes } }
 
 // WithAzurite starts Azurite's blob service in memory.
 func WithAzurite() Option { return func(o *options) { o.azurite = true } }
@@ -113,6 +122,16 @@ func Start(t testing.TB, opts ...Option) *Env {
 		env.NATS = nats
 		t.Cleanup(nats.Stop)
 	}
+	if o.natsNodes > 0 {
+		cluster, err := stack.StartNATSCluster(logDir, o.natsNodes, func(name string) io.Writer {
+			return env.logFile(t, "nats-"+name+".log")
+		})
+		if err != nil {
+			t.Fatalf("nats-server cluster: %v", err)
+		}
+		env.NATSCluster = cluster
+		t.Cleanup(cluster.Stop)
+	}
 	if o.azurite {
 		azurite, err := stack.StartAzurite(env.logFile(t, "azurite.log"), o.azuriteAccounts...)
 		if err != nil {
@@ -169,11 +188,20 @@ func fileLogger(f *os.File) *zap.Logger {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
 }
 
+// NATSURL is the client URL of the test's nats-server, or its cluster's nodes' URLs
+// comma-separated.
+func (e *Env) NATSURL() string {
+	if e.NATSCluster != nil {
+		return e.NATSCluster.URL
+	}
+	return e.NATS.URL
+}
+
 // Connect returns a NATS connection to the test's nats-server, reconnecting through restarts
 // and closed when the test ends, with its JetStream context.
 func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(e.NATS.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	nc, err := nats.Connect(e.NATSURL(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

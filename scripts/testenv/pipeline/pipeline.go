@@ -10,6 +10,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,8 @@ type Pipeline struct {
 	identities map[string]jetstream.JetStream
 }
 
-// Start starts the components and the bridge; extra adds components (testenv.WithS3).
+// Start starts the components and the bridge; extra adds components (testenv.WithS3) or
+// replaces them (testenv.WithNATSCluster).
 func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 	t.Helper()
 	return start(t, "", extra...)
@@ -78,7 +80,11 @@ func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipelin
 		p.Auth = startSecureNATS(t, env, secure)
 	}
 	p.NC, p.JS = p.ConnectAs(events.IdentityOperator)
-	setUp(t, p.NATSArgs(events.IdentitySetup))
+	replicas := 1
+	if env.NATSCluster != nil {
+		replicas = len(env.NATSCluster.Nodes)
+	}
+	setUp(t, p.NATSArgs(events.IdentitySetup), replicas)
 
 	b, err := bridge.New(env.Kube.Config, p.JSFor(events.IdentityBridge), nil, bridge.Options{Cluster: Cluster, Scope: Scope, Logger: p.Log.Named("bridge")})
 	if err != nil {
@@ -97,11 +103,12 @@ func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipelin
 const ackWait = 3 * time.Second
 
 // setUp runs `housekeeper setup` with the NATS flags nats, as every deployment does before the
-// bridge and the functions start: the streams and every function's consumer.
-func setUp(t testing.TB, nats []string) {
+// bridge and the functions start: the streams and every function's consumer, with replicas
+// copies of each.
+func setUp(t testing.TB, nats []string, replicas int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	args := append(nats, "setup", "--log-level", "warn", "--ack-wait", ackWait.String())
+	args := append(nats, "setup", "--log-level", "warn", "--ack-wait", ackWait.String(), "--stream-replicas", strconv.Itoa(replicas))
 	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("housekeeper %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
 	}
@@ -141,17 +148,17 @@ func (p *Pipeline) RunFunction(def runtime.Definition, stores objectstore.Regist
 // NATSOptions are the options identity connects with.
 func (p *Pipeline) NATSOptions(identity string) natsconn.Options {
 	if p.Auth == nil {
-		return natsconn.Options{URL: p.Env.NATS.URL}
+		return natsconn.Options{URL: p.Env.NATSURL()}
 	}
-	return p.Auth.Options(p.Env.NATS.URL, identity)
+	return p.Auth.Options(p.Env.NATSURL(), identity)
 }
 
 // NATSArgs are NATSOptions as housekeeper's command-line flags.
 func (p *Pipeline) NATSArgs(identity string) []string {
 	if p.Auth == nil {
-		return []string{"--nats-url", p.Env.NATS.URL}
+		return []string{"--nats-url", p.Env.NATSURL()}
 	}
-	return p.Auth.Args(p.Env.NATS.URL, identity)
+	return p.Auth.Args(p.Env.NATSURL(), identity)
 }
 
 // ConnectAs connects to NATS as identity until the test ends, reconnecting through restarts.

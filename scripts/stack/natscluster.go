@@ -1,0 +1,195 @@
+package stack
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// NATSCluster is nats-server run as separate processes, as production runs it: one node, or
+// three routed on loopback. A process can be killed (an embedded server hands its leaderships
+// off when it shuts down, so it cannot crash).
+type NATSCluster struct {
+	// URL lists every node's client URL, comma-separated, as housekeeper's --nats-url takes it.
+	URL string
+	// MonitorEndpoint is the first node's monitoring host:port, as KEDA's
+	// natsServerMonitoringEndpoint names a NATS service.
+	MonitorEndpoint string
+	Nodes           []*NATSNode
+}
+
+// NATSNode is one nats-server of a NATSCluster.
+type NATSNode struct {
+	// Name is the server name: what stream and consumer infos call their leader.
+	Name       string
+	ClientURL  string
+	MonitorURL string
+	// Args is the command line, for a harness that runs the process itself.
+	Args []string
+
+	logs io.Writer
+	proc *Process
+}
+
+// NATSClusterLayout writes the configuration of nodes nats-servers (1 or 3) under dir and
+// returns them, not started. Node i listens on 127.0.0.i, and every node uses the same client,
+// monitoring and route ports: KEDA's scaler finds a consumer's leader by host with the one
+// monitoring port it was given. Every write is synced before it is acknowledged (a single
+// server is only as durable as its sync; a cluster acknowledges once replicated). The ports
+// stay the nodes' across restarts, so clients' URLs stay valid.
+func NATSClusterLayout(dir string, nodes int) ([]*NATSNode, error) {
+	if nodes != 1 && nodes != 3 {
+		return nil, fmt.Errorf("a NATS cluster of %d nodes: run 1, or 3 for quorum", nodes)
+	}
+	bin, err := NATSServerBinary()
+	if err != nil {
+		return nil, err
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = FreePort(); err != nil {
+			return nil, fmt.Errorf("no free port for nats-server: %w", err)
+		}
+	}
+	client, monitor, route := ports[0], ports[1], ports[2]
+	var routes []string
+	for i := range nodes {
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.%d:%d", i+1, route))
+	}
+	var out []*NATSNode
+	for i := range nodes {
+		host, name := fmt.Sprintf("127.0.0.%d", i+1), fmt.Sprintf("n%d", i+1)
+		cluster := ""
+		if nodes > 1 {
+			cluster = fmt.Sprintf("cluster {\n  name: housekeeper\n  listen: %s:%d\n  routes: [%s]\n}\n", host, route, strings.Join(routes, ", "))
+		}
+		conf := filepath.Join(dir, "nats-"+name+".conf")
+		content := fmt.Sprintf("server_name: %s\nlisten: %s:%d\nhttp: %s:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s",
+			name, host, client, host, monitor, filepath.Join(dir, "jetstream-"+name), cluster)
+		if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
+			return nil, err
+		}
+		out = append(out, &NATSNode{
+			Name:       name,
+			ClientURL:  fmt.Sprintf("nats://%s:%d", host, client),
+			MonitorURL: fmt.Sprintf("http://%s:%d", host, monitor),
+			Args:       []string{bin, "-c", conf},
+		})
+	}
+	return out, nil
+}
+
+// StartNATSCluster starts nodes nats-servers (1 or 3) with their files under dir, each logging
+// to logs(its name), and waits until JetStream answers on each.
+func StartNATSCluster(dir string, nodes int, logs func(name string) io.Writer) (*NATSCluster, error) {
+	layout, err := NATSClusterLayout(dir, nodes)
+	if err != nil {
+		return nil, err
+	}
+	c := &NATSCluster{Nodes: layout, MonitorEndpoint: strings.TrimPrefix(layout[0].MonitorURL, "http://")}
+	var urls []string
+	for _, n := range layout {
+		n.logs = logs(n.Name)
+		urls = append(urls, n.ClientURL)
+	}
+	c.URL = strings.Join(urls, ",")
+	// A cluster node is ready only once its peers run: start them all, then wait.
+	for _, n := range layout {
+		if err := n.start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	for _, n := range layout {
+		if err := n.AwaitReady(time.Minute); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Node returns the node named name, or nil.
+func (c *NATSCluster) Node(name string) *NATSNode {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Stop stops every node.
+func (c *NATSCluster) Stop() {
+	for _, n := range c.Nodes {
+		n.Stop()
+	}
+}
+
+func (n *NATSNode) start() error {
+	cmd := exec.Command(n.Args[0], n.Args[1:]...)
+	cmd.Stdout, cmd.Stderr = n.logs, n.logs
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return err
+	}
+	n.proc = p
+	return nil
+}
+
+// Start starts the node again after Kill or Stop and waits until it is ready.
+func (n *NATSNode) Start() error {
+	if n.proc != nil && !n.proc.Exited() {
+		return nil
+	}
+	if err := n.start(); err != nil {
+		return err
+	}
+	return n.AwaitReady(time.Minute)
+}
+
+// AwaitReady waits until the node serves JetStream (a cluster node: once it has a meta leader).
+func (n *NATSNode) AwaitReady(limit time.Duration) error {
+	return Poll(limit, 100*time.Millisecond, "nats-server "+n.Name+" to serve JetStream", func() (bool, string, error) {
+		if n.proc != nil && n.proc.Exited() {
+			return false, "", fmt.Errorf("nats-server %s exited (see its log)", n.Name)
+		}
+		err := n.Ready()
+		return err == nil, fmt.Sprint(err), nil
+	})
+}
+
+// Ready returns nil once the node's health check passes with JetStream enabled.
+func (n *NATSNode) Ready() error {
+	resp, err := http.Get(n.MonitorURL + "/healthz?js-enabled-only=true")
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s/healthz: %s", n.MonitorURL, resp.Status)
+	}
+	return nil
+}
+
+// Kill ends the node with SIGKILL, as a crash does, and waits until it is gone.
+func (n *NATSNode) Kill() {
+	if n.proc == nil || n.proc.Exited() {
+		return
+	}
+	_ = n.proc.Signal(syscall.SIGKILL)
+	<-n.proc.Done()
+}
+
+// Stop shuts the node down gracefully.
+func (n *NATSNode) Stop() {
+	if n.proc != nil {
+		n.proc.Stop()
+	}
+}
