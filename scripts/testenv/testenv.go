@@ -30,8 +30,8 @@ type Env struct {
 	NATS *stack.NATS
 	// NATSCluster is set instead of NATS by WithNATSCluster.
 	NATSCluster *stack.NATSCluster
-	Azurite *stack.Azurite
-	S3      *stack.S3
+	Azurite     *stack.Azurite
+	S3          *stack.S3
 
 	// LogDir holds one log file per component; it is kept when the test fails.
 	LogDir string
@@ -55,7 +55,9 @@ func WithNATS() Option { return func(o *options) { o.nats, o.natsNodes = true, 0
 // WithNATSCluster starts nats-server as nodes separate processes (1, or 3 routed on loopback)
 // instead of an embedded server, as production runs it: a node can be killed.
 // The later of WithNATS and WithNATSCluster wins.
-func WithNATSCluster(nodes int) Option { return func(o *options) { o.nats, o.natsNodes = false, nodes } }
+func WithNATSCluster(nodes int) Option {
+	return func(o *options) { o.nats, o.natsNodes = false, nodes }
+}
 
 // WithAzurite starts Azurite's blob service in memory.
 func WithAzurite() Option { return func(o *options) { o.azurite = true } }
