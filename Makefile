@@ -10,8 +10,8 @@ FUZZTIME ?= 1m
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-run: tools ## run the whole local stack (no Docker)
-	$(GO) run ./scripts/cmd/localstack
+run: tools ## run the whole local stack (no Docker); NATS_NODES=3 runs NATS as a 3-node JetStream cluster
+	$(GO) run ./scripts/cmd/localstack $(if $(NATS_NODES),-nats-nodes $(NATS_NODES))
 
 test: tools ## unit and integration tests against the real components, then the event decoder fuzzed for 15s
 	$(GO) test -race -count=1 -timeout 45m ./...

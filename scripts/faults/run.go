@@ -248,7 +248,7 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 // startNATS runs the stack's nats-server processes (one, or a cluster of three), each under
 // the suite's process control: a SIGKILL and a restart keep clients' URLs valid.
 func (r *rig) startNATS(string) error {
-	nodes, err := stack.NATSClusterLayout(r.cfg.Dir, max(r.cfg.NATSNodes, 1))
+	nodes, err := stack.NATSClusterLayout(r.cfg.Dir, max(r.cfg.NATSNodes, 1), "")
 	if err != nil {
 		return err
 	}

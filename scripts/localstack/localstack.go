@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,9 @@ type Options struct {
 	Dir string
 	// ExitWhenDone returns once Done is reached, instead of running until ctx ends.
 	ExitWhenDone bool
+	// NATSNodes, if 1 or 3, runs nats-server as that many processes (3: a cluster, the streams
+	// replicated 3 times) instead of embedded.
+	NATSNodes int
 	// Out receives the status table; Log the components' logs.
 	Out io.Writer
 	Log *zap.Logger
@@ -90,13 +94,11 @@ func Run(ctx context.Context, o Options) error {
 
 	// NATS as an operator runs it: TLS with client certificates, and each component connected
 	// as its own identity with the permissions `housekeeper nats-auth` issues.
-	fmt.Fprintln(o.Out, "starting nats-server with JetStream, TLS and housekeeper's NATS identities …")
-	n, issued, err := natsauth.Start(natsDir, natsconn.FormConfig, cli.Permissions(), true,
-		stack.NATSLogger(o.Log.Named("nats-server").WithOptions(zap.IncreaseLevel(zap.WarnLevel))))
+	natsURL, issued, stopNATS, err := startNATS(o, natsDir)
 	if err != nil {
 		return err
 	}
-	defer n.Stop()
+	defer stopNATS()
 	var conns []*nats.Conn
 	defer func() {
 		for _, nc := range conns {
@@ -104,7 +106,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}()
 	connect := func(identity string) (jetstream.JetStream, error) {
-		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "housekeeper-"+identity, o.Log.Named(identity))
+		nc, err := natsconn.Connect(issued.Options(natsURL, identity), identity, "housekeeper-"+identity, o.Log.Named(identity))
 		if err != nil {
 			return nil, err
 		}
@@ -135,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The one set-up step, as in every deployment: the streams and the functions' consumers.
 	var setupErr bytes.Buffer
-	if code := cli.Main(ctx, append(issued.Args(n.URL, events.IdentitySetup), "setup", "--log-level", "warn"), io.Discard, &setupErr); code != 0 {
+	if code := cli.Main(ctx, append(issued.Args(natsURL, events.IdentitySetup), "setup", "--log-level", "warn", "--stream-replicas", strconv.Itoa(max(o.NATSNodes, 1))), io.Discard, &setupErr); code != 0 {
 		return errors.New(strings.TrimSpace(setupErr.String()))
 	}
 	c, err := kube.NewClient(k.Config)
@@ -148,7 +150,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	s := &session{opts: o, client: c, js: js, connect: connect, azurite: az, s3: s3srv, kubeconfig: kubeconfig,
-		operatorArgs: strings.Join(issued.Args(n.URL, events.IdentityOperator), " "),
+		operatorArgs: strings.Join(issued.Args(natsURL, events.IdentityOperator), " "),
 		localRoot:    filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
 		etcdbr: etcdbr, shoots: map[string]*shoot{}}
 	for _, dir := range []string{s.localRoot, s.etcdRoot} {
@@ -176,6 +178,41 @@ func Run(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintln(o.Out, "stopping …")
 	return err
+}
+
+// startNATS starts NATS as an operator runs it: TLS with client certificates, and each
+// component connected as its own identity with the permissions `housekeeper nats-auth` issues.
+// It returns the client URL (every node's, comma-separated).
+func startNATS(o Options, dir string) (string, *natsconn.Issued, func(), error) {
+	if o.NATSNodes == 0 {
+		fmt.Fprintln(o.Out, "starting nats-server with JetStream, TLS and housekeeper's NATS identities …")
+		n, issued, err := natsauth.Start(dir, natsconn.FormConfig, cli.Permissions(), true,
+			stack.NATSLogger(o.Log.Named("nats-server").WithOptions(zap.IncreaseLevel(zap.WarnLevel))))
+		if err != nil {
+			return "", nil, nil, err
+		}
+		return n.URL, issued, n.Stop, nil
+	}
+	fmt.Fprintf(o.Out, "starting %d nats-server processes with JetStream, TLS and housekeeper's NATS identities (logs: %s/nats-n*.log) …\n", o.NATSNodes, o.Dir)
+	var logs []*os.File
+	closeLogs := func() {
+		for _, f := range logs {
+			_ = f.Close()
+		}
+	}
+	c, issued, err := natsauth.StartCluster(dir, o.NATSNodes, natsconn.FormConfig, cli.Permissions(), true, func(name string) io.Writer {
+		f, err := os.Create(filepath.Join(o.Dir, "nats-"+name+".log"))
+		if err != nil {
+			return io.Discard
+		}
+		logs = append(logs, f)
+		return f
+	})
+	if err != nil {
+		closeLogs()
+		return "", nil, nil, err
+	}
+	return c.URL, issued, func() { c.Stop(); closeLogs() }, nil
 }
 
 // session is one run of the stack.

@@ -3,6 +3,7 @@ package localstack
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,17 +33,26 @@ func (s *syncBuffer) String() string {
 }
 
 // make run reaches its goal with no manual step: every example Succeeded, the deleted entry
-// purged after its retention, no dead letters.
+// purged after its retention, no dead letters; on an embedded nats-server (make run) and on a
+// cluster of three (make run NATS_NODES=3).
 func TestLocalStackRunsTheExamplesToCompletion(t *testing.T) {
+	t.Run("embedded nats-server", func(t *testing.T) { runsTheExamples(t, 0) })
+	t.Run("three nats-servers", func(t *testing.T) { runsTheExamples(t, 3) })
+}
+
+func runsTheExamples(t *testing.T, natsNodes int) {
 	dir := t.TempDir()
 	out := &syncBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	err := Run(ctx, Options{Dir: dir, ExitWhenDone: true, Out: out, Log: zaptest.NewLogger(t)})
+	err := Run(ctx, Options{Dir: dir, ExitWhenDone: true, NATSNodes: natsNodes, Out: out, Log: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out)
 	}
 	text := out.String()
+	if natsNodes > 0 && !strings.Contains(text, fmt.Sprintf("starting %d nats-server processes", natsNodes)) {
+		t.Fatalf("the stack did not start %d nats-server processes:\n%s", natsNodes, text)
+	}
 	if !strings.Contains(text, Done) {
 		t.Fatalf("output does not reach %q:\n%s", Done, text)
 	}

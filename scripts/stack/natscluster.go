@@ -42,8 +42,9 @@ type NATSNode struct {
 // monitoring and route ports: KEDA's scaler finds a consumer's leader by host with the one
 // monitoring port it was given. Every write is synced before it is acknowledged (a single
 // server is only as durable as its sync; a cluster acknowledges once replicated). The ports
-// stay the nodes' across restarts, so clients' URLs stay valid.
-func NATSClusterLayout(dir string, nodes int) ([]*NATSNode, error) {
+// stay the nodes' across restarts, so clients' URLs stay valid. include, if not empty, names a
+// configuration file in dir every node includes (TLS, accounts).
+func NATSClusterLayout(dir string, nodes int, include string) ([]*NATSNode, error) {
 	if nodes != 1 && nodes != 3 {
 		return nil, fmt.Errorf("a NATS cluster of %d nodes: run 1, or 3 for quorum", nodes)
 	}
@@ -69,6 +70,10 @@ func NATSClusterLayout(dir string, nodes int) ([]*NATSNode, error) {
 		if nodes > 1 {
 			cluster = fmt.Sprintf("cluster {\n  name: housekeeper\n  listen: %s:%d\n  routes: [%s]\n}\n", host, route, strings.Join(routes, ", "))
 		}
+		if include != "" {
+			// nats-server resolves an include relative to the including file.
+			cluster += fmt.Sprintf("include %q\n", include)
+		}
 		conf := filepath.Join(dir, "nats-"+name+".conf")
 		content := fmt.Sprintf("server_name: %s\nlisten: %s:%d\nhttp: %s:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s",
 			name, host, client, host, monitor, filepath.Join(dir, "jetstream-"+name), cluster)
@@ -85,10 +90,11 @@ func NATSClusterLayout(dir string, nodes int) ([]*NATSNode, error) {
 	return out, nil
 }
 
-// StartNATSCluster starts nodes nats-servers (1 or 3) with their files under dir, each logging
-// to logs(its name), and waits until JetStream answers on each.
-func StartNATSCluster(dir string, nodes int, logs func(name string) io.Writer) (*NATSCluster, error) {
-	layout, err := NATSClusterLayout(dir, nodes)
+// StartNATSCluster starts nodes nats-servers (1 or 3) with their files under dir, each
+// including include (see NATSClusterLayout) and logging to logs(its name), and waits until
+// JetStream answers on each.
+func StartNATSCluster(dir string, nodes int, include string, logs func(name string) io.Writer) (*NATSCluster, error) {
+	layout, err := NATSClusterLayout(dir, nodes, include)
 	if err != nil {
 		return nil, err
 	}

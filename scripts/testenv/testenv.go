@@ -125,7 +125,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Cleanup(nats.Stop)
 	}
 	if o.natsNodes > 0 {
-		cluster, err := stack.StartNATSCluster(logDir, o.natsNodes, func(name string) io.Writer {
+		cluster, err := stack.StartNATSCluster(logDir, o.natsNodes, "", func(name string) io.Writer {
 			return env.logFile(t, "nats-"+name+".log")
 		})
 		if err != nil {

@@ -21,14 +21,15 @@ import (
 
 func main() {
 	exitWhenDone := flag.Bool("exit-when-done", false, "exit once the examples are Succeeded and the purge completed")
+	natsNodes := flag.Int("nats-nodes", 0, "run nats-server as processes: 1, or 3 for a JetStream cluster with the streams replicated 3 times (0: embedded)")
 	flag.Parse()
-	if err := run(*exitWhenDone); err != nil {
+	if err := run(*exitWhenDone, *natsNodes); err != nil {
 		fmt.Fprintln(os.Stderr, "localstack:", err)
 		os.Exit(1)
 	}
 }
 
-func run(exitWhenDone bool) error {
+func run(exitWhenDone bool, natsNodes int) error {
 	root, err := stack.RepoRoot()
 	if err != nil {
 		return err
@@ -48,5 +49,5 @@ func run(exitWhenDone bool) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return localstack.Run(ctx, localstack.Options{Dir: dir, ExitWhenDone: exitWhenDone, Out: os.Stdout, Log: log})
+	return localstack.Run(ctx, localstack.Options{Dir: dir, ExitWhenDone: exitWhenDone, NATSNodes: natsNodes, Out: os.Stdout, Log: log})
 }

@@ -6,6 +6,7 @@
 package natsauth
 
 import (
+	"io"
 	"path/filepath"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -19,7 +20,7 @@ import (
 // with mutualTLS, a client certificate the server requires), and starts nats-server on
 // loopback from the configuration it writes there; JetStream stores under dir too.
 func Start(dir string, form natsconn.Form, perms []events.Permission, mutualTLS bool, logger server.Logger) (*stack.NATS, *natsconn.Issued, error) {
-	issued, conf, err := natsconn.IssueServer(dir, form, perms, []string{"127.0.0.1", "localhost"}, mutualTLS)
+	issued, conf, err := natsconn.IssueServer(dir, form, perms, hosts, mutualTLS)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -28,4 +29,22 @@ func Start(dir string, form natsconn.Form, perms []events.Permission, mutualTLS 
 		return nil, nil, err
 	}
 	return n, &issued, nil
+}
+
+// hosts are the names the server certificate is valid for: loopback, and the addresses of a
+// stack cluster's nodes.
+var hosts = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "localhost"}
+
+// StartCluster is Start with nats-server run as nodes processes (1, or a cluster of 3, see
+// stack.StartNATSCluster), each logging to logs(its name).
+func StartCluster(dir string, nodes int, form natsconn.Form, perms []events.Permission, mutualTLS bool, logs func(name string) io.Writer) (*stack.NATSCluster, *natsconn.Issued, error) {
+	issued, conf, err := natsconn.IssueServer(dir, form, perms, hosts, mutualTLS)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := stack.StartNATSCluster(dir, nodes, filepath.Base(conf), logs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, &issued, nil
 }
