@@ -67,7 +67,8 @@ const (
 // BackupEntries that exist before the bridge starts (the relist after every restart), and raw
 // JetStream publish throughput of as many comparable messages on the same nats-server and
 // stream: asynchronously with as many acks outstanding as the bridge allows, and synchronously
-// with several goroutines. The bridge is compared with the faster of the two.
+// with several goroutines. The bridge is compared with the faster of the two. It runs on one
+// embedded nats-server (R1) and on a cluster of three nats-server processes (R3).
 //
 // The bridge's publish throughput is timed from the moment it is synced (it sends nothing
 // before every initial list is in) to the last ack. What comes before is printed separately:
@@ -78,8 +79,15 @@ const (
 // load on the machine does not decide the ratio; process CPU time per event is printed
 // beside, as it depends less on that load.
 func BenchmarkBridgeThroughput(b *testing.B) {
+	b.Run("R1-embedded", func(b *testing.B) { bridgeThroughput(b, 0) })
+	b.Run("R3-cluster", func(b *testing.B) { bridgeThroughput(b, 3) })
+}
+
+// bridgeThroughput is BenchmarkBridgeThroughput on natsNodes nats-server processes (a cluster
+// of three: the stream R3), or 0: on one embedded nats-server.
+func bridgeThroughput(b *testing.B, natsNodes int) {
 	quietLibraries()
-	h := newHarness(b)
+	h := newHarnessOn(b, natsNodes)
 	ctx := context.Background()
 	const n = throughputEntries
 	window := defaultOptions().MaxInFlight
@@ -141,10 +149,14 @@ func BenchmarkBridgeThroughput(b *testing.B) {
 	b.ReportMetric(rate(bridge.wall)/rate(raw.wall), "bridge/raw")
 	b.ReportMetric(listed.wall.Seconds(), "list-s")
 
-	fmt.Printf("\nBridge throughput: %d BackupEntries existing at start (created in %.1fs), bridge with %d acks outstanding;\n"+
+	where, cpu := "one embedded nats-server, stream R1", "nats-server included"
+	if natsNodes > 0 {
+		where, cpu = fmt.Sprintf("%d nats-server processes, stream R%d", natsNodes, natsNodes), "nats-servers not included"
+	}
+	fmt.Printf("\nBridge throughput on %s: %d BackupEntries existing at start (created in %.1fs), bridge with %d acks outstanding;\n"+
 		"raw: the same events pre-encoded, with other ids. Same nats-server and stream. Median of %d rounds;\n"+
-		"bridge/raw against the faster raw; CPU is the whole process's (nats-server included) per event.\n",
-		n, created.Seconds(), window, throughputRounds)
+		"bridge/raw against the faster raw; CPU is the whole test process's (%s) per event.\n",
+		where, n, created.Seconds(), window, throughputRounds, cpu)
 	fmt.Printf("  %-44s %6s %9s %11s %10s %8s\n", "what", "N", "seconds", "per second", "bridge/raw", "CPU µs")
 	row := func(what string, m measured, ratio string) {
 		fmt.Printf("  %-44s %6d %9.3f %11.0f %10s %8.1f\n", what, n, m.wall.Seconds(), rate(m.wall), ratio,

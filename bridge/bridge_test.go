@@ -48,11 +48,22 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS())
+	return newHarnessOn(t, 0)
+}
+
+// newHarnessOn is newHarness with natsNodes nats-server processes (testenv.WithNATSCluster),
+// the streams replicated on each; 0: one embedded nats-server.
+func newHarnessOn(t testing.TB, natsNodes int) *harness {
+	t.Helper()
+	nats := testenv.WithNATS()
+	if natsNodes > 0 {
+		nats = testenv.WithNATSCluster(natsNodes)
+	}
+	env := testenv.Start(t, testenv.WithKube(), nats)
 	nc, js := env.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := events.EnsureStreams(ctx, js); err != nil {
+	if err := events.EnsureStreams(ctx, js, events.WithReplicas(max(natsNodes, 1))); err != nil {
 		t.Fatal(err)
 	}
 	return &harness{t: t, env: env, c: env.Client(t), nc: nc, js: js}

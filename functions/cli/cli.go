@@ -18,6 +18,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
+	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -99,7 +100,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
 		}
-		js, err := jetstream.New(nc)
+		// Publishes wait out a leader election, saying so on stderr once; Ctrl-C ends them.
+		log, err := logging.New(logging.Options{Format: "console"})
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		js, err := natsconn.NewJetStream(nc, log.Named(identity))
 		return nc, js, err
 	}
 	switch rest[0] {

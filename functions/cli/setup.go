@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -10,6 +11,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -48,6 +50,11 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 		return err
 	}
 	defer nc.Close()
+	// Wait until JetStream answers: a cluster that has just started elects its meta leader
+	// first, and a request before that gets no answer at all.
+	if err := natsconn.RequireStreams(ctx, js, log); err != nil && !errors.Is(err, events.ErrNotSetUp) {
+		return err
+	}
 	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(*maxAge), events.WithReplicas(*replicas)); err != nil {
 		return err
 	}

@@ -105,7 +105,7 @@ func (p *Process) start(ctx context.Context, spec Spec) error {
 		return err
 	}
 	p.NC = nc
-	if p.JetStream, err = jetstream.New(nc); err != nil {
+	if p.JetStream, err = natsconn.NewJetStream(nc, p.Log); err != nil {
 		return err
 	}
 	if spec.RequireStreams {

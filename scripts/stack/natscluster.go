@@ -118,6 +118,18 @@ func StartNATSCluster(dir string, nodes int, include string, logs func(name stri
 			return nil, err
 		}
 	}
+	// JetStream requests sent before the meta leader is elected get no answer at all: wait
+	// until every node's full health check passes.
+	for _, n := range layout {
+		err := Poll(time.Minute, 100*time.Millisecond, "nats-server "+n.Name+" to be healthy", func() (bool, string, error) {
+			err := httpOK(n.MonitorURL + "/healthz")
+			return err == nil, fmt.Sprint(err), nil
+		})
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -171,15 +183,18 @@ func (n *NATSNode) AwaitReady(limit time.Duration) error {
 	})
 }
 
-// Ready returns nil once the node's health check passes with JetStream enabled.
-func (n *NATSNode) Ready() error {
-	resp, err := http.Get(n.MonitorURL + "/healthz?js-enabled-only=true")
+// Ready returns nil once the node serves with JetStream enabled (a cluster node may still be
+// without a meta leader: a node restarted alone while quorum is lost is ready).
+func (n *NATSNode) Ready() error { return httpOK(n.MonitorURL + "/healthz?js-enabled-only=true") }
+
+func httpOK(url string) error {
+	resp, err := http.Get(url)
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s/healthz: %s", n.MonitorURL, resp.Status)
+		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -200,7 +201,7 @@ func (e *Env) NATSURL() string {
 }
 
 // Connect returns a NATS connection to the test's nats-server, reconnecting through restarts
-// and closed when the test ends, with its JetStream context.
+// and closed when the test ends, with its JetStream context (natsconn.NewJetStream).
 func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(e.NATSURL(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
@@ -208,7 +209,8 @@ func (e *Env) Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	// As housekeeper's processes publish: waiting out leader elections.
+	js, err := natsconn.NewJetStream(nc, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

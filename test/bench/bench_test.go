@@ -44,6 +44,10 @@ var burstRows = []row{
 	housekeeperRow("r3", "housekeeper, 1 replica each, --kube-qps 50 --kube-burst 100", hkOptions{qps: 50, burst: 100, entryReplicas: 1}),
 	housekeeperRow("r4", "housekeeper, 1 replica each, --kube-qps -1", hkOptions{qps: -1, entryReplicas: 1}),
 	housekeeperRow("r5", "housekeeper, 2 entry replicas, --kube-qps 50 --kube-burst 100", hkOptions{qps: 50, burst: 100, entryReplicas: 2}),
+	// The same, on NATS as production runs it: nats-server processes syncing every write, one
+	// (R1) and a cluster of three (R3).
+	housekeeperRow("r7", "housekeeper, 1 replica each, --kube-qps -1, one nats-server process (R1)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 1}),
+	housekeeperRow("r8", "housekeeper, 1 replica each, --kube-qps -1, 3-node JetStream cluster (R3)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 3}),
 }
 
 // BenchmarkBurst creates 500 BackupEntries at once and deletes them again, for upstream's

@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -22,6 +23,9 @@ type hkOptions struct {
 	qps           float64 // negative: no client limit
 	burst         int
 	entryReplicas int
+	// natsNodes > 0 runs nats-server as that many processes, the streams replicated on each
+	// (1: R1 synced on every write, 3: a cluster, R3), instead of embedded.
+	natsNodes int
 }
 
 func (o hkOptions) limitArgs() []string {
@@ -31,11 +35,11 @@ func (o hkOptions) limitArgs() []string {
 	return []string{"--kube-qps", strconv.FormatFloat(o.qps, 'f', -1, 64), "--kube-burst", strconv.Itoa(o.burst)}
 }
 
-// housekeeper runs a fresh nats-server (embedded) and the bridge and functions as processes,
-// as the conformance suite does.
+// housekeeper runs a fresh nats-server (embedded, or processes) and the bridge and functions
+// as processes, as the conformance suite does.
 type housekeeper struct {
-	nats  *stack.NATS
-	procs []*process
+	stopNATS func()
+	procs    []*process
 }
 
 // process is one housekeeper process and the address of its /metrics.
@@ -46,13 +50,27 @@ type process struct {
 }
 
 func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*housekeeper, error) {
-	nats, err := stack.StartNATS(filepath.Join(e.logDir, phase+"-jetstream"), stack.NATSLogger(e.zap(b, phase+"-nats-server.log")))
-	if err != nil {
-		return nil, fmt.Errorf("nats-server: %w", err)
+	h := &housekeeper{}
+	var natsURL string
+	if o.natsNodes == 0 {
+		nats, err := stack.StartNATS(filepath.Join(e.logDir, phase+"-jetstream"), stack.NATSLogger(e.zap(b, phase+"-nats-server.log")))
+		if err != nil {
+			return nil, fmt.Errorf("nats-server: %w", err)
+		}
+		natsURL, h.stopNATS = nats.URL, nats.Stop
+	} else {
+		dir := filepath.Join(e.logDir, phase+"-nats")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		c, err := stack.StartNATSCluster(dir, o.natsNodes, "", func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") })
+		if err != nil {
+			return nil, fmt.Errorf("nats-server: %w", err)
+		}
+		natsURL, h.stopNATS = c.URL, c.Stop
 	}
-	h := &housekeeper{nats: nats}
 	environ := []string{
-		"HOUSEKEEPER_NATS_URL=" + nats.URL,
+		"HOUSEKEEPER_NATS_URL=" + natsURL,
 		"HOUSEKEEPER_KUBECONFIG=" + e.kubecfg,
 		"HOUSEKEEPER_CLUSTER=bench-" + phase,
 		"HOUSEKEEPER_TYPES=local",
@@ -84,7 +102,7 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		return nil
 	}
 	start := func() error {
-		if err := setup(e.file(b, phase+"-setup.log"), filepath.Join(e.binDir, "housekeeper"), environ); err != nil {
+		if err := setup(e.file(b, phase+"-setup.log"), filepath.Join(e.binDir, "housekeeper"), environ, max(o.natsNodes, 1)); err != nil {
 			return err
 		}
 		if err := run("bridge", filepath.Join(e.binDir, "housekeeper-bridge"), "--leader-elect=false"); err != nil {
@@ -99,8 +117,11 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 			if fn == "entry" && o.entryReplicas > 1 {
 				name = fmt.Sprintf("entry-%d", i-1)
 			}
-			if err := run(name, filepath.Join(e.binDir, "housekeeper"), "function", fn,
-				"--local-root", e.root, "--retention", "0s"); err != nil {
+			args := []string{filepath.Join(e.binDir, "housekeeper"), "function", fn, "--local-root", e.root}
+			if fn != "bucket" { // the retention flags are the entry's and the purge's
+				args = append(args, "--retention", "0s")
+			}
+			if err := run(name, args...); err != nil {
 				return err
 			}
 		}
@@ -113,10 +134,11 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 	return h, nil
 }
 
-// setup runs `housekeeper setup`, which creates the streams and consumers where the binary
-// has that command (a binary without it lets the bridge and the functions create them).
-func setup(log *os.File, bin string, environ []string) error {
-	cmd := exec.Command(bin, "setup")
+// setup runs `housekeeper setup`, which creates the streams and consumers with replicas copies
+// where the binary has that command (a binary without it lets the bridge and the functions
+// create them).
+func setup(log *os.File, bin string, environ []string, replicas int) error {
+	cmd := exec.Command(bin, "setup", "--stream-replicas", strconv.Itoa(replicas))
 	cmd.Env = environ
 	out, err := cmd.CombinedOutput()
 	_, _ = log.Write(out)
@@ -209,6 +231,6 @@ func (h *housekeeper) stop() error {
 			<-p.Done()
 		}
 	}
-	h.nats.Stop()
+	h.stopNATS()
 	return errors.Join(errs...)
 }

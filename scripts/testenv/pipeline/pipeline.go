@@ -172,7 +172,7 @@ func (p *Pipeline) ConnectAs(identity string) (*nats.Conn, jetstream.JetStream) 
 		p.T.Fatal(err)
 	}
 	p.T.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	js, err := natsconn.NewJetStream(nc, p.Log.Named("nats-"+identity))
 	if err != nil {
 		p.T.Fatal(err)
 	}
