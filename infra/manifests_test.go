@@ -36,13 +36,13 @@ import (
 )
 
 // The releases whose CRDs the manifests are validated against, taken from their Go modules
-// (the module proxy is the only thing a test may download from). Pinned here, and only here.
+// (the module proxy is the only thing a test may download from). Pinned here, and only here;
+// KEDA's by test/keda/go.mod, whose scaler judges the ScaledObjects (test/autoscaling).
 const (
 	knativeServingModule  = "knative.dev/serving"
 	knativeServingVersion = "v0.51.0" // Knative tags its Go modules v0.x for release v1.y
 	knativeServingCRDs    = "config/core/300-resources"
 	kedaModule            = "github.com/kedacore/keda/v2"
-	kedaVersion           = "v2.21.0"
 	kedaCRDs              = "config/crd/bases"
 )
 
@@ -767,7 +767,7 @@ func installCRDs(t *testing.T, cfg *rest.Config) {
 	gardener := strings.TrimSpace(goOutput(t, "list", "-m", "-f", "{{.Dir}}", "github.com/gardener/gardener"))
 	paths := []string{
 		filepath.Join(moduleDir(t, knativeServingModule, knativeServingVersion), knativeServingCRDs),
-		filepath.Join(moduleDir(t, kedaModule, kedaVersion), kedaCRDs),
+		filepath.Join(moduleDir(t, kedaModule, kedaVersion(t)), kedaCRDs),
 		filepath.Join(gardener, "pkg/component/observability/monitoring/prometheusoperator/templates/crd-monitoring.coreos.com_podmonitors.yaml"),
 		filepath.Join(gardener, "pkg/component/observability/monitoring/prometheusoperator/templates/crd-monitoring.coreos.com_prometheusrules.yaml"),
 		filepath.Join(gardener, "pkg/component/autoscaling/vpa/templates/crd-autoscaling.k8s.io_verticalpodautoscalers.yaml"),
@@ -790,6 +790,22 @@ func installCRDs(t *testing.T, cfg *rest.Config) {
 
 // moduleDir downloads module@version through the Go module proxy (or finds it in the module
 // cache) and returns its directory.
+// kedaVersion is the KEDA release test/keda/go.mod requires.
+func kedaVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "test", "keda", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == kedaModule {
+			return f[1]
+		}
+	}
+	t.Fatalf("test/keda/go.mod requires no %s", kedaModule)
+	return ""
+}
+
 func moduleDir(t *testing.T, module, version string) string {
 	t.Helper()
 	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
