@@ -30,11 +30,18 @@ type natsHarness struct {
 
 func newNATSHarness(t *testing.T) *natsHarness {
 	t.Helper()
-	env := testenv.Start(t, testenv.WithNATS())
+	return newNATSHarnessOn(t, testenv.WithNATS(), 1)
+}
+
+// newNATSHarnessOn is newNATSHarness on the nats-server nats starts, the streams replicated
+// replicas times.
+func newNATSHarnessOn(t *testing.T, nats testenv.Option, replicas int) *natsHarness {
+	t.Helper()
+	env := testenv.Start(t, nats)
 	nc, js := env.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := events.EnsureStreams(ctx, js); err != nil {
+	if err := events.EnsureStreams(ctx, js, events.WithReplicas(replicas)); err != nil {
 		t.Fatal(err)
 	}
 	return &natsHarness{t: t, env: env, nc: nc, js: js}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -149,9 +150,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 
 	switch {
 	case err == nil:
-		if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("ack not confirmed; the event may be delivered again", zap.Error(err))
-		}
+		w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again")
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeSuccess).Inc()
 		log.Debug("handled", zap.Duration("took", time.Since(start)))
 	case ctx.Err() != nil:
@@ -160,9 +159,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeShutdown).Inc()
 		log.Info("handed back at shutdown", zap.Error(err))
 	case ClassOf(err) == ClassWaiting:
-		if err := msg.DoubleAck(context.WithoutCancel(ctx)); err != nil {
-			log.Warn("ack not confirmed; the event may be delivered again", zap.Error(err))
-		}
+		w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again")
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeWaiting).Inc()
 		log.Info("waiting for another change", zap.Error(err))
 	case ClassOf(err) == ClassPermanent:
@@ -179,11 +176,37 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			if nakErr := msg.NakWithDelay(delay); nakErr != nil {
 				log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
 			}
-		} else if ackErr := msg.DoubleAck(context.WithoutCancel(ctx)); ackErr != nil {
-			log.Warn("ack not confirmed; the event may be delivered again besides its retry", zap.Error(ackErr))
+		} else {
+			w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again besides its retry")
 		}
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeRetry).Inc()
 		log.Info("will retry", zap.Duration("in", delay), zap.Error(err))
+	}
+}
+
+// ackConfirmed acknowledges msg and waits for the server to confirm it, trying again while the
+// consumer's leader is being elected, for as long as the ack can still count (the ack wait): a
+// lost ack has the event delivered again and its work done twice, a purge's listing or a
+// snapshot of the whole etcd. A shutdown does not cut it short. unconfirmed is logged if it
+// never is.
+func (w *Worker) ackConfirmed(ctx context.Context, log *zap.Logger, msg jetstream.Msg, unconfirmed string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.ackWait)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 2*time.Second)
+		err := msg.DoubleAck(attempt)
+		cancelAttempt()
+		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn(unconfirmed, zap.Error(err))
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 

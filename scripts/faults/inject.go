@@ -108,11 +108,24 @@ func (r *rig) injectFaults(ctx context.Context) {
 			fmt.Fprintf(r.cfg.Out, "  fault %q: %v\n", step.kind, err)
 			continue
 		}
+		to := time.Now()
+		recovered := ""
+		if natsFault(step.kind) {
+			if err := r.awaitJetStream(ctx); err != nil {
+				fmt.Fprintf(r.cfg.Out, "  fault %q: JetStream did not recover: %v\n", step.kind, err)
+			} else {
+				d := time.Since(from)
+				r.mu.Lock()
+				r.recovered[step.kind] = append(r.recovered[step.kind], d)
+				r.mu.Unlock()
+				recovered = fmt.Sprintf(", JetStream recovered after %s", d.Round(100*time.Millisecond))
+			}
+		}
 		r.mu.Lock()
 		r.faults[step.kind]++
-		r.windows = append(r.windows, window{from: from, to: time.Now(), kind: step.kind})
+		r.windows = append(r.windows, window{from: from, to: to, kind: step.kind})
 		r.mu.Unlock()
-		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s)\n", from.Format(time.TimeOnly), step.kind, time.Since(from).Round(100*time.Millisecond))
+		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s%s)\n", from.Format(time.TimeOnly), step.kind, to.Sub(from).Round(100*time.Millisecond), recovered)
 	}
 }
 
@@ -182,6 +195,44 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 		return r.publishDuplicates(ctx, step.pick, 25)
 	}
 	return fmt.Errorf("unknown fault %q", step.kind)
+}
+
+// natsFault says kind breaks NATS itself.
+func natsFault(kind string) bool {
+	switch kind {
+	case faultKillNATS, faultKillStreamLeader, faultKillConsumerLeader, faultKillMetaLeader, faultLoseQuorum:
+		return true
+	}
+	return false
+}
+
+// awaitJetStream waits (a minute at most) until JetStream answers for the stream of record and
+// every function's consumer, each with a leader: the cluster has recovered from a fault.
+func (r *rig) awaitJetStream(ctx context.Context) error {
+	return stack.Poll(time.Minute, 100*time.Millisecond, "JetStream with every leader", func() (bool, string, error) {
+		if ctx.Err() != nil {
+			return false, "", ctx.Err()
+		}
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		s, err := r.js.Stream(qctx, events.RecordStream)
+		if err != nil {
+			return false, "stream: " + err.Error(), nil
+		}
+		if _, err := clusterLeader(s.CachedInfo().Cluster); r.cfg.Clustered() && err != nil {
+			return false, "stream: " + err.Error(), nil
+		}
+		for _, fn := range functionNames {
+			c, err := r.js.Consumer(qctx, events.RecordStream, fn)
+			if err != nil {
+				return false, fn + ": " + err.Error(), nil
+			}
+			if _, err := clusterLeader(c.CachedInfo().Cluster); r.cfg.Clustered() && err != nil {
+				return false, fn + ": " + err.Error(), nil
+			}
+		}
+		return true, "", nil
+	})
 }
 
 // untilJustBeforeADue waits until a purge is due within a second (for at most 10 s), so that

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -15,6 +16,9 @@ type Report struct {
 	Config   Config
 	Workload string
 	Faults   map[string]int
+	// Recovered is, per NATS fault kind, how long after each fault JetStream answered with
+	// every leader elected (the stream's and each function's consumer's).
+	Recovered map[string][]time.Duration
 	// Converged is the time from the last fault until every invariant held; -1 if never.
 	Converged  time.Duration
 	Invariants []Invariant
@@ -48,13 +52,21 @@ func (r *Report) String() string {
 	fmt.Fprintf(&w, "\nSEED      %d (reproduce: go run ./scripts/cmd/faults%s -seed %d)\n", r.Config.Seed, r.Config.form(), r.Config.Seed)
 	fmt.Fprintf(&w, "WORKLOAD  %s\n\n", r.Workload)
 	tw := tabwriter.NewWriter(&w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "FAULT\tINJECTED")
+	fmt.Fprintln(tw, "FAULT\tINJECTED\tJETSTREAM RECOVERED AFTER (each)")
 	total := 0
 	for _, kind := range FaultKinds(r.Config) {
-		fmt.Fprintf(tw, "%s\t%d\n", kind, r.Faults[kind])
+		recovered := "-"
+		if ds := r.Recovered[kind]; len(ds) > 0 {
+			var each []string
+			for _, d := range ds {
+				each = append(each, d.Round(100*time.Millisecond).String())
+			}
+			recovered = strings.Join(each, " ")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", kind, r.Faults[kind], recovered)
 		total += r.Faults[kind]
 	}
-	fmt.Fprintf(tw, "total\t%d\n", total)
+	fmt.Fprintf(tw, "total\t%d\t\n", total)
 	_ = tw.Flush()
 	if r.Converged >= 0 {
 		fmt.Fprintf(&w, "\nCONVERGED  %s after the last fault\n\n", r.Converged.Round(100*time.Millisecond))

@@ -50,8 +50,11 @@ type rig struct {
 
 	workload *workload
 
-	mu     sync.Mutex // guards faults and windows
+	mu     sync.Mutex // guards faults, recovered and windows
 	faults map[string]int
+	// recovered holds, per NATS fault kind, how long JetStream took to answer with every
+	// leader elected, from the fault's start.
+	recovered map[string][]time.Duration
 	// windows are the times faults were in effect, from the first blow to the recovery.
 	windows []window
 }
@@ -72,7 +75,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Out, "fault suite: seed %d (the same -seed draws the same workload and faults), logs and stores in %s\n", cfg.Seed, cfg.Dir)
-	r := &rig{cfg: cfg, plan: newFaultPlan(cfg), faults: map[string]int{}, localRoot: filepath.Join(cfg.Dir, "buckets")}
+	r := &rig{cfg: cfg, plan: newFaultPlan(cfg), faults: map[string]int{}, recovered: map[string][]time.Duration{}, localRoot: filepath.Join(cfg.Dir, "buckets")}
 	bin, err := build(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -113,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.heal()
 	fmt.Fprintf(cfg.Out, "workload and faults done after %s; waiting for convergence …\n", time.Since(start).Round(time.Second))
 
-	report := &Report{Config: cfg, Faults: r.faults, Workload: w.summary()}
+	report := &Report{Config: cfg, Faults: r.faults, Recovered: r.recovered, Workload: w.summary()}
 	deadline := time.Now().Add(cfg.Converge)
 	for {
 		results := w.check(ctx, watch, false)
