@@ -19,8 +19,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 // The short form of `make faults`: the whole stack as processes, broken by every kind of fault
 // while a workload runs, must converge with every invariant holding. HOUSEKEEPER_FAULTS_SEED
 // reproduces a run.
-func TestFaultsShort(t *testing.T) {
-	cfg := Short()
+func TestFaultsShort(t *testing.T) { runShort(t, Short()) }
+
+// The short form of `make faults CLUSTER=1`: the same on a JetStream cluster of three
+// nats-server processes with R3 streams, whose stream, consumer and meta leaders are killed and
+// whose quorum is taken away while purges come due.
+func TestFaultsShortCluster(t *testing.T) { runShort(t, Short().OnCluster()) }
+
+func runShort(t *testing.T, cfg Config) {
 	dir, err := os.MkdirTemp("", "housekeeper-faults-")
 	if err != nil {
 		t.Fatal(err)

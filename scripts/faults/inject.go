@@ -68,6 +68,7 @@ type faultPlan struct {
 	every      time.Duration
 	kinds      []string
 	round      []string
+	rounds     int
 	numWorkers int
 }
 
@@ -79,6 +80,21 @@ func (p *faultPlan) next() faultStep {
 	if len(p.round) == 0 {
 		p.round = append([]string(nil), p.kinds...)
 		p.rand.Shuffle(len(p.round), func(i, j int) { p.round[i], p.round[j] = p.round[j], p.round[i] })
+		if p.rounds == 0 {
+			// The faults that leave the stream without a leader come first, while the
+			// workload's deletions are still coming due: purges must come due during them.
+			leaderless := func(kind string) bool { return kind == faultKillStreamLeader || kind == faultLoseQuorum }
+			slices.SortStableFunc(p.round, func(a, b string) int {
+				switch {
+				case leaderless(a) && !leaderless(b):
+					return -1
+				case leaderless(b) && !leaderless(a):
+					return 1
+				}
+				return 0
+			})
+		}
+		p.rounds++
 	}
 	step := faultStep{
 		gap:    p.every/2 + time.Duration(p.rand.Int64N(int64(p.every))),
@@ -100,7 +116,7 @@ func (r *rig) injectFaults(ctx context.Context) {
 			return
 		case <-time.After(step.gap):
 		}
-		if step.kind == faultKillStreamLeader {
+		if step.kind == faultKillStreamLeader || step.kind == faultLoseQuorum {
 			r.untilJustBeforeADue(ctx)
 		}
 		from := time.Now()
@@ -109,12 +125,16 @@ func (r *rig) injectFaults(ctx context.Context) {
 			continue
 		}
 		to := time.Now()
+		blow := to.Sub(from)
 		recovered := ""
 		if natsFault(step.kind) {
-			if err := r.awaitJetStream(ctx); err != nil {
+			// A NATS fault lasts until JetStream answers with every leader elected again.
+			// Measured even when this was the last fault (ctx ends with the fault period).
+			if err := r.awaitJetStream(context.WithoutCancel(ctx)); err != nil {
 				fmt.Fprintf(r.cfg.Out, "  fault %q: JetStream did not recover: %v\n", step.kind, err)
 			} else {
-				d := time.Since(from)
+				to = time.Now()
+				d := to.Sub(from)
 				r.mu.Lock()
 				r.recovered[step.kind] = append(r.recovered[step.kind], d)
 				r.mu.Unlock()
@@ -125,7 +145,7 @@ func (r *rig) injectFaults(ctx context.Context) {
 		r.faults[step.kind]++
 		r.windows = append(r.windows, window{from: from, to: to, kind: step.kind})
 		r.mu.Unlock()
-		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s%s)\n", from.Format(time.TimeOnly), step.kind, to.Sub(from).Round(100*time.Millisecond), recovered)
+		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s%s)\n", from.Format(time.TimeOnly), step.kind, blow.Round(100*time.Millisecond), recovered)
 	}
 }
 
@@ -235,17 +255,22 @@ func (r *rig) awaitJetStream(ctx context.Context) error {
 	})
 }
 
-// untilJustBeforeADue waits until a purge is due within a second (for at most 10 s), so that
-// the stream's leader is killed as its schedule comes due: the next leader must fire it.
+// untilJustBeforeADue waits until a purge is due within a second, so that the stream is left
+// without a leader as its schedule comes due: the next leader must fire it. It waits while the
+// workload still sends deletions (their purges come due later), at most a fault period.
 func (r *rig) untilJustBeforeADue(ctx context.Context) {
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(r.cfg.FaultPeriod)
 	for time.Now().Before(deadline) {
-		if due := r.workload.nextDue(time.Now().Add(1200 * time.Millisecond)); !due.IsZero() && time.Until(due) < 10*time.Second {
+		due := r.workload.nextDue(time.Now().Add(1200 * time.Millisecond))
+		if !due.IsZero() && time.Until(due) < 10*time.Second {
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Until(due) - time.Second):
 			}
 			return
+		}
+		if due.IsZero() && len(r.workload.sentDeletions()) >= r.cfg.Deletions {
+			return // every purge is due already
 		}
 		select {
 		case <-ctx.Done():
