@@ -153,6 +153,26 @@ func (r *rig) endFaults(ctx context.Context, stopFaults func(), start time.Time,
 	case <-ctx.Done():
 	case <-time.After(wait):
 	}
+	// A round whose faults took long (elections, a quorum loss) is finished: every kind once.
+	for !r.everyKindInjected() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// everyKindInjected says every kind of fault of the run was injected at least once.
+func (r *rig) everyKindInjected() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, kind := range FaultKinds(r.cfg) {
+		if r.faults[kind] == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // build compiles housekeeper's binaries with the race detector into the run's directory.
