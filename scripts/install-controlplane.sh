@@ -16,17 +16,8 @@ mkdir -p "$assets"
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 
-# go build -v prints each package as it is compiled: turn that into a progress line.
-progress() {
-  local what=$1 n=0
-  while IFS= read -r line; do
-    case "$line" in
-      go:*|'#'*|*.go:[0-9]*) printf '%s\n' "$line" >&2 ;;
-      *) n=$((n + 1)); if (( n % 100 == 0 )); then log "$what: $n packages compiled"; fi ;;
-    esac
-  done
-  log "$what: $n packages compiled"
-}
+# shellcheck source=progress.sh
+source "$here/progress.sh"
 
 build_kube_apiserver() {
   local bin="$assets/kube-apiserver"

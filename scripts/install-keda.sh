@@ -15,25 +15,15 @@ bin="$dir/kedascaler"
 
 log() { printf '[keda] %s\n' "$*" >&2; }
 
-# go build -v prints each package as it is compiled: turn that into a progress line.
-progress() {
-  local n=0
-  while IFS= read -r line; do
-    case "$line" in
-      go:\ downloading*) ;;
-      go:*|'#'*|*.go:[0-9]*) printf '%s\n' "$line" >&2 ;;
-      *) n=$((n + 1)); if (( n % 250 == 0 )); then log "kedascaler: $n packages compiled"; fi ;;
-    esac
-  done
-  log "kedascaler: $n packages compiled (the others came from Go's build cache)"
-}
+# shellcheck source=progress.sh
+source "$here/progress.sh"
 
 if [[ -x "$bin" ]]; then
   log "kedascaler $key cached at $bin"
 else
   mkdir -p "$dir"
   log "kedascaler: fetching and compiling KEDA's scalers (the first time only; its module holds every scaler's cloud SDK, about 5 minutes on 2 cores)"
-  (cd "$src" && CGO_ENABLED=0 ${GO:-go} build -v -mod=readonly -trimpath -o "$bin.tmp" . 2>&1) | progress
+  (cd "$src" && CGO_ENABLED=0 ${GO:-go} build -v -mod=readonly -trimpath -o "$bin.tmp" . 2>&1) | progress kedascaler
   [[ -x "$bin.tmp" ]] || { log "kedascaler: the build produced no binary"; exit 1; }
   mv "$bin.tmp" "$bin"
   log "kedascaler installed at $bin"

@@ -15,18 +15,8 @@ bin="$dir/versitygw"
 
 log() { printf '[s3] %s\n' "$*" >&2; }
 
-# go install -v prints each package as it is compiled: turn that into a progress line.
-progress() {
-  local n=0
-  while IFS= read -r line; do
-    case "$line" in
-      go:\ downloading*) ;;
-      go:*|'#'*|*.go:[0-9]*) printf '%s\n' "$line" >&2 ;;
-      *) n=$((n + 1)); if (( n % 100 == 0 )); then log "versitygw: $n packages compiled"; fi ;;
-    esac
-  done
-  log "versitygw: $n packages compiled (the others came from Go's build cache)"
-}
+# shellcheck source=progress.sh
+source "$here/progress.sh"
 
 if [[ -x "$bin" ]]; then
   log "versitygw $VERSITYGW_VERSION cached at $bin"
@@ -36,7 +26,7 @@ else
   rm -rf "$dir/bin.tmp"
   (GOBIN="$dir/bin.tmp" CGO_ENABLED=0 GOFLAGS=-mod=mod go install -v -trimpath \
       -ldflags "-s -w -X main.Version=$VERSITYGW_VERSION -X main.Build=$VERSITYGW_VERSION" \
-      "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" 2>&1) | progress
+      "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" 2>&1) | progress versitygw
   [[ -x "$dir/bin.tmp/versitygw" ]] || { log "versitygw: the build produced no binary"; exit 1; }
   mv "$dir/bin.tmp/versitygw" "$bin" && rm -rf "$dir/bin.tmp"
   log "versitygw $VERSITYGW_VERSION installed at $bin"
