@@ -34,45 +34,7 @@ func TestBackupRotateRestore(t *testing.T) {
 	p := pipeline.Start(t)
 	c := p.Client
 	ctx := context.Background()
-	for _, ns := range []string{"garden", "team"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	root := t.TempDir()
-	providers := objectstore.NewRegistry(local.New(root))
-	store, err := providers["local"].Open("etcd-backups", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "local"},
-		Spec: backupv1alpha1.BackupDestinationSpec{Type: "local", Bucket: "etcd-backups"}}); err != nil {
-		t.Fatal(err)
-	}
-	p.RunFunction(etcdbackup.ScheduleDefinition, providers)
-	p.RunFunction(etcdbackup.SnapshotDefinition, providers)
-
-	logs, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	source, err := stack.NewEtcdBR(logs) // etcd v3.5, as Gardener's shoots run it
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := stack.NewEtcdMember("source", filepath.Join(t.TempDir(), "source"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := source.StartEtcd(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Stop()
+	root, store, etcd, logs := startBackups(t, p)
 	want := map[string]string{}
 	for i := range 300 {
 		k, v := fmt.Sprintf("/registry/pods/team/pod-%03d", i), fmt.Sprintf(`{"spec":{"n":%d}}`, i)
@@ -143,6 +105,53 @@ func TestBackupRotateRestore(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("restored etcd holds %d keys, want the %d written before the backups", len(got), len(want))
 	}
+}
+
+// startBackups runs the schedule and snapshot functions on p, with the namespaces garden and
+// team, the BackupDestination "local" (bucket etcd-backups under root) and a source etcd (v3.5,
+// as Gardener's shoots run it) logging to logs.
+func startBackups(t *testing.T, p *pipeline.Pipeline) (root string, store objectstore.Store, etcd *stack.Etcd, logs *os.File) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ns := range []string{"garden", "team"} {
+		if err := p.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root = t.TempDir()
+	providers := objectstore.NewRegistry(local.New(root))
+	store, err := providers["local"].Open("etcd-backups", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Client.Create(ctx, &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "local"},
+		Spec: backupv1alpha1.BackupDestinationSpec{Type: "local", Bucket: "etcd-backups"}}); err != nil {
+		t.Fatal(err)
+	}
+	p.RunFunction(etcdbackup.ScheduleDefinition, providers)
+	p.RunFunction(etcdbackup.SnapshotDefinition, providers)
+
+	logs, err = os.Create(filepath.Join(t.TempDir(), "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	source, err := stack.NewEtcdBR(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stack.NewEtcdMember("source", filepath.Join(t.TempDir(), "source"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if etcd, err = source.StartEtcd(m); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	return root, store, etcd, logs
 }
 
 func listKeys(t *testing.T, s objectstore.Store, prefix string) []string {

@@ -3,21 +3,15 @@ package etcdbackup_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -31,45 +25,7 @@ func TestBackupsGoOnAcrossAStreamLeaderKill(t *testing.T) {
 	p := pipeline.Start(t, testenv.WithNATSCluster(3))
 	c := p.Client
 	ctx := context.Background()
-	for _, ns := range []string{"garden", "team"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	root := t.TempDir()
-	providers := objectstore.NewRegistry(local.New(root))
-	store, err := providers["local"].Open("etcd-backups", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Create(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Create(ctx, &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "local"},
-		Spec: backupv1alpha1.BackupDestinationSpec{Type: "local", Bucket: "etcd-backups"}}); err != nil {
-		t.Fatal(err)
-	}
-	p.RunFunction(etcdbackup.ScheduleDefinition, providers)
-	p.RunFunction(etcdbackup.SnapshotDefinition, providers)
-
-	logs, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	source, err := stack.NewEtcdBR(logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := stack.NewEtcdMember("source", filepath.Join(t.TempDir(), "source"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := source.StartEtcd(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Stop()
+	_, store, etcd, _ := startBackups(t, p)
 	if _, err := etcd.Put(ctx, "/registry/pods/team/pod", `{"spec":{}}`); err != nil {
 		t.Fatal(err)
 	}
