@@ -300,8 +300,11 @@ func (w *workload) checkDeadLetters(ctx context.Context) Invariant {
 	var dls []runtime.DeadLetter
 	// A cluster that just healed may still be electing the dead-letter stream's leader.
 	err := stack.Poll(30*time.Second, time.Second, "the dead letters", func() (bool, string, error) {
+		// A request the cluster loses in an election waits for its context: bound each.
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		var err error
-		dls, err = runtime.ListDeadLetters(ctx, w.r.js, "")
+		dls, err = runtime.ListDeadLetters(actx, w.r.js, "")
 		return err == nil, fmt.Sprint(err), nil
 	})
 	if err != nil {

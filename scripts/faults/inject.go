@@ -201,7 +201,7 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 		for _, fn := range functionNames {
 			// On a cluster an election may be on: JetStream answers 503 until it is over.
 			err := stack.Poll(30*time.Second, time.Second, "a replay to "+fn, func() (bool, string, error) {
-				replayCtx, cancel := context.WithTimeout(ctx, time.Minute)
+				replayCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
 				_, err := runtime.Replay(replayCtx, r.js, fn, runtime.Window{FromSeq: 1}, nil)
 				return err == nil, fmt.Sprint(err), nil

@@ -16,10 +16,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -228,7 +230,8 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 		return stop, err
 	}
 	stops = append(stops, r.nc.Close)
-	if r.js, err = jetstream.New(r.nc); err != nil {
+	// As housekeeper publishes: each attempt bounded, waiting out elections.
+	if r.js, err = natsconn.NewJetStream(r.nc, zap.NewNop()); err != nil {
 		return stop, err
 	}
 	if err := r.waitForJetStream(time.Minute); err != nil {
