@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,8 +119,10 @@ func StartNATSCluster(dir string, nodes int, include string, logs func(name stri
 			return nil, err
 		}
 	}
-	// JetStream requests sent before the meta leader is elected get no answer at all: wait
-	// until every node's full health check passes.
+	// JetStream requests sent before the meta leader is elected get no answer at all, and an
+	// R3 stream created before the leader counts every peer current fails ("no suitable peers
+	// for placement, peer offline"): wait until every node's full health check passes and the
+	// meta leader sees its peers current.
 	for _, n := range layout {
 		err := Poll(time.Minute, 100*time.Millisecond, "nats-server "+n.Name+" to be healthy", func() (bool, string, error) {
 			err := httpOK(n.MonitorURL + "/healthz")
@@ -130,7 +133,47 @@ func StartNATSCluster(dir string, nodes int, include string, logs func(name stri
 			return nil, err
 		}
 	}
+	if nodes > 1 {
+		if err := Poll(time.Minute, 100*time.Millisecond, "the meta leader to see every peer current", c.metaPeersCurrent); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// metaPeersCurrent says whether the meta leader reports every other node as a current, online
+// peer.
+func (c *NATSCluster) metaPeersCurrent() (bool, string, error) {
+	var jsz struct {
+		Meta *struct {
+			Leader   string `json:"leader"`
+			Replicas []struct {
+				Name    string `json:"name"`
+				Current bool   `json:"current"`
+				Offline bool   `json:"offline"`
+			} `json:"replicas"`
+		} `json:"meta_cluster"`
+	}
+	for _, n := range c.Nodes {
+		resp, err := http.Get(n.MonitorURL + "/jsz")
+		if err != nil {
+			continue
+		}
+		err = json.NewDecoder(resp.Body).Decode(&jsz)
+		resp.Body.Close()
+		if err != nil || jsz.Meta == nil || jsz.Meta.Leader != n.Name {
+			continue
+		}
+		current := 0
+		for _, r := range jsz.Meta.Replicas {
+			if r.Current && !r.Offline {
+				current++
+			}
+		}
+		return current == len(c.Nodes)-1, fmt.Sprintf("meta leader %s: %d of %d peers current", n.Name, current, len(c.Nodes)-1), nil
+	}
+	return false, "no node is the meta leader", nil
 }
 
 // Node returns the node named name, or nil.
