@@ -32,6 +32,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -793,17 +794,11 @@ func installCRDs(t *testing.T, cfg *rest.Config) {
 // kedaVersion is the KEDA release test/keda/go.mod requires.
 func kedaVersion(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "test", "keda", "go.mod"))
+	v, err := stack.RequiredVersion(filepath.Join("..", "test", "keda", "go.mod"), kedaModule)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == kedaModule {
-			return f[1]
-		}
-	}
-	t.Fatalf("test/keda/go.mod requires no %s", kedaModule)
-	return ""
+	return v
 }
 
 func moduleDir(t *testing.T, module, version string) string {

@@ -40,12 +40,21 @@ const (
 // quorumLoss is how long a cluster stays without quorum.
 const quorumLoss = 15 * time.Second
 
+// natsFaultKinds are the faults that break NATS itself, on one server (false) and on a cluster.
+var natsFaultKinds = map[bool][]string{
+	false: {faultKillNATS},
+	true:  {faultKillStreamLeader, faultKillConsumerLeader, faultKillMetaLeader, faultLoseQuorum},
+}
+
+// leavesStreamLeaderless says kind leaves the stream of record without a leader for a while:
+// purges that come due then must fire on the next leader.
+func leavesStreamLeaderless(kind string) bool {
+	return kind == faultKillStreamLeader || kind == faultLoseQuorum
+}
+
 // FaultKinds are the faults a run of cfg injects, every one in each round.
 func FaultKinds(cfg Config) []string {
-	nats := []string{faultKillNATS}
-	if cfg.Clustered() {
-		nats = []string{faultKillStreamLeader, faultKillConsumerLeader, faultKillMetaLeader, faultLoseQuorum}
-	}
+	nats := slices.Clone(natsFaultKinds[cfg.Clustered()])
 	return append(nats, faultKillWorker, faultRestartKube, faultKillEtcd, faultRestartAzurite,
 		faultKillBridge, faultReplayStream, faultDuplicates)
 }
@@ -83,12 +92,11 @@ func (p *faultPlan) next() faultStep {
 		if p.rounds == 0 {
 			// The faults that leave the stream without a leader come first, while the
 			// workload's deletions are still coming due: purges must come due during them.
-			leaderless := func(kind string) bool { return kind == faultKillStreamLeader || kind == faultLoseQuorum }
 			slices.SortStableFunc(p.round, func(a, b string) int {
 				switch {
-				case leaderless(a) && !leaderless(b):
+				case leavesStreamLeaderless(a) && !leavesStreamLeaderless(b):
 					return -1
-				case leaderless(b) && !leaderless(a):
+				case leavesStreamLeaderless(b) && !leavesStreamLeaderless(a):
 					return 1
 				}
 				return 0
@@ -116,7 +124,7 @@ func (r *rig) injectFaults(ctx context.Context) {
 			return
 		case <-time.After(step.gap):
 		}
-		if step.kind == faultKillStreamLeader || step.kind == faultLoseQuorum {
+		if leavesStreamLeaderless(step.kind) {
 			r.untilJustBeforeADue(ctx)
 		}
 		from := time.Now()
@@ -127,7 +135,7 @@ func (r *rig) injectFaults(ctx context.Context) {
 		to := time.Now()
 		blow := to.Sub(from)
 		recovered := ""
-		if natsFault(step.kind) {
+		if slices.Contains(natsFaultKinds[r.cfg.Clustered()], step.kind) {
 			// A NATS fault lasts until JetStream answers with every leader elected again.
 			// Measured even when this was the last fault (ctx ends with the fault period).
 			if err := r.awaitJetStream(context.WithoutCancel(ctx)); err != nil {
@@ -215,15 +223,6 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 		return r.publishDuplicates(ctx, step.pick, 25)
 	}
 	return fmt.Errorf("unknown fault %q", step.kind)
-}
-
-// natsFault says kind breaks NATS itself.
-func natsFault(kind string) bool {
-	switch kind {
-	case faultKillNATS, faultKillStreamLeader, faultKillConsumerLeader, faultKillMetaLeader, faultLoseQuorum:
-		return true
-	}
-	return false
 }
 
 // awaitJetStream waits (a minute at most) until JetStream answers for the stream of record and

@@ -130,7 +130,7 @@ func (p *purgeWatch) stats(windows []window) purgeStats {
 			s.overlapped++
 		}
 		for _, w := range windows {
-			if (w.kind == faultKillStreamLeader || w.kind == faultLoseQuorum) && !d.due.Before(w.from) && !d.due.After(w.to) {
+			if leavesStreamLeaderless(w.kind) && !d.due.Before(w.from) && !d.due.After(w.to) {
 				s.dueLeaderless++
 				break
 			}

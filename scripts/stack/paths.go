@@ -127,13 +127,18 @@ func KEDAScalerBinary() (string, error) {
 	return filepath.Join(dir, "kedascaler"), nil
 }
 
-// requiredVersion is the version of module that go.mod requires.
+// requiredVersion is the version of module that the repository's go.mod requires.
 func requiredVersion(module string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	return RequiredVersion(filepath.Join(root, "go.mod"), module)
+}
+
+// RequiredVersion is the version of module that the go.mod file gomod requires.
+func RequiredVersion(gomod, module string) (string, error) {
+	data, err := os.ReadFile(gomod)
 	if err != nil {
 		return "", err
 	}
@@ -143,7 +148,7 @@ func requiredVersion(module string) (string, error) {
 			return fields[1], nil
 		}
 	}
-	return "", fmt.Errorf("go.mod requires no %s", module)
+	return "", fmt.Errorf("%s requires no %s", gomod, module)
 }
 
 // installed is the cache directory an install script fills with bins, at the path dir derives
