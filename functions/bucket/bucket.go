@@ -260,6 +260,6 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 // provider is the provider of b's type, in b's region (it writes that region into the
 // generated secret).
 func (a *Actuator) provider(b *extensionsv1alpha1.BackupBucket) (objectstore.Provider, error) {
-	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name})
+	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name, Config: providerConfig(b)})
 	return p, gardener.StoreError(err)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/process"
@@ -77,9 +78,9 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		return fmt.Errorf("%w: --azure-authority-host and --azure-resource-manager go together", errUsage)
 	}
 	az := azure.New(azure.WithCustomCloud(*azureAuthority, *azureARM), azure.WithServiceURL(*azureServiceURL))
-	providers := objectstore.NewRegistry(az, s3.New())
+	providers := objectstore.NewRegistry(az, s3.New(), gcs.New())
 	if *localRoot != "" {
-		providers = objectstore.NewRegistry(az, s3.New(), local.New(*localRoot))
+		providers[local.Type] = local.New(*localRoot)
 	}
 	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
 		Stores: providers, Cluster: *cluster, Log: proc.Log, Metrics: proc.Metrics})

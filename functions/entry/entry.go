@@ -24,6 +24,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 )
 
@@ -136,6 +137,19 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 			return gardener.Reconciliation{}, gardener.StoreError(err)
 		}
 		want[s3.KeyRoleARN] = []byte(role)
+	}
+	if wi != nil && e.Spec.Type == gcs.Type {
+		// etcd-backup-restore's GCS store reads an external_account configuration from
+		// serviceaccount.json, which names the token file etcd-druid mounts.
+		tokenDir := gcs.TokenDir
+		if gardener.IsSourceEntry(e.Name) {
+			tokenDir = gcs.SourceTokenDir
+		}
+		data, err := gcs.EtcdBackupData(credentials.Data[KeyConfig], tokenDir)
+		if err != nil {
+			return gardener.Reconciliation{}, gardener.StoreError(err)
+		}
+		maps.Copy(want, data)
 	}
 	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {

@@ -91,6 +91,17 @@ func InRegion(p Provider, region string) Provider {
 	return p
 }
 
+// Configured is a Provider some of whose settings come from the BackupBucket's (a BackupEntry's
+// copy of it) spec.providerConfig and concern every request, not just the bucket's creation
+// (gcp's store.endpointOverride). Registry.Provider applies it.
+type Configured interface {
+	Provider
+	// Configure returns the provider with the settings of config (nil: none). A malformed
+	// config, or one asking for what the provider cannot do, is ErrInvalidConfig naming the
+	// field.
+	Configure(config []byte) (Provider, error)
+}
+
 // Registry chooses a provider by spec.type.
 type Registry map[string]Provider
 
@@ -116,10 +127,11 @@ func (r Registry) Get(providerType string) (Provider, error) {
 	return nil, fmt.Errorf("%w %q: known types are %s", ErrUnknownType, providerType, strings.Join(quote(known), ", "))
 }
 
-// Where names a bucket: the provider type (spec.type), the region (spec.region, "" for none)
-// and the bucket's name.
+// Where names a bucket: the provider type (spec.type), the region (spec.region, "" for none),
+// the bucket's name and its spec.providerConfig (nil for none).
 type Where struct {
 	Type, Region, Bucket string
+	Config               []byte
 }
 
 // Open opens the bucket w names with credentials: the one way every function opens a store.
@@ -137,13 +149,17 @@ func (r Registry) Open(w Where, credentials map[string][]byte) (Provider, Store,
 	return p, store, nil
 }
 
-// Provider returns the provider for w's type, in w's region.
+// Provider returns the provider for w's type, in w's region, configured by w's Config.
 func (r Registry) Provider(w Where) (Provider, error) {
 	p, err := r.Get(w.Type)
 	if err != nil {
 		return nil, err
 	}
-	return InRegion(p, w.Region), nil
+	p = InRegion(p, w.Region)
+	if c, ok := p.(Configured); ok {
+		return c.Configure(w.Config)
+	}
+	return p, nil
 }
 
 func quote(ss []string) []string {

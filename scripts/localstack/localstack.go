@@ -33,6 +33,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
@@ -250,7 +251,7 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	g.Go(func() error { return b.ServeResync(ctx, bridgeJS.Conn()) })
-	providers := objectstore.NewRegistry(azure.New(), s3.New(), local.New(s.localRoot))
+	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), local.New(s.localRoot))
 	for _, def := range all.Functions {
 		js, err := s.connect(def.Name)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -81,7 +82,7 @@ func (s *session) startShoot(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		return nil, err
 	}
 	sh.prefix = store.SnapshotPrefix()
-	providers := objectstore.NewRegistry(azure.New(), s3.New(), local.New(s.localRoot))
+	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), local.New(s.localRoot))
 	provider, err := providers.Get(e.Spec.Type)
 	if err != nil {
 		sh.stop()

@@ -1,6 +1,6 @@
 // Package testenv starts, for one test, the real components it asks for — kube-apiserver and
-// etcd with housekeeper's CRDs, nats-server with JetStream, Azurite, an S3 server — on free
-// loopback ports. It stops them when the test ends and keeps their logs when the test failed.
+// etcd with housekeeper's CRDs, nats-server with JetStream, Azurite, an S3 server, a GCS
+// server — on free loopback ports. It stops them when the test ends and keeps their logs when the test failed.
 package testenv
 
 import (
@@ -33,6 +33,7 @@ type Env struct {
 	NATSCluster *stack.NATSCluster
 	Azurite     *stack.Azurite
 	S3          *stack.S3
+	GCS         *stack.GCS
 
 	// LogDir holds one log file per component; it is kept when the test fails.
 	LogDir string
@@ -42,9 +43,9 @@ type Env struct {
 type Option func(*options)
 
 type options struct {
-	kube, nats, azurite, s3 bool
-	natsNodes               int
-	azuriteAccounts         []string
+	kube, nats, azurite, s3, gcs bool
+	natsNodes                    int
+	azuriteAccounts              []string
 }
 
 // WithKube starts kube-apiserver and etcd with the BackupBucket and BackupEntry CRDs.
@@ -68,6 +69,9 @@ func WithAzurite() Option { return func(o *options) { o.azurite = true } }
 func WithAzuriteAccounts(accounts ...string) Option {
 	return func(o *options) { o.azurite, o.azuriteAccounts = true, accounts }
 }
+
+// WithGCS starts a GCS server (fake-gcs-server), its data in the log directory.
+func WithGCS() Option { return func(o *options) { o.gcs = true } }
 
 // WithS3 starts an S3 server (versitygw) with versioning, its data in the log directory.
 func WithS3() Option { return func(o *options) { o.s3 = true } }
@@ -150,6 +154,14 @@ func Start(t testing.TB, opts ...Option) *Env {
 		}
 		env.S3 = s3
 		t.Cleanup(s3.Stop)
+	}
+	if o.gcs {
+		gcs, err := stack.StartGCS(filepath.Join(logDir, "gcs"), env.logFile(t, "gcs.log"))
+		if err != nil {
+			t.Fatalf("gcs: %v", err)
+		}
+		env.GCS = gcs
+		t.Cleanup(gcs.Stop)
 	}
 	return env
 }
