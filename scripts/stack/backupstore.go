@@ -8,28 +8,32 @@ import (
 	"strings"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 )
 
 // etcd-backup-restore's --storage-provider values for housekeeper's provider types (etcd-druid's
 // StorageProviderFromInfraProvider).
-var storageProviders = map[string]string{azure.Type: "ABS", s3.Type: "S3", local.Type: "Local"}
+var storageProviders = map[string]string{azure.Type: "ABS", s3.Type: "S3", gcs.Type: "GCS", local.Type: "Local"}
 
 // BackupStore is where etcd-backup-restore keeps the snapshots of a shoot's etcd-main,
 // configured from the shoot's etcd-backup secret as gardenlet and etcd-druid configure it.
 type BackupStore struct {
-	// Provider is --storage-provider: ABS, S3 or Local.
+	// Provider is --storage-provider: ABS, S3, GCS or Local.
 	Provider string
 	// Container is the secret's bucketName, which etcd-druid passes as STORAGE_CONTAINER.
 	Container string
 	// Prefix is --store-prefix, <entry>/etcd-main: snapshots land under <Prefix>/v2/.
 	Prefix string
 	// EndpointOverride is --store-endpoint-override (Azurite's endpoint), from the secret's
-	// endpoint key; etcd-druid takes it from the Etcd resource.
+	// endpoint key; etcd-druid takes it from the Etcd resource. GCS's secret has none: the
+	// caller sets it, as provider-gcp's seed webhook sets the Etcd's from the BackupBucket's
+	// providerConfig.store.endpointOverride.
 	EndpointOverride string
 	// CredentialsDir holds the secret's data as files, as its volume mount does
-	// (AZURE_APPLICATION_CREDENTIALS for ABS, AWS_APPLICATION_CREDENTIALS for S3).
+	// (AZURE_APPLICATION_CREDENTIALS for ABS, AWS_APPLICATION_CREDENTIALS for S3,
+	// GOOGLE_APPLICATION_CREDENTIALS naming its serviceaccount.json for GCS).
 	CredentialsDir string
 	// Home is $HOME for Local: $HOME/<container> is the bucket directory, where etcd-druid
 	// mounts <hostPath>/<container>; here HOME is the secret's hostPath itself.
@@ -106,6 +110,8 @@ func (s *BackupStore) Env() []string {
 		// machine would fail etcd-backup-restore's config loading (it brings its own
 		// http.Client, which the SDK cannot give a CA bundle); empty means unset.
 		env = append(env, "AWS_APPLICATION_CREDENTIALS="+s.CredentialsDir, "AWS_CA_BUNDLE=")
+	case "GCS":
+		env = append(env, "GOOGLE_APPLICATION_CREDENTIALS="+filepath.Join(s.CredentialsDir, gcs.KeyServiceAccountJSON))
 	case "Local":
 		env = append(env, "HOME="+s.Home)
 	}

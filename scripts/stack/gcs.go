@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -23,8 +22,10 @@ const GCSProject = "housekeeper-local"
 // BackupBuckets use it as spec.region.
 const GCSRegion = "europe-west1"
 
-// GCS is a running fake-gcs-server with its filesystem backend: buckets are directories under
-// Dir/buckets. It serves the JSON API (and its batch endpoint) over plain http, which
+// GCS is a running fake-gcs-server with its memory backend. (Its filesystem backend keeps an
+// object as a file named like it, so it cannot hold both "a" and "a/1" — which is what
+// etcd-backup-restore's chunked upload writes: the chunks under <snapshot>/, composed into
+// <snapshot>.) It serves the JSON API (and its batch endpoint) over plain http, which
 // housekeeper's and etcd-backup-restore's GCS clients use unauthenticated, as they do with
 // every http endpoint; it checks no credentials.
 type GCS struct {
@@ -33,7 +34,6 @@ type GCS struct {
 	// etcd-backup-restore's --store-endpoint-override.
 	URL, Endpoint string
 	Port          int
-	Dir           string
 
 	proc *Process
 }
@@ -50,14 +50,11 @@ func GCSBinary() (string, error) {
 	return filepath.Join(dir, "fake-gcs-server"), nil
 }
 
-// StartGCS starts fake-gcs-server on a free loopback port, keeping its data under dir (created
-// if missing) and writing its log to logs.
-func StartGCS(dir string, logs io.Writer) (*GCS, error) {
+// StartGCS starts fake-gcs-server on a free loopback port, writing its log to logs. What it
+// holds is gone when it stops.
+func StartGCS(logs io.Writer) (*GCS, error) {
 	bin, err := GCSBinary()
 	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "buckets"), 0o755); err != nil {
 		return nil, err
 	}
 	var lastErr error
@@ -66,7 +63,7 @@ func StartGCS(dir string, logs io.Writer) (*GCS, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := startGCS(bin, dir, port, logs)
+		s, err := startGCS(bin, port, logs)
 		if err == nil {
 			return s, nil
 		}
@@ -75,16 +72,15 @@ func StartGCS(dir string, logs io.Writer) (*GCS, error) {
 	return nil, lastErr
 }
 
-func startGCS(bin, dir string, port int, logs io.Writer) (*GCS, error) {
+func startGCS(bin string, port int, logs io.Writer) (*GCS, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	base := "http://" + addr
 	cmd := exec.Command(bin,
 		"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-		"-backend", "filesystem", "-filesystem-root", filepath.Join(dir, "buckets"),
+		"-backend", "memory",
 		// Upload URLs it hands out must name this address, not the name it would guess.
 		"-external-url", base, "-public-host", addr,
 		"-location", GCSRegion, "-log-level", "warn")
-	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	proc, err := StartProcess(cmd)
@@ -104,10 +100,10 @@ func startGCS(bin, dir string, port int, logs io.Writer) (*GCS, error) {
 		proc.Stop()
 		return nil, err
 	}
-	return &GCS{URL: base, Endpoint: base + "/storage/v1/", Port: port, Dir: dir, proc: proc}, nil
+	return &GCS{URL: base, Endpoint: base + "/storage/v1/", Port: port, proc: proc}, nil
 }
 
-// Stop terminates the server and waits for it to exit; its data stays in Dir.
+// Stop terminates the server and waits for it to exit.
 func (s *GCS) Stop() { s.proc.Stop() }
 
 // GCSServiceAccountKey is a service account key of project GCSProject, a serviceaccount.json,

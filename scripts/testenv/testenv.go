@@ -70,7 +70,7 @@ func WithAzuriteAccounts(accounts ...string) Option {
 	return func(o *options) { o.azurite, o.azuriteAccounts = true, accounts }
 }
 
-// WithGCS starts a GCS server (fake-gcs-server), its data in the log directory.
+// WithGCS starts a GCS server (fake-gcs-server), its data in memory.
 func WithGCS() Option { return func(o *options) { o.gcs = true } }
 
 // WithS3 starts an S3 server (versitygw) with versioning, its data in the log directory.
@@ -156,7 +156,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Cleanup(s3.Stop)
 	}
 	if o.gcs {
-		gcs, err := stack.StartGCS(filepath.Join(logDir, "gcs"), env.logFile(t, "gcs.log"))
+		gcs, err := stack.StartGCS(env.logFile(t, "gcs.log"))
 		if err != nil {
 			t.Fatalf("gcs: %v", err)
 		}

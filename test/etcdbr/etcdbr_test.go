@@ -32,6 +32,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -58,7 +59,7 @@ func TestEtcdBackupRestoreWithHousekeepersSecrets(t *testing.T) {
 		t.Fatalf("this test runs etcd-backup-restore and the purge as uid %d, as deployed, which needs root; it runs as uid %d", etcdDruidUser, uid)
 	}
 	f := start(t)
-	for _, provider := range []string{azure.Type, local.Type} {
+	for _, provider := range []string{azure.Type, gcs.Type, local.Type} {
 		t.Run(provider, func(t *testing.T) {
 			f.in(t).backupRestorePurge(t, provider, "etcdbr-"+provider, provider+"-credentials", nil)
 		})
@@ -200,6 +201,8 @@ type fixture struct {
 	dir       string
 	localRoot string
 	providers objectstore.Registry
+	// configs are the BackupBuckets' providerConfigs by type (nil: none).
+	configs map[string][]byte
 	etcdbr    *stack.EtcdBR
 	// purgeExited says why the purge process is gone, or "" while it runs.
 	purgeExited func() string
@@ -222,9 +225,12 @@ func start(t *testing.T) *fixture {
 	}
 	cloud := azurecloud.New(spBucket)
 	cloud.AddServicePrincipal("etcdbr-client", "etcdbr-client-secret")
-	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...), testenv.WithS3())
-	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets")}
-	f.providers = objectstore.NewRegistry(local.New(f.localRoot), s3.New(), azure.New(azure.WithManagementTransport(cloud.Transport()),
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...), testenv.WithS3(), testenv.WithGCS())
+	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets"), configs: map[string][]byte{
+		// As a seed's backup providerConfig: the bucket's, copied into its entries.
+		gcs.Type: fmt.Appendf(nil, `{"apiVersion":"gcp.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","store":{"endpointOverride":%q}}`, p.Env.GCS.Endpoint),
+	}}
+	f.providers = objectstore.NewRegistry(local.New(f.localRoot), s3.New(), gcs.New(), azure.New(azure.WithManagementTransport(cloud.Transport()),
 		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
 	p.RunFunction(bucket.Definition, f.providers)
 	p.RunFunction(entry.Definition, f.providers)
@@ -245,6 +251,11 @@ func start(t *testing.T) *fixture {
 		azure.KeyEndpoint:       []byte(p.Env.Azurite.Endpoint),
 	}})
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
+	key, err := stack.GCSServiceAccountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gcp-credentials", Namespace: "garden"}, Data: map[string][]byte{gcs.KeyServiceAccountJSON: key}})
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: "garden"}, Data: map[string][]byte{
 		s3.KeyAccessKeyID: []byte(stack.S3AccessKey), s3.KeySecretAccessKey: []byte(stack.S3SecretKey),
 		s3.KeyRegion: []byte(stack.S3Region), s3.KeyEndpoint: []byte(p.Env.S3.Endpoint), s3.KeyS3ForcePathStyle: []byte("true"),
@@ -268,7 +279,7 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 	f.create(t, &extensionsv1alpha1.BackupBucket{
 		ObjectMeta: metav1.ObjectMeta{Name: bucketName},
 		Spec: extensionsv1alpha1.BackupBucketSpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider}, Region: "local",
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider, ProviderConfig: f.providerConfig(provider)}, Region: "local",
 			SecretRef: corev1.SecretReference{Name: bucketSecret, Namespace: "garden"},
 		},
 	})
@@ -280,7 +291,7 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 		f.create(t, &extensionsv1alpha1.BackupEntry{
 			ObjectMeta: metav1.ObjectMeta{Name: s.entry},
 			Spec: extensionsv1alpha1.BackupEntrySpec{
-				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider}, BucketName: bucketName, Region: "local",
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider, ProviderConfig: f.providerConfig(provider)}, BucketName: bucketName, Region: "local",
 				SecretRef: corev1.SecretReference{Name: bucket.GeneratedSecretPrefix + bucketName, Namespace: "garden"},
 			},
 		})
@@ -445,16 +456,21 @@ func (f *fixture) waitSnapshot(t *testing.T, bucketStore objectstore.Store, pref
 	})
 }
 
+// providerConfig is the providerConfig of the provider's buckets and entries, nil for none.
+func (f *fixture) providerConfig(provider string) *runtime.RawExtension {
+	if c := f.configs[provider]; c != nil {
+		return &runtime.RawExtension{Raw: c}
+	}
+	return nil
+}
+
 // bucket opens the shoot's bucket through housekeeper's provider with the shoot's
 // etcd-backup secret.
 func (f *fixture) bucket(t *testing.T, provider string, s shoot) objectstore.Store {
 	t.Helper()
-	p, err := f.providers.Get(provider)
-	if err != nil {
-		t.Fatal(err)
-	}
 	secret := f.secret(t, s)
-	bucketStore, err := p.Open(string(secret.Data[entry.DataKeyBucketName]), secret.Data)
+	w := objectstore.Where{Type: provider, Bucket: string(secret.Data[entry.DataKeyBucketName]), Config: f.configs[provider]}
+	_, bucketStore, err := f.providers.Open(w, secret.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,6 +485,9 @@ func (f *fixture) backupStore(t *testing.T, provider string, s shoot, credential
 	store, err := f.etcdbr.BackupStore(provider, string(data[entry.DataKeyBucketName]), gardener.EtcdMainPrefix(s.entry), data, credentialsDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if provider == gcs.Type {
+		store.EndpointOverride = f.Env.GCS.Endpoint // etcd-druid's, from provider-gcp's seed webhook
 	}
 	return store
 }
