@@ -50,7 +50,7 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
 // and housekeeper's own services built from infra/Dockerfile and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
-	want := []string{"azurite", "bridge", "bucket", "entry", "etcd", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
+	want := []string{"azurite", "bridge", "bucket", "entry", "etcd", "gcs", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
 	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -90,6 +90,9 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("azurite image tag %s, want %s as pinned in scripts/azurite/package-lock.json", got, want)
 		}
 		versions := versionsEnv(t, root)
+		if got, want := "v"+imageTag(svc("gcs").Image), versions["FAKE_GCS_SERVER_VERSION"]; got != want {
+			t.Errorf("gcs image tag %s, want %s (FAKE_GCS_SERVER_VERSION in scripts/versions.env, without its v)", got, want)
+		}
 		for name, pin := range map[string]string{"s3": "VERSITYGW_VERSION", "etcd": "ETCD_VERSION"} {
 			if got := imageTag(svc(name).Image); got != versions[pin] {
 				t.Errorf("%s image tag %s, want %s (%s in scripts/versions.env)", name, got, versions[pin], pin)
@@ -105,7 +108,7 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("ports", func(t *testing.T) {
 		want := map[string][][2]uint32{ // service → (published, target)
-			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "s3": {{7070, 7070}}, "etcd": {{2379, 2379}},
+			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "s3": {{7070, 7070}}, "gcs": {{4443, 4443}}, "etcd": {{2379, 2379}},
 			"k3s": {{6443, 6443}}, "bridge": {{8080, 8080}}, "bucket": {{8081, 8080}}, "entry": {{8082, 8080}}, "purge": {{8083, 8080}},
 			"schedule": {{8084, 8080}}, "snapshot": {{8085, 8080}},
 		}
@@ -135,7 +138,7 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("healthchecks", func(t *testing.T) {
 		// The program each image has to run its check with.
-		programs := map[string]string{"nats": "wget", "azurite": "node", "s3": "wget", "etcd": "/usr/local/bin/etcdctl", "k3s": "kubectl"}
+		programs := map[string]string{"nats": "wget", "azurite": "node", "s3": "wget", "gcs": "wget", "etcd": "/usr/local/bin/etcdctl", "k3s": "kubectl"}
 		for name, program := range programs {
 			hc := svc(name).HealthCheck
 			if hc == nil || hc.Disable || len(hc.Test) < 2 {
@@ -180,7 +183,7 @@ func TestComposeFile(t *testing.T) {
 		}
 		for _, fn := range functionServices {
 			want[fn] = map[string]string{"setup": types.ServiceConditionCompletedSuccessfully, "azurite": types.ServiceConditionHealthy,
-				"s3": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
+				"s3": types.ServiceConditionHealthy, "gcs": types.ServiceConditionHealthy, "kube-init": types.ServiceConditionCompletedSuccessfully}
 		}
 		for _, s := range project.Services {
 			got := map[string]string{}
@@ -372,7 +375,7 @@ func TestComposeFile(t *testing.T) {
 				used[m[1]] = true
 			}
 		}
-		for _, name := range []string{"AZURITE_ENDPOINT", "S3_ENDPOINT", "EXAMPLE_ETCD_ADDRESS"} {
+		for _, name := range []string{"AZURITE_ENDPOINT", "S3_ENDPOINT", "GCS_ENDPOINT", "EXAMPLE_ETCD_ADDRESS"} {
 			if !used[name] {
 				t.Errorf("no example uses ${%s}: the substitution in kube-init is stale", name)
 			}
@@ -386,6 +389,9 @@ func TestComposeFile(t *testing.T) {
 		}
 		if !strings.Contains(strings.Join(svc("s3").Command, " "), "--port :7070") {
 			t.Errorf("s3 does not listen on 7070: %v", svc("s3").Command)
+		}
+		if !slices.Contains(svc("gcs").Command, "4443") {
+			t.Errorf("gcs does not listen on 4443: %v", svc("gcs").Command)
 		}
 		if !slices.Contains(svc("etcd").Command, "--listen-client-urls=http://0.0.0.0:2379") {
 			t.Errorf("etcd does not listen on 2379: %v", svc("etcd").Command)

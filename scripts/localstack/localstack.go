@@ -1,6 +1,6 @@
 // Package localstack runs housekeeper's whole stack on one machine without Docker — a real
-// kube-apiserver and etcd, nats-server with JetStream, Azurite, an S3 server, the bridge and
-// every function — applies the examples, runs a real etcd with etcd-backup-restore for each
+// kube-apiserver and etcd, nats-server with JetStream, Azurite, an S3 server, a GCS server,
+// the bridge and every function — applies the examples, runs a real etcd with etcd-backup-restore for each
 // example shoot, saving full and delta snapshots through the shoot's etcd-backup secret, and
 // shows a live status table until the purge of the deleted example has completed.
 package localstack
@@ -131,6 +131,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer stopS3()
+	gcsSrv, stopGCS, err := startGCS(o)
+	if err != nil {
+		return err
+	}
+	defer stopGCS()
 
 	js, err := connect(events.IdentityOperator) // the status table's reads
 	if err != nil {
@@ -150,7 +155,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &session{opts: o, client: c, js: js, connect: connect, azurite: az, s3: s3srv, kubeconfig: kubeconfig,
+	s := &session{opts: o, client: c, js: js, connect: connect, azurite: az, s3: s3srv, gcs: gcsSrv, kubeconfig: kubeconfig,
 		operatorArgs: strings.Join(issued.Args(natsURL, events.IdentityOperator), " "),
 		localRoot:    filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
 		etcdbr: etcdbr, shoots: map[string]*shoot{}}
@@ -225,6 +230,7 @@ type session struct {
 	connect    func(identity string) (jetstream.JetStream, error)
 	azurite    *stack.Azurite
 	s3         *stack.S3
+	gcs        *stack.GCS
 	kubeconfig string
 	// operatorArgs are the NATS flags of the housekeeper CLI as the operator.
 	operatorArgs string

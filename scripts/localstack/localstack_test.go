@@ -57,14 +57,14 @@ func runsTheExamples(t *testing.T, natsNodes int) {
 		t.Fatalf("output does not reach %q:\n%s", Done, text)
 	}
 	last := text[strings.LastIndex(text, "housekeeper local stack"):]
-	for _, want := range []string{"example-azure", "example-local", "example-s3", "shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17", "DEAD LETTERS (unresolved): 0",
+	for _, want := range []string{"example-azure", "example-local", "example-s3", "example-gcs", "shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17", "shoot--dev--epsilon--5d9f0c28", "DEAD LETTERS (unresolved): 0",
 		"etcd-backups/main  0 * * * * *"} { // infra/examples/30-etcd-backup.yaml, applied with its etcd's address
 		if !strings.Contains(last, want) {
 			t.Errorf("final status lacks %q:\n%s", want, last)
 		}
 	}
 	// The table shows each live entry's snapshots, full and delta.
-	for _, name := range []string{"shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17"} {
+	for _, name := range []string{"shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17", "shoot--dev--epsilon--5d9f0c28"} {
 		m := regexp.MustCompile(name + `.*\b\d+ \((\d+) full, (\d+) delta\)`).FindStringSubmatch(last)
 		if m == nil || m[1] == "0" || m[2] == "0" {
 			t.Errorf("final status shows no full and delta snapshots of %s: %v\n%s", name, m, last)

@@ -78,6 +78,9 @@ func (s *session) apply(ctx context.Context, name string) error {
 		if key == "S3_ENDPOINT" {
 			return s.s3.Endpoint
 		}
+		if key == "GCS_ENDPOINT" {
+			return s.gcs.Endpoint
+		}
 		if key == "EXAMPLE_ETCD_ADDRESS" {
 			return s.exampleEtcdAddress
 		}
@@ -288,8 +291,8 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 		fmt.Fprintf(out, "  %s  due %s  in %s\n", p.entry, p.due.Local().Format(time.TimeOnly), left)
 	}
 	fmt.Fprintf(out, "\nDEAD LETTERS (unresolved): %d\n", deadLetters)
-	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     go run ./functions/cmd/housekeeper %s deadletters list\nAzurite:  %s\nS3:       %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
-		s.kubeconfig, s.operatorArgs, s.azurite.Endpoint, s.s3.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
+	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     go run ./functions/cmd/housekeeper %s deadletters list\nAzurite:  %s\nS3:       %s\nGCS:      %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
+		s.kubeconfig, s.operatorArgs, s.azurite.Endpoint, s.s3.Endpoint, s.gcs.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
 }
 
 func truncate(s string, n int) string {

@@ -81,14 +81,16 @@ func (s *session) startShoot(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		sh.stop()
 		return nil, err
 	}
+	if e.Spec.Type == gcs.Type {
+		store.EndpointOverride = s.gcs.Endpoint // etcd-druid's, from provider-gcp's seed webhook
+	}
 	sh.prefix = store.SnapshotPrefix()
 	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), local.New(s.localRoot))
-	provider, err := providers.Get(e.Spec.Type)
-	if err != nil {
-		sh.stop()
-		return nil, err
+	w := objectstore.Where{Type: e.Spec.Type, Bucket: store.Container}
+	if e.Spec.ProviderConfig != nil {
+		w.Config = e.Spec.ProviderConfig.Raw
 	}
-	if sh.bucket, err = provider.Open(store.Container, secret.Data); err != nil {
+	if _, sh.bucket, err = providers.Open(w, secret.Data); err != nil {
 		sh.stop()
 		return nil, err
 	}

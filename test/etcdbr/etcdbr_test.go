@@ -203,7 +203,7 @@ type fixture struct {
 	providers objectstore.Registry
 	// configs are the BackupBuckets' providerConfigs by type (nil: none).
 	configs map[string][]byte
-	etcdbr    *stack.EtcdBR
+	etcdbr  *stack.EtcdBR
 	// purgeExited says why the purge process is gone, or "" while it runs.
 	purgeExited func() string
 }

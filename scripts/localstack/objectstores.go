@@ -27,3 +27,19 @@ func startS3(o Options) (srv *stack.S3, stop func(), err error) {
 	}
 	return srv, func() { srv.Stop(); _ = log.Close() }, nil
 }
+
+// startGCS starts the GCS server the gcp examples use (fake-gcs-server, its data in memory),
+// its log in <Dir>/gcs.log. stop stops it.
+func startGCS(o Options) (srv *stack.GCS, stop func(), err error) {
+	fmt.Fprintln(o.Out, "starting the GCS server (fake-gcs-server) …")
+	log, err := os.Create(filepath.Join(o.Dir, "gcs.log"))
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err = stack.StartGCS(log)
+	if err != nil {
+		_ = log.Close()
+		return nil, nil, err
+	}
+	return srv, func() { srv.Stop(); _ = log.Close() }, nil
+}
