@@ -36,19 +36,7 @@ func StartAzurite(logs io.Writer, accounts ...string) (*Azurite, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		a, err := startAzurite(bin, port, logs, accounts)
-		if err == nil {
-			return a, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	return OnFreePort(func(port int) (*Azurite, error) { return startAzurite(bin, port, logs, accounts) })
 }
 
 func startAzurite(bin string, port int, logs io.Writer, accounts []string) (*Azurite, error) {

@@ -57,19 +57,7 @@ func StartGCS(logs io.Writer) (*GCS, error) {
 	if err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		s, err := startGCS(bin, port, logs)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	return OnFreePort(func(port int) (*GCS, error) { return startGCS(bin, port, logs) })
 }
 
 func startGCS(bin string, port int, logs io.Writer) (*GCS, error) {

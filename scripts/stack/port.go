@@ -12,3 +12,22 @@ func FreePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// OnFreePort starts a server with start on a free port, up to three times: a free port can be
+// taken between the probe and the server's bind.
+func OnFreePort[T any](start func(port int) (T, error)) (T, error) {
+	var zero T
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := FreePort()
+		if err != nil {
+			return zero, err
+		}
+		s, err := start(port)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return zero, lastErr
+}

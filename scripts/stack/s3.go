@@ -60,19 +60,7 @@ func StartS3(dir string, logs io.Writer) (*S3, error) {
 			return nil, err
 		}
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ { // a free port can be taken between probe and bind
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		s, err := startS3(bin, dir, port, logs)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	return OnFreePort(func(port int) (*S3, error) { return startS3(bin, dir, port, logs) })
 }
 
 func startS3(bin, dir string, port int, logs io.Writer) (*S3, error) {
