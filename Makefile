@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench faults lint crds apis tools controlplane azurite s3 gcs etcdbr nats
+.PHONY: help run test fuzz bench faults lint crds apis tools controlplane azurite s3 gcs swift etcdbr nats
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,7 +38,7 @@ crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module 
 apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/chart/files/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
 
-tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw), the GCS server (fake-gcs-server), nats-server and KEDA's scaler into the cache (once), side by side
+tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw), the GCS server (fake-gcs-server), Swift with Keystone (Debian packages), nats-server and KEDA's scaler into the cache (once), side by side
 	@GO=$(GO) scripts/install-tools.sh
 
 controlplane:
@@ -52,6 +52,9 @@ s3:
 
 gcs:
 	@scripts/install-gcs.sh >/dev/null
+
+swift:
+	@scripts/install-swift.sh >/dev/null
 
 etcdbr:
 	@scripts/install-etcdbr.sh >/dev/null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every tool make run and make test need (kube-apiserver and etcd, Azurite, fake-gcs-server,
+# Installs every tool make run and make test need (kube-apiserver and etcd, Azurite, fake-gcs-server, Swift with Keystone,
 # etcdbrctl with its etcd, versitygw, nats-server as a program, KEDA's scaler) and downloads
 # the modules the tests build, all at once: on a fresh machine each spends part of its time
 # waiting on the network, which the others' compiling fills. Each prints its own [prefixed]
@@ -10,7 +10,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 declare -A jobs=()
-for tool in controlplane azurite etcdbr s3 gcs nats keda; do
+for tool in controlplane azurite etcdbr s3 gcs swift nats keda; do
   "$here/install-$tool.sh" >/dev/null &
   jobs[$tool]=$!
 done

@@ -1,6 +1,6 @@
 // Package testenv starts, for one test, the real components it asks for — kube-apiserver and
 // etcd with housekeeper's CRDs, nats-server with JetStream, Azurite, an S3 server, a GCS
-// server — on free loopback ports. It stops them when the test ends and keeps their logs when the test failed.
+// server, Swift with Keystone — on free loopback ports. It stops them when the test ends and keeps their logs when the test failed.
 package testenv
 
 import (
@@ -34,6 +34,7 @@ type Env struct {
 	Azurite     *stack.Azurite
 	S3          *stack.S3
 	GCS         *stack.GCS
+	Swift       *stack.Swift
 
 	// LogDir holds one log file per component; it is kept when the test fails.
 	LogDir string
@@ -43,7 +44,7 @@ type Env struct {
 type Option func(*options)
 
 type options struct {
-	kube, nats, azurite, s3, gcs bool
+	kube, nats, azurite, s3, gcs, swift bool
 	natsNodes                    int
 	azuriteAccounts              []string
 }
@@ -72,6 +73,9 @@ func WithAzuriteAccounts(accounts ...string) Option {
 
 // WithGCS starts a GCS server (fake-gcs-server), its data in memory.
 func WithGCS() Option { return func(o *options) { o.gcs = true } }
+
+// WithSwift starts OpenStack Swift behind Keystone, their data in the log directory.
+func WithSwift() Option { return func(o *options) { o.swift = true } }
 
 // WithS3 starts an S3 server (versitygw) with versioning, its data in the log directory.
 func WithS3() Option { return func(o *options) { o.s3 = true } }
@@ -162,6 +166,16 @@ func Start(t testing.TB, opts ...Option) *Env {
 		}
 		env.GCS = gcs
 		t.Cleanup(gcs.Stop)
+	}
+	if o.swift {
+		swift, err := stack.StartSwift(filepath.Join(logDir, "swift"), func(name string) io.Writer {
+			return env.logFile(t, name+".log")
+		})
+		if err != nil {
+			t.Fatalf("swift: %v", err)
+		}
+		env.Swift = swift
+		t.Cleanup(swift.Stop)
 	}
 	return env
 }

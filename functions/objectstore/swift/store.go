@@ -1,0 +1,314 @@
+package swift
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/containers"
+	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/objects"
+	"github.com/gophercloud/gophercloud/v2/pagination"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// store is one Swift container.
+type store struct {
+	name   string
+	region string
+	auth   gophercloud.AuthOptions
+	http   *http.Client
+	opts   options
+
+	mu     sync.Mutex
+	client *gophercloud.ServiceClient // once authenticated
+	noBulk bool                       // the proxy turned bulk delete down
+}
+
+var _ objectstore.Store = (*store)(nil)
+
+func (s *store) errorf(op string, err error) error {
+	return fmt.Errorf("swift: container %q: %s: %w", s.name, op, classify(err))
+}
+
+// objectStorage authenticates once and returns the object-store endpoint of the region;
+// gophercloud renews the token when it expires.
+func (s *store) objectStorage(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil {
+		return s.client, nil
+	}
+	provider, err := openstack.NewClient(s.auth.IdentityEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("swift: %w: %q: %v", objectstore.ErrInvalidCredentials, KeyAuthURL, err)
+	}
+	provider.HTTPClient = *s.http
+	if err := openstack.Authenticate(ctx, provider, s.auth); err != nil {
+		return nil, fmt.Errorf("swift: container %q: authenticating at %s: %w", s.name, s.auth.IdentityEndpoint, classify(err))
+	}
+	client, err := openstack.NewObjectStorageV1(provider, gophercloud.EndpointOpts{Region: s.region})
+	if err != nil {
+		return nil, fmt.Errorf("swift: container %q: %w: no object-store endpoint in region %q of Keystone's catalog", s.name, objectstore.ErrInvalidCredentials, s.region)
+	}
+	s.client = client
+	return client, nil
+}
+
+// Create creates the container; one that exists is fine (Swift answers 202).
+func (s *store) Create(ctx context.Context) error {
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := containers.Create(ctx, c, s.name, nil).Extract(); err != nil {
+		return s.errorf("create", err)
+	}
+	return nil
+}
+
+// Delete empties the container and deletes it; a missing container is fine.
+func (s *store) Delete(ctx context.Context) error {
+	locked, err := objectstore.Empty(ctx, s)
+	if err != nil {
+		return fmt.Errorf("swift: container %q: delete: %w", s.name, err)
+	}
+	if len(locked) > 0 {
+		return fmt.Errorf("swift: container %q: delete: %w: %d objects, e.g. %q", s.name, objectstore.ErrObjectLocked, len(locked), locked[0])
+	}
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = containers.Delete(ctx, c, s.name).Extract()
+	if err == nil || gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return nil
+	}
+	// 409: something was written meanwhile; the next attempt empties it again.
+	return s.errorf("delete", err)
+}
+
+// List lists the names under prefix, a page at a time in Swift's order, which is lexical
+// (UTF-8 bytes).
+func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) error) error {
+	op := fmt.Sprintf("list %q", prefix)
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return err
+	}
+	var handed error
+	err = objects.List(c, s.name, objects.ListOpts{Prefix: prefix, Limit: s.opts.listPageSize}).EachPage(ctx, func(_ context.Context, page pagination.Page) (bool, error) {
+		names, err := objects.ExtractNames(page)
+		if err != nil {
+			return false, err
+		}
+		if len(names) > 0 {
+			if handed = fn(names); handed != nil {
+				return false, handed
+			}
+		}
+		return true, nil
+	})
+	switch {
+	case handed != nil:
+		return handed
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return fmt.Errorf("swift: container %q: %s: %w (HTTP 404)", s.name, op, objectstore.ErrBucketNotFound)
+	case err != nil:
+		return s.errorf(op, err)
+	}
+	return nil
+}
+
+// DeleteKeys deletes keys with bulk deletes of up to 1000 names, up to the configured number at
+// once, and reads every per-name error in the answers: a name not found counts as deleted (once
+// the container is known to be there: a missing container is ErrBucketNotFound). A proxy
+// without bulk delete gets one request per object from then on.
+func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
+	todo, failed := objectstore.KeysToDelete(keys)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var notFound atomic.Bool
+	size := s.opts.batchSize
+	if s.bulkUnsupported() {
+		size = 1
+	}
+	deleteBatch := func(ctx context.Context, keys []string) (map[string]error, error) {
+		return s.deleteBatch(ctx, c, keys, &notFound)
+	}
+	keyOf := func(k string) string { return k }
+	if err := objectstore.DeleteInBatches(ctx, todo, size, s.opts.deleteConcurrency, keyOf, deleteBatch, failed); err != nil {
+		return nil, err
+	}
+	if notFound.Load() {
+		if _, err := containers.Get(ctx, c, s.name, nil).Extract(); err != nil {
+			if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+				return nil, fmt.Errorf("swift: container %q: delete %d objects: %w (HTTP 404)", s.name, len(todo), objectstore.ErrBucketNotFound)
+			}
+			return nil, s.errorf(fmt.Sprintf("delete %d objects", len(todo)), err)
+		}
+	}
+	return objectstore.Failed(failed), nil
+}
+
+func (s *store) bulkUnsupported() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opts.noBulk || s.noBulk
+}
+
+func (s *store) deleteBatch(ctx context.Context, c *gophercloud.ServiceClient, keys []string, notFound *atomic.Bool) (map[string]error, error) {
+	if len(keys) == 1 || s.bulkUnsupported() {
+		return s.deleteEach(ctx, c, keys, notFound)
+	}
+	out, err := objects.BulkDelete(ctx, c, s.name, keys).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) || gophercloud.ResponseCodeIs(err, http.StatusMethodNotAllowed) ||
+		gophercloud.ResponseCodeIs(err, http.StatusNotImplemented) {
+		s.mu.Lock()
+		s.noBulk = true
+		s.mu.Unlock()
+		return s.deleteEach(ctx, c, keys, notFound)
+	}
+	op := fmt.Sprintf("delete %d objects", len(keys))
+	if err != nil {
+		return nil, s.errorf(op, err)
+	}
+	if out.NumberNotFound > 0 {
+		notFound.Store(true)
+	}
+	failed := map[string]error{}
+	prefix := s.name + "/"
+	for _, e := range out.Errors {
+		if len(e) != 2 {
+			return nil, fmt.Errorf("swift: container %q: %s: an error in the answer is %d fields, want name and status", s.name, op, len(e))
+		}
+		name, status := e[0], e[1]
+		// Swift names the object as /<container>/<object>, percent-encoded.
+		if unescaped, err := url.PathUnescape(name); err == nil {
+			name = unescaped
+		}
+		key := strings.TrimPrefix(strings.TrimPrefix(name, "/"), prefix)
+		if strings.HasPrefix(status, "404") {
+			notFound.Store(true)
+			continue
+		}
+		failed[key] = fmt.Errorf("swift: container %q: delete %q: %w", s.name, key, statusError(status))
+	}
+	// A bulk delete whose request failed as a whole says so in its status, with no errors.
+	if len(out.Errors) == 0 && out.ResponseStatus != "" && !strings.HasPrefix(out.ResponseStatus, "200") {
+		return nil, fmt.Errorf("swift: container %q: %s: %w", s.name, op, statusError(out.ResponseStatus))
+	}
+	return failed, nil
+}
+
+// deleteEach deletes keys one request each.
+func (s *store) deleteEach(ctx context.Context, c *gophercloud.ServiceClient, keys []string, notFound *atomic.Bool) (map[string]error, error) {
+	failed := map[string]error{}
+	for _, k := range keys {
+		_, err := objects.Delete(ctx, c, s.name, k, nil).Extract()
+		switch {
+		case err == nil:
+		case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+			notFound.Store(true)
+		default:
+			err = s.errorf(fmt.Sprintf("delete %q", k), err)
+			if objectstore.AffectsEveryKey(err) {
+				return nil, err
+			}
+			failed[k] = err
+		}
+	}
+	return failed, nil
+}
+
+// Put writes data as one object.
+func (s *store) Put(ctx context.Context, key string, data []byte) error {
+	_, err := s.upload(ctx, key, bytes.NewReader(data), "put")
+	return err
+}
+
+// Upload streams r as one object (a chunked PUT: nothing is buffered beyond the transport's
+// copy buffer). Swift stores it once the request ends, whole; a read error aborts the request
+// and leaves nothing. One object holds at most the proxy's max_file_size (5 GiB by default).
+func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
+	counted := &objectstore.CountingReader{R: r}
+	_, err := s.upload(ctx, key, counted, "upload")
+	return counted.N, err
+}
+
+func (s *store) upload(ctx context.Context, key string, r io.Reader, verb string) (int64, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return 0, fmt.Errorf("swift: container %q: %w", s.name, err)
+	}
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return 0, err
+	}
+	op := fmt.Sprintf("%s %q", verb, key)
+	uctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failing := &cancelOnError{r: r, cancel: cancel}
+	_, err = objects.Create(uctx, c, s.name, key, objects.CreateOpts{Content: failing}).Extract()
+	switch {
+	case failing.err != nil:
+		return 0, s.errorf(op, failing.err)
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return 0, fmt.Errorf("swift: container %q: %s: %w (HTTP 404)", s.name, op, objectstore.ErrBucketNotFound)
+	case err != nil:
+		return 0, s.errorf(op, err)
+	}
+	return 0, nil
+}
+
+// cancelOnError cancels the upload's request when its body fails, so that the proxy sees a
+// broken request and stores nothing (a body that just ended would be stored, cut short).
+type cancelOnError struct {
+	r      io.Reader
+	cancel context.CancelFunc
+	err    error
+}
+
+func (c *cancelOnError) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.err = err
+		c.cancel()
+	}
+	return n, err
+}
+
+// Stat reads the object's metadata.
+func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return objectstore.ObjectInfo{}, fmt.Errorf("swift: container %q: %w", s.name, err)
+	}
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return objectstore.ObjectInfo{}, err
+	}
+	h, err := objects.Get(ctx, c, s.name, key, nil).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return objectstore.ObjectInfo{}, fmt.Errorf("swift: container %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+	}
+	if err != nil {
+		return objectstore.ObjectInfo{}, s.errorf(fmt.Sprintf("stat %q", key), err)
+	}
+	return objectstore.ObjectInfo{Key: key, Size: h.ContentLength}, nil
+}

@@ -1,0 +1,177 @@
+package swift_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/storetest"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// counter counts requests by method and path kind.
+type counter struct {
+	mu  sync.Mutex
+	ops map[string]int
+}
+
+func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
+	op := r.Method
+	switch {
+	case r.URL.Query().Has("bulk-delete"):
+		op = "bulk delete"
+	case strings.HasSuffix(r.URL.Path, "/auth/tokens"):
+		op = "token"
+	}
+	c.mu.Lock()
+	if c.ops == nil {
+		c.ops = map[string]int{}
+	}
+	c.ops[op]++
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *counter) count(op string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ops[op]
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, p objectstore.Provider, bucket string, creds map[string][]byte) objectstore.Store {
+	t.Helper()
+	s, err := objectstore.InRegion(p, stack.SwiftRegion).Open(bucket, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// One Swift behind one Keystone serves every test here.
+func TestSwift(t *testing.T) {
+	env := testenv.Start(t, testenv.WithSwift())
+	sw := env.Swift
+	password := map[string][]byte{
+		swift.KeyAuthURL: []byte(sw.AuthURL), swift.KeyDomainName: []byte(stack.SwiftDomain), swift.KeyTenantName: []byte(stack.SwiftProject),
+		swift.KeyUsername: []byte(stack.SwiftUser), swift.KeyPassword: []byte(stack.SwiftPassword),
+	}
+	appCred := map[string][]byte{
+		swift.KeyAuthURL: []byte(sw.AuthURL), swift.KeyDomainName: []byte(stack.SwiftDomain), swift.KeyTenantName: []byte(stack.SwiftProject),
+		swift.KeyApplicationCredentialID: []byte(sw.ApplicationCredentialID), swift.KeyApplicationCredentialSecret: []byte(sw.ApplicationCredentialSecret),
+	}
+
+	t.Run("Conformance", func(t *testing.T) {
+		// Small pages and bulk deletes, so paging and splitting happen with few objects.
+		p := swift.New(swift.WithListPageSize(7), swift.WithBatchSize(5))
+		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store { return open(t, p, bucket, password) }, storetest.WithPageSize(7))
+	})
+	t.Run("ConformanceSingleDeletes", func(t *testing.T) {
+		p := swift.New(swift.WithListPageSize(7), swift.WithoutBulk())
+		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store {
+			return open(t, p, "s-"+bucket[:min(len(bucket), 61)], password)
+		}, storetest.WithPageSize(7))
+	})
+	t.Run("ApplicationCredential", func(t *testing.T) {
+		s := open(t, swift.New(), "application-credential", appCred)
+		if err := s.Create(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		storetest.PutAll(t, s, []string{"a/1", "b/1"})
+		if failed, err := s.DeleteKeys(testCtx(t), []string{"a/1"}); err != nil || failed != nil {
+			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+		}
+		if got := storetest.ListAll(t, s, ""); !slices.Equal(got, []string{"b/1"}) {
+			t.Errorf("left %q, want [b/1]", got)
+		}
+	})
+	t.Run("WrongPassword", func(t *testing.T) {
+		const wrong = "not-the-password-at-all"
+		creds := map[string][]byte{}
+		for k, v := range password {
+			creds[k] = v
+		}
+		creds[swift.KeyPassword] = []byte(wrong)
+		s := open(t, swift.New(), "wrong-password", creds)
+		for op, err := range map[string]error{
+			"Create": s.Create(testCtx(t)),
+			"List":   s.List(testCtx(t), "", func([]string) error { return nil }),
+		} {
+			if !errors.Is(err, objectstore.ErrUnauthenticated) {
+				t.Errorf("%s with a wrong password: %v, want ErrUnauthenticated", op, err)
+			}
+			if err != nil && (strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), stack.SwiftPassword)) {
+				t.Errorf("%s: the error quotes a password: %v", op, err)
+			}
+		}
+	})
+	t.Run("OtherRegion", func(t *testing.T) {
+		s, err := objectstore.InRegion(swift.New(), "elsewhere").Open("other-region", password)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Create(testCtx(t)); !errors.Is(err, objectstore.ErrInvalidCredentials) || !strings.Contains(err.Error(), `"elsewhere"`) {
+			t.Errorf("Create in a region without Swift: %v, want ErrInvalidCredentials naming the region", err)
+		}
+	})
+	t.Run("DeleteKeys1200", func(t *testing.T) {
+		// Swift's Python servers write a few hundred objects a second here: bulk deletes of 500.
+		c := &counter{}
+		s := open(t, swift.New(swift.WithTransport(c), swift.WithBatchSize(500)), "delete-keys-1200", password)
+		if err := s.Create(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]string, 1200)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("entry/etcd-main/v2/Full-%05d", i)
+		}
+		storetest.PutAll(t, s, append(slices.Clone(keys), "other/keep"))
+		if got := storetest.ListAll(t, s, "entry/"); !slices.Equal(got, keys) {
+			t.Fatalf("listed %d names, want the %d written in order", len(got), len(keys))
+		}
+		failed, err := s.DeleteKeys(testCtx(t), keys)
+		if err != nil || failed != nil {
+			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+		}
+		if n, single := c.count("bulk delete"), c.count(http.MethodDelete); n != 3 || single != 0 {
+			t.Errorf("%d bulk deletes and %d single deletes for 1200 keys, want 3 and 0", n, single)
+		}
+		if n := c.count("token"); n != 1 {
+			t.Errorf("%d token requests, want 1 (the store authenticates once)", n)
+		}
+		if got := storetest.ListAll(t, s, ""); !slices.Equal(got, []string{"other/keep"}) {
+			t.Errorf("left %d objects, want only other/keep", len(got))
+		}
+	})
+	t.Run("InvalidCredentialsSendNothing", func(t *testing.T) {
+		c := &counter{}
+		p := swift.New(swift.WithTransport(c))
+		for name, creds := range map[string]map[string][]byte{
+			"no authURL":       {swift.KeyDomainName: []byte("d"), swift.KeyTenantName: []byte("t"), swift.KeyUsername: []byte("u"), swift.KeyPassword: []byte("p")},
+			"no secret":        {swift.KeyAuthURL: []byte(sw.AuthURL), swift.KeyDomainName: []byte("d"), swift.KeyTenantName: []byte("t"), swift.KeyUsername: []byte("u")},
+			"password and app": {swift.KeyAuthURL: []byte(sw.AuthURL), swift.KeyDomainName: []byte("d"), swift.KeyTenantName: []byte("t"), swift.KeyUsername: []byte("u"), swift.KeyPassword: []byte("p"), swift.KeyApplicationCredentialSecret: []byte("s")},
+			"bad caCert":       {swift.KeyAuthURL: []byte(sw.AuthURL), swift.KeyDomainName: []byte("d"), swift.KeyTenantName: []byte("t"), swift.KeyUsername: []byte("u"), swift.KeyPassword: []byte("p"), swift.KeyCACert: []byte("nope")},
+		} {
+			if _, err := p.Open("some-container", creds); !errors.Is(err, objectstore.ErrMissingCredentials) && !errors.Is(err, objectstore.ErrInvalidCredentials) {
+				t.Errorf("%s: %v, want a credentials error", name, err)
+			}
+		}
+		if len(c.ops) != 0 {
+			t.Errorf("requests were sent: %v", c.ops)
+		}
+	})
+}
