@@ -16,6 +16,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 	"github.com/housekeeper-dev/housekeeper/functions/process"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -78,7 +79,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		return fmt.Errorf("%w: --azure-authority-host and --azure-resource-manager go together", errUsage)
 	}
 	az := azure.New(azure.WithCustomCloud(*azureAuthority, *azureARM), azure.WithServiceURL(*azureServiceURL))
-	providers := objectstore.NewRegistry(az, s3.New(), gcs.New())
+	providers := objectstore.NewRegistry(az, s3.New(), gcs.New(), swift.New())
 	if *localRoot != "" {
 		providers[local.Type] = local.New(*localRoot)
 	}

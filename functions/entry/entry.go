@@ -26,6 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 )
 
 const (
@@ -129,6 +130,11 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	if e.Spec.Type == s3.Type && e.Spec.Region != "" {
 		// etcd-backup-restore's S3 store needs the region; provider-aws writes spec.region.
 		want[s3.KeyRegion] = []byte(e.Spec.Region)
+	}
+	if e.Spec.Type == swift.Type {
+		// etcd-backup-restore's Swift store picks the catalog's region with it; provider-openstack
+		// writes spec.region.
+		want[swift.KeyRegion] = []byte(e.Spec.Region)
 	}
 	if wi != nil && e.Spec.Type == s3.Type {
 		// etcd-backup-restore's S3 store assumes this role with the token (web identity).

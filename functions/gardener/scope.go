@@ -16,7 +16,7 @@ import (
 
 // ImplementedTypes are the spec.types housekeeper has an object store for. An installation
 // serves those of them it is told to (Scope.Types).
-var ImplementedTypes = []string{"aws", "azure", "gcp", "local"}
+var ImplementedTypes = []string{"aws", "azure", "gcp", "local", "openstack"}
 
 // ErrNoTypes means an installation was told no types: it would serve nothing, and an empty
 // list must never mean every type, or housekeeper would take other providers' objects.

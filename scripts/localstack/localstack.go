@@ -36,6 +36,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
@@ -257,7 +258,7 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	g.Go(func() error { return b.ServeResync(ctx, bridgeJS.Conn()) })
-	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), local.New(s.localRoot))
+	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), swift.New(), local.New(s.localRoot))
 	for _, def := range all.Functions {
 		js, err := s.connect(def.Name)
 		if err != nil {

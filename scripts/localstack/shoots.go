@@ -18,6 +18,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -85,7 +86,7 @@ func (s *session) startShoot(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		store.EndpointOverride = s.gcs.Endpoint // etcd-druid's, from provider-gcp's seed webhook
 	}
 	sh.prefix = store.SnapshotPrefix()
-	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), local.New(s.localRoot))
+	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), swift.New(), local.New(s.localRoot))
 	w := objectstore.Where{Type: e.Spec.Type, Bucket: store.Container}
 	if e.Spec.ProviderConfig != nil {
 		w.Config = e.Spec.ProviderConfig.Raw

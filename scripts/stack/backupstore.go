@@ -11,16 +11,17 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 )
 
 // etcd-backup-restore's --storage-provider values for housekeeper's provider types (etcd-druid's
 // StorageProviderFromInfraProvider).
-var storageProviders = map[string]string{azure.Type: "ABS", s3.Type: "S3", gcs.Type: "GCS", local.Type: "Local"}
+var storageProviders = map[string]string{azure.Type: "ABS", s3.Type: "S3", gcs.Type: "GCS", swift.Type: "Swift", local.Type: "Local"}
 
 // BackupStore is where etcd-backup-restore keeps the snapshots of a shoot's etcd-main,
 // configured from the shoot's etcd-backup secret as gardenlet and etcd-druid configure it.
 type BackupStore struct {
-	// Provider is --storage-provider: ABS, S3, GCS or Local.
+	// Provider is --storage-provider: ABS, S3, GCS, Swift or Local.
 	Provider string
 	// Container is the secret's bucketName, which etcd-druid passes as STORAGE_CONTAINER.
 	Container string
@@ -33,7 +34,8 @@ type BackupStore struct {
 	EndpointOverride string
 	// CredentialsDir holds the secret's data as files, as its volume mount does
 	// (AZURE_APPLICATION_CREDENTIALS for ABS, AWS_APPLICATION_CREDENTIALS for S3,
-	// GOOGLE_APPLICATION_CREDENTIALS naming its serviceaccount.json for GCS).
+	// GOOGLE_APPLICATION_CREDENTIALS naming its serviceaccount.json for GCS,
+	// OPENSTACK_APPLICATION_CREDENTIALS for Swift).
 	CredentialsDir string
 	// Home is $HOME for Local: $HOME/<container> is the bucket directory, where etcd-druid
 	// mounts <hostPath>/<container>; here HOME is the secret's hostPath itself.
@@ -110,6 +112,8 @@ func (s *BackupStore) Env() []string {
 		// machine would fail etcd-backup-restore's config loading (it brings its own
 		// http.Client, which the SDK cannot give a CA bundle); empty means unset.
 		env = append(env, "AWS_APPLICATION_CREDENTIALS="+s.CredentialsDir, "AWS_CA_BUNDLE=")
+	case "Swift":
+		env = append(env, "OPENSTACK_APPLICATION_CREDENTIALS="+s.CredentialsDir)
 	case "GCS":
 		env = append(env, "GOOGLE_APPLICATION_CREDENTIALS="+filepath.Join(s.CredentialsDir, gcs.KeyServiceAccountJSON))
 	case "Local":

@@ -45,8 +45,8 @@ type Option func(*options)
 
 type options struct {
 	kube, nats, azurite, s3, gcs, swift bool
-	natsNodes                    int
-	azuriteAccounts              []string
+	natsNodes                           int
+	azuriteAccounts                     []string
 }
 
 // WithKube starts kube-apiserver and etcd with the BackupBucket and BackupEntry CRDs.

@@ -35,6 +35,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/azurecloud"
@@ -59,7 +60,7 @@ func TestEtcdBackupRestoreWithHousekeepersSecrets(t *testing.T) {
 		t.Fatalf("this test runs etcd-backup-restore and the purge as uid %d, as deployed, which needs root; it runs as uid %d", etcdDruidUser, uid)
 	}
 	f := start(t)
-	for _, provider := range []string{azure.Type, gcs.Type, local.Type} {
+	for _, provider := range []string{azure.Type, gcs.Type, swift.Type, local.Type} {
 		t.Run(provider, func(t *testing.T) {
 			f.in(t).backupRestorePurge(t, provider, "etcdbr-"+provider, provider+"-credentials", nil)
 		})
@@ -225,12 +226,12 @@ func start(t *testing.T) *fixture {
 	}
 	cloud := azurecloud.New(spBucket)
 	cloud.AddServicePrincipal("etcdbr-client", "etcdbr-client-secret")
-	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...), testenv.WithS3(), testenv.WithGCS())
+	p := pipeline.Start(t, testenv.WithAzuriteAccounts(cloud.AzuriteAccounts()...), testenv.WithS3(), testenv.WithGCS(), testenv.WithSwift())
 	f := &fixture{Pipeline: p, dir: dir, localRoot: filepath.Join(dir, "buckets"), configs: map[string][]byte{
 		// As a seed's backup providerConfig: the bucket's, copied into its entries.
 		gcs.Type: fmt.Appendf(nil, `{"apiVersion":"gcp.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","store":{"endpointOverride":%q}}`, p.Env.GCS.Endpoint),
 	}}
-	f.providers = objectstore.NewRegistry(local.New(f.localRoot), s3.New(), gcs.New(), azure.New(azure.WithManagementTransport(cloud.Transport()),
+	f.providers = objectstore.NewRegistry(local.New(f.localRoot), s3.New(), gcs.New(), swift.New(), azure.New(azure.WithManagementTransport(cloud.Transport()),
 		azure.WithServiceURL(p.Env.Azurite.ServiceURL), azure.WithPollFrequency(10*time.Millisecond)))
 	p.RunFunction(bucket.Definition, f.providers)
 	p.RunFunction(entry.Definition, f.providers)
@@ -256,6 +257,10 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gcp-credentials", Namespace: "garden"}, Data: map[string][]byte{gcs.KeyServiceAccountJSON: key}})
+	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "openstack-credentials", Namespace: "garden"}, Data: map[string][]byte{
+		swift.KeyAuthURL: []byte(p.Env.Swift.AuthURL), swift.KeyDomainName: []byte(stack.SwiftDomain), swift.KeyTenantName: []byte(stack.SwiftProject),
+		swift.KeyUsername: []byte(stack.SwiftUser), swift.KeyPassword: []byte(stack.SwiftPassword),
+	}})
 	f.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: "garden"}, Data: map[string][]byte{
 		s3.KeyAccessKeyID: []byte(stack.S3AccessKey), s3.KeySecretAccessKey: []byte(stack.S3SecretKey),
 		s3.KeyRegion: []byte(stack.S3Region), s3.KeyEndpoint: []byte(p.Env.S3.Endpoint), s3.KeyS3ForcePathStyle: []byte("true"),
@@ -279,7 +284,7 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 	f.create(t, &extensionsv1alpha1.BackupBucket{
 		ObjectMeta: metav1.ObjectMeta{Name: bucketName},
 		Spec: extensionsv1alpha1.BackupBucketSpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider, ProviderConfig: f.providerConfig(provider)}, Region: "local",
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider, ProviderConfig: f.providerConfig(provider)}, Region: region(provider),
 			SecretRef: corev1.SecretReference{Name: bucketSecret, Namespace: "garden"},
 		},
 	})
@@ -291,7 +296,7 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 		f.create(t, &extensionsv1alpha1.BackupEntry{
 			ObjectMeta: metav1.ObjectMeta{Name: s.entry},
 			Spec: extensionsv1alpha1.BackupEntrySpec{
-				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider, ProviderConfig: f.providerConfig(provider)}, BucketName: bucketName, Region: "local",
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: provider, ProviderConfig: f.providerConfig(provider)}, BucketName: bucketName, Region: region(provider),
 				SecretRef: corev1.SecretReference{Name: bucket.GeneratedSecretPrefix + bucketName, Namespace: "garden"},
 			},
 		})
@@ -456,6 +461,15 @@ func (f *fixture) waitSnapshot(t *testing.T, bucketStore objectstore.Store, pref
 	})
 }
 
+// region is the spec.region of the provider's buckets and entries: Keystone's catalog has the
+// stack's Swift in its own region.
+func region(provider string) string {
+	if provider == swift.Type {
+		return stack.SwiftRegion
+	}
+	return "local"
+}
+
 // providerConfig is the providerConfig of the provider's buckets and entries, nil for none.
 func (f *fixture) providerConfig(provider string) *runtime.RawExtension {
 	if c := f.configs[provider]; c != nil {
@@ -469,7 +483,7 @@ func (f *fixture) providerConfig(provider string) *runtime.RawExtension {
 func (f *fixture) bucket(t *testing.T, provider string, s shoot) objectstore.Store {
 	t.Helper()
 	secret := f.secret(t, s)
-	w := objectstore.Where{Type: provider, Bucket: string(secret.Data[entry.DataKeyBucketName]), Config: f.configs[provider]}
+	w := objectstore.Where{Type: provider, Region: region(provider), Bucket: string(secret.Data[entry.DataKeyBucketName]), Config: f.configs[provider]}
 	_, bucketStore, err := f.providers.Open(w, secret.Data)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func (f *fixture) startPurgeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := []string{"--nats-url", f.Env.NATS.URL, "function", "purge",
-		"--kubeconfig", kubeconfig, "--local-root", f.localRoot, "--cluster", pipeline.Cluster, "--types", "aws,azure,gcp,local",
+		"--kubeconfig", kubeconfig, "--local-root", f.localRoot, "--cluster", pipeline.Cluster, "--types", "aws,azure,gcp,local,openstack",
 		"--addr", "127.0.0.1:0", "--backoff-base", "100ms", "--backoff-max", "1s"}
 	logs := f.logFile(t, "purge.log")
 	cmd := exec.Command(bin, "-test.run=^TestHelperPurgeProcess$")

@@ -7,11 +7,11 @@
 {{/* The served types, checked: at least one, each implemented. */}}
 {{- define "housekeeper.types" -}}
 {{- if not .Values.types -}}
-{{- fail "types is required: the spec.types this installation owns (of aws, azure, gcp, local); an empty list would serve nothing" -}}
+{{- fail "types is required: the spec.types this installation owns (of aws, azure, gcp, local, openstack); an empty list would serve nothing" -}}
 {{- end -}}
 {{- range .Values.types -}}
-{{- if not (has . (list "aws" "azure" "gcp" "local")) -}}
-{{- fail (printf "types: housekeeper does not implement %q (it implements aws, azure, gcp, local)" .) -}}
+{{- if not (has . (list "aws" "azure" "gcp" "local" "openstack")) -}}
+{{- fail (printf "types: housekeeper does not implement %q (it implements aws, azure, gcp, local, openstack)" .) -}}
 {{- end -}}
 {{- end -}}
 {{- if and (has "local" .Values.types) (not .Values.local.hostPath) -}}
