@@ -199,6 +199,65 @@ func TestAzureBucketConfigAdmissionPolicy(t *testing.T) {
 	}
 }
 
+// The chart's policy for gcp BackupBuckets and BackupEntries refuses, on a real kube-apiserver,
+// the providerConfig the gcs provider refuses, and lets the upstream shape and other types pass.
+func TestGCPBucketConfigAdmissionPolicy(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube())
+	c := env.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	newBucket := func(name, providerType, config string) *extensionsv1alpha1.BackupBucket {
+		return &extensionsv1alpha1.BackupBucket{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: extensionsv1alpha1.BackupBucketSpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: providerType, ProviderConfig: &runtime.RawExtension{Raw: []byte(config)}},
+				Region:      "europe-west1", SecretRef: corev1.SecretReference{Name: "backup", Namespace: "garden"},
+			},
+		}
+	}
+	applied := 0
+	for _, m := range render(t, "keda") {
+		if m.obj.GetName() == "housekeeper-gcp-bucket-config" {
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner, client.ForceOwnership); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+			applied++
+		}
+	}
+	if applied != 2 {
+		t.Fatalf("the chart renders %d objects named housekeeper-gcp-bucket-config, want the policy and its binding", applied)
+	}
+	const immutable = `{"kind":"BackupBucketConfig","immutability":{"retentionType":"bucket","retentionPeriod":"24h"}}`
+	testenv.Eventually(t, 30*time.Second, "the policy refuses an immutability", func() (bool, string) {
+		b := newBucket("probe", "gcp", immutable)
+		if err := c.Create(ctx, b); err == nil {
+			_ = c.Delete(ctx, b)
+			return false, "still accepted"
+		}
+		return true, ""
+	})
+	for i, tc := range []struct{ config, mention string }{
+		{immutable, "immutability: housekeeper does not keep gcp buckets immutable"},
+		{`{"kind":"BucketConfig"}`, "must be provider-gcp's BackupBucketConfig"},
+		{`{"kind":"BackupBucketConfig","store":{"endpointOverride":"storage.example.com"}}`, "endpointOverride: must be an http(s) URL"},
+		{`{"kind":"BackupBucketConfig","store":{"endpointOverride":"https://user@storage.example.com"}}`, "endpointOverride: must be an http(s) URL"},
+	} {
+		err := c.Create(ctx, newBucket(fmt.Sprintf("bad-%d", i), "gcp", tc.config))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("providerConfig %s: %v, want Invalid mentioning %q", tc.config, err, tc.mention)
+		}
+	}
+	for i, tc := range []struct{ providerType, config string }{
+		{"gcp", `{"apiVersion":"gcp.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupBucketConfig","store":{"endpointOverride":"https://storage.europe-west3.rep.googleapis.com"}}`},
+		{"gcp", `{"kind":"BackupBucketConfig","store":{"endpointOverride":"http://127.0.0.1:4443/storage/v1/"}}`},
+		{"aws", immutable},
+	} {
+		if err := c.Create(ctx, newBucket(fmt.Sprintf("good-%d", i), tc.providerType, tc.config)); err != nil {
+			t.Errorf("%s providerConfig %q: %v, want it accepted", tc.providerType, tc.config, err)
+		}
+	}
+}
+
 // The chart's immutability policy refuses, on a real kube-apiserver, a malformed
 // immutability and every update that would weaken one (removal, a shorter period, compliance to
 // governance), and accepts extension and a finalizer.

@@ -512,7 +512,7 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 	switch name {
 	case "keda", "knative":
 		return namespace, map[string]any{
-			"cluster": "test-seed", "types": []any{"azure", "aws"}, "mode": name,
+			"cluster": "test-seed", "types": []any{"azure", "aws", "gcp"}, "mode": name,
 			"monitoring": map[string]any{"enabled": true}, "vpa": map[string]any{"enabled": true},
 			"retention": map[string]any{"default": "24h", "byPurpose": map[string]any{"production": "168h"}},
 			"azure": map[string]any{"authorityHost": "https://login.stack.example.com", "resourceManager": "https://management.stack.example.com",
