@@ -13,6 +13,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
@@ -202,9 +203,14 @@ type testStore struct {
 	open func(t *testing.T, bucket string, pageSize int) objectstore.Store
 }
 
-// testStores are a local directory and Azurite.
+// testStores are a local directory, Azurite and fake-gcs-server.
 func testStores(t *testing.T) []testStore {
-	env := testenv.Start(t, testenv.WithAzurite())
+	env := testenv.Start(t, testenv.WithAzurite(), testenv.WithGCS())
+	key, err := stack.GCSServiceAccountKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcsConfig := fmt.Appendf(nil, `{"kind":"BackupBucketConfig","store":{"endpointOverride":%q}}`, env.GCS.Endpoint)
 	creds := map[string][]byte{
 		azure.KeyStorageAccount: []byte(stack.AzuriteAccount),
 		azure.KeyStorageKey:     []byte(stack.AzuriteKey),
@@ -236,6 +242,15 @@ func testStores(t *testing.T) []testStore {
 				opts = append(opts, azure.WithListPageSize(pageSize))
 			}
 			store, err := azure.New(opts...).Open(bucket, creds)
+			return create(t, store, err)
+		}},
+		{"gcs", func(t *testing.T, bucket string, pageSize int) objectstore.Store {
+			var opts []gcs.Option
+			if pageSize > 0 {
+				opts = append(opts, gcs.WithListPageSize(pageSize))
+			}
+			_, store, err := objectstore.NewRegistry(gcs.New(opts...)).Open(objectstore.Where{Type: gcs.Type, Bucket: bucket, Config: gcsConfig},
+				map[string][]byte{gcs.KeyServiceAccountJSON: key})
 			return create(t, store, err)
 		}},
 	}

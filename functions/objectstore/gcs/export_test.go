@@ -1,6 +1,5 @@
 package gcs
 
 // Test hooks for the external tests.
-func WithListPageSize(n int) Option { return withListPageSize(n) }
-func WithBatchSize(n int) Option    { return withBatchSize(n) }
-func WithoutBatch() Option          { return withoutBatch() }
+func WithBatchSize(n int) Option { return withBatchSize(n) }
+func WithoutBatch() Option       { return withoutBatch() }

@@ -19,7 +19,7 @@ type options struct {
 	transport         http.RoundTripper
 	deleteConcurrency int
 	batchSize         int // tests only; MaxBatch otherwise
-	listPageSize      int // tests only; MaxListPage otherwise
+	listPageSize      int
 	noBatch           bool
 }
 
@@ -33,13 +33,15 @@ func WithDeleteConcurrency(n int) Option {
 	return func(o *options) { o.deleteConcurrency = max(n, 1) }
 }
 
-// withBatchSize and withListPageSize shrink batches and list pages so tests can exercise
-// splitting and paging with few objects; withoutBatch makes DeleteKeys send single deletes,
-// as it does against a server without the batch endpoint.
-func withBatchSize(n int) Option { return func(o *options) { o.batchSize = min(max(n, 1), MaxBatch) } }
-
-func withListPageSize(n int) Option {
+// WithListPageSize sets how many names a list page asks for (default and most MaxListPage):
+// tests page with few objects.
+func WithListPageSize(n int) Option {
 	return func(o *options) { o.listPageSize = min(max(n, 1), MaxListPage) }
 }
+
+// withBatchSize shrinks batches so tests can exercise splitting with few objects;
+// withoutBatch makes DeleteKeys send single deletes, as it does against a server without the
+// batch endpoint.
+func withBatchSize(n int) Option { return func(o *options) { o.batchSize = min(max(n, 1), MaxBatch) } }
 
 func withoutBatch() Option { return func(o *options) { o.noBatch = true } }
