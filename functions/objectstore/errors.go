@@ -65,3 +65,46 @@ func (e *LockedError) Error() string {
 }
 
 func (e *LockedError) Unwrap() error { return ErrObjectLocked }
+
+// ResponseError is a store's error answer reduced to what a caller acts on: the sentinel it
+// means (nil: none), the HTTP status (0 for one key's error inside a batch answer), the store's
+// own code for it, and a hint when the code alone does not say why. The store's message is left
+// out (it may quote an account, a service account's address or a request's body); the client
+// library's error stays reachable through errors.As, as Cause.
+type ResponseError struct {
+	Sentinel error
+	Status   int
+	Code     string
+	Hint     string
+	Cause    error
+}
+
+func (e *ResponseError) Error() string {
+	var detail string
+	switch {
+	case e.Status != 0 && e.Code != "":
+		detail = fmt.Sprintf("HTTP %d %s", e.Status, e.Code)
+	case e.Status != 0:
+		detail = fmt.Sprintf("HTTP %d", e.Status)
+	default:
+		detail = e.Code
+	}
+	msg := detail
+	if e.Sentinel != nil {
+		msg = e.Sentinel.Error() + " (" + detail + ")"
+	}
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+func (e *ResponseError) Unwrap() []error {
+	var errs []error
+	for _, err := range []error{e.Sentinel, e.Cause} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

@@ -2,7 +2,6 @@ package azure
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -12,34 +11,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
-// responseError is an Azure error response reduced to what a caller needs: the sentinel it
-// means (if any), the HTTP status and Azure's error code. The full response (with its
-// request URL and body) stays reachable through errors.As for *azcore.ResponseError.
-type responseError struct {
-	sentinel error
-	status   int
-	code     string
-	cause    error
-}
-
-func (e *responseError) Error() string {
-	detail := fmt.Sprintf("HTTP %d", e.status)
-	if e.code != "" {
-		detail += " " + e.code
-	}
-	if e.sentinel == nil {
-		return detail
-	}
-	return e.sentinel.Error() + " (" + detail + ")"
-}
-
-func (e *responseError) Unwrap() []error {
-	if e.sentinel == nil {
-		return []error{e.cause}
-	}
-	return []error{e.sentinel, e.cause}
-}
-
 // classify maps an Azure error response to the objectstore sentinels. Other errors
 // (transport failures, a cancelled context) are returned as they are.
 func classify(err error) error {
@@ -47,7 +18,7 @@ func classify(err error) error {
 	if err == nil || !errors.As(err, &re) {
 		return err
 	}
-	return &responseError{sentinel: sentinelFor(re), status: re.StatusCode, code: re.ErrorCode, cause: err}
+	return &objectstore.ResponseError{Sentinel: sentinelFor(re), Status: re.StatusCode, Code: re.ErrorCode, Cause: err}
 }
 
 func sentinelFor(re *azcore.ResponseError) error {

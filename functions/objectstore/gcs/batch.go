@@ -143,7 +143,7 @@ func (s *store) sendBatch(ctx context.Context, keys []string, notFound *atomic.B
 		case a.status == http.StatusNotFound:
 			notFound.Store(true)
 		default:
-			err := fmt.Errorf("gcs: bucket %q: delete %q: %w", s.name, k, &responseError{sentinel: meaningOf(a.status, a.reason), status: a.status, reason: a.reason})
+			err := fmt.Errorf("gcs: bucket %q: delete %q: %w", s.name, k, responseError(a.status, a.reason, nil))
 			if objectstore.AffectsEveryKey(err) {
 				return nil, err
 			}

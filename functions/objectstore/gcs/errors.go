@@ -11,42 +11,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
-// responseError is a GCS error response reduced to what a caller needs: the sentinel it
-// means (if any), the HTTP status and GCS's reason. The library's error stays reachable
-// through errors.As (*googleapi.Error). The service's message is left out of Error(): it may
-// quote a service account's address, and housekeeper's own words say what it means.
-type responseError struct {
-	sentinel error
-	status   int
-	reason   string
-	cause    error
-}
-
-func (e *responseError) Error() string {
-	detail := fmt.Sprintf("HTTP %d", e.status)
-	if e.reason != "" {
-		detail += " " + e.reason
-	}
-	if e.sentinel == nil {
-		return detail
-	}
-	msg := e.sentinel.Error() + " (" + detail + ")"
-	if errors.Is(e.sentinel, objectstore.ErrObjectLocked) {
-		msg += ": the bucket's retention policy keeps it"
-	}
-	return msg
-}
-
-func (e *responseError) Unwrap() []error {
-	var errs []error
-	for _, err := range []error{e.sentinel, e.cause} {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
-}
-
 // classify maps a GCS error to the objectstore sentinels. A failed token exchange or signing is
 // ErrUnauthenticated; other errors (transport failures, a cancelled context) are returned as
 // they are.
@@ -72,7 +36,7 @@ func classify(err error) error {
 	if len(ge.Errors) > 0 {
 		reason = ge.Errors[0].Reason
 	}
-	return &responseError{sentinel: meaningOf(ge.Code, reason), status: ge.Code, reason: reason, cause: err}
+	return responseError(ge.Code, reason, err)
 }
 
 // meaningOf is the sentinel of a GCS answer's status and reason, nil for none.
@@ -90,4 +54,14 @@ func meaningOf(status int, reason string) error {
 		return objectstore.ErrInvalidBucketName
 	}
 	return nil
+}
+
+// responseError is a GCS answer's error (the library's is cause, nil inside a batch answer);
+// its message is left out: it may quote a service account's address.
+func responseError(status int, reason string, cause error) error {
+	e := &objectstore.ResponseError{Sentinel: meaningOf(status, reason), Status: status, Code: reason, Cause: cause}
+	if errors.Is(e.Sentinel, objectstore.ErrObjectLocked) {
+		e.Hint = "the bucket's retention policy keeps it"
+	}
+	return e
 }

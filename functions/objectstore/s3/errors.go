@@ -2,7 +2,6 @@ package s3
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -11,49 +10,6 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
-
-// responseError is an S3 error response reduced to what a caller needs: the sentinel it means
-// (if any), the HTTP status (0 for a per-key error inside a DeleteObjects answer), S3's error
-// code and, for a sentinel whose cause is not plain from the code, a hint. The SDK's error
-// stays reachable through errors.As (smithy.APIError, *awshttp.ResponseError). The service's
-// message is left out of Error(): housekeeper's own words say what it means.
-type responseError struct {
-	sentinel error
-	status   int
-	code     string
-	hint     string
-	cause    error
-}
-
-func (e *responseError) Error() string {
-	var detail string
-	switch {
-	case e.status != 0 && e.code != "":
-		detail = fmt.Sprintf("HTTP %d %s", e.status, e.code)
-	case e.status != 0:
-		detail = fmt.Sprintf("HTTP %d", e.status)
-	default:
-		detail = e.code
-	}
-	msg := detail
-	if e.sentinel != nil {
-		msg = e.sentinel.Error() + " (" + detail + ")"
-	}
-	if e.hint != "" {
-		msg += ": " + e.hint
-	}
-	return msg
-}
-
-func (e *responseError) Unwrap() []error {
-	var errs []error
-	for _, err := range []error{e.sentinel, e.cause} {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
-}
 
 // classify maps an S3 error response to the objectstore sentinels. Other errors (transport
 // failures, a cancelled context) are returned as they are.
@@ -68,15 +24,15 @@ func classify(err error) error {
 		status = re.HTTPStatusCode()
 	}
 	m := meaningOf(status, ae.ErrorCode(), ae.ErrorMessage())
-	return &responseError{sentinel: m.sentinel, status: status, code: ae.ErrorCode(), hint: m.hint, cause: err}
+	return &objectstore.ResponseError{Sentinel: m.sentinel, Status: status, Code: ae.ErrorCode(), Hint: m.hint, Cause: err}
 }
 
 // keyError is the error of one key in a DeleteObjects answer.
 func keyError(code, message string) error {
 	m := meaningOf(0, code, message)
-	e := &responseError{sentinel: m.sentinel, code: code, hint: m.hint}
-	if e.code == "" {
-		e.code = "unknown error"
+	e := &objectstore.ResponseError{Sentinel: m.sentinel, Code: code, Hint: m.hint}
+	if e.Code == "" {
+		e.Code = "unknown error"
 	}
 	return e
 }
