@@ -28,8 +28,14 @@ if (( ${#missing[@]} )); then
   fi
   log "installing ${missing[*]} from the Debian archive (about a minute, once)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
+  mkdir -p "$cache/swift"
+  apt_log="$cache/swift/apt.log"
+  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${packages[@]}"; } >"$apt_log" 2>&1; then
+    tail -20 "$apt_log" >&2
+    log "apt-get failed; its whole output is in $apt_log"
+    exit 1
+  fi
+  log "installed (apt's output in $apt_log)"
 fi
 version=$(dpkg-query -W -f='${Version}' python3-keystone | tr ':~+' '---')
 dir="$cache/swift/keystone-$version"

@@ -483,7 +483,8 @@ func (f *fixture) providerConfig(provider string) *runtime.RawExtension {
 func (f *fixture) bucket(t *testing.T, provider string, s shoot) objectstore.Store {
 	t.Helper()
 	secret := f.secret(t, s)
-	w := objectstore.Where{Type: provider, Region: region(provider), Bucket: string(secret.Data[entry.DataKeyBucketName]), Config: f.configs[provider]}
+	// The region etcd-backup-restore reads (aws, openstack), as the bucket function opens it.
+	w := objectstore.Where{Type: provider, Region: string(secret.Data["region"]), Bucket: string(secret.Data[entry.DataKeyBucketName]), Config: f.configs[provider]}
 	_, bucketStore, err := f.providers.Open(w, secret.Data)
 	if err != nil {
 		t.Fatal(err)
