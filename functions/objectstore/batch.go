@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -84,4 +85,78 @@ func Failed(failed map[string]error) map[string]error {
 		return nil
 	}
 	return failed
+}
+
+// ErrBatchUnsupported is what a Batcher's Batch returns when the server has no batch delete
+// (it answers 404, 405 or 501 to it): the Batcher sends single deletes from then on.
+var ErrBatchUnsupported = errors.New("batch delete not supported")
+
+// Batcher is DeleteKeys for stores whose answers say "not found" alike for a key that is gone
+// and for a bucket that is (GCS, Swift): it deletes in batches, up to Concurrency at once, a
+// key not found counting as deleted once the bucket is known to be there; a missing bucket is
+// ErrBucketNotFound. A server without batch delete gets single deletes. Its methods are safe
+// for concurrent use.
+type Batcher struct {
+	Size, Concurrency int
+	// Batch deletes keys in one request, returning the keys that failed and whether any was not
+	// found; ErrBatchUnsupported when the server has no batch delete.
+	Batch func(ctx context.Context, keys []string) (failed map[string]error, notFound bool, err error)
+	// One deletes a key in a request of its own: notFound when it was not there.
+	One func(ctx context.Context, key string) (notFound bool, err error)
+	// Bucket reads the bucket: an error wrapping ErrBucketNotFound when it is missing.
+	Bucket func(ctx context.Context) error
+
+	unsupported atomic.Bool
+}
+
+// DeleteKeys deletes keys as Store.DeleteKeys does.
+func (b *Batcher) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
+	todo, failed := KeysToDelete(keys)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(todo) == 0 {
+		return Failed(failed), nil
+	}
+	var notFound atomic.Bool
+	deleteBatch := func(ctx context.Context, keys []string) (map[string]error, error) {
+		if len(keys) > 1 && !b.unsupported.Load() {
+			failed, nf, err := b.Batch(ctx, keys)
+			if !errors.Is(err, ErrBatchUnsupported) {
+				if nf {
+					notFound.Store(true)
+				}
+				return failed, err
+			}
+			b.unsupported.Store(true)
+		}
+		failed := map[string]error{}
+		for _, k := range keys {
+			nf, err := b.One(ctx, k)
+			switch {
+			case err == nil:
+				if nf {
+					notFound.Store(true)
+				}
+			case AffectsEveryKey(err):
+				return nil, err
+			default:
+				failed[k] = err
+			}
+		}
+		return failed, nil
+	}
+	size := b.Size
+	if b.unsupported.Load() {
+		size = 1
+	}
+	if err := DeleteInBatches(ctx, todo, size, b.Concurrency, func(k string) string { return k }, deleteBatch, failed); err != nil {
+		return nil, err
+	}
+	if notFound.Load() {
+		if err := b.Bucket(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return Failed(failed), nil
 }

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
@@ -24,82 +23,39 @@ import (
 )
 
 // DeleteKeys deletes keys with batch requests of up to 100 deletes, up to the configured number
-// at once, and reads every answer in them: a 404 counts as deleted (once the bucket is known to be
-// there: a missing bucket is ErrBucketNotFound), any other failure lands in failed. A failure that concerns every key alike — a missing bucket's listing aside, rejected
-// or unauthorized credentials, a cancelled context — fails the call. A server without the
+// at once, and reads every answer in them (objectstore.Batcher): a 404 counts as deleted once
+// the bucket is known to be there, any other failure lands in failed. A server without the
 // batch endpoint (it answers 404, 405 or 501 to it) gets single deletes from then on.
 func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
-	todo, failed := objectstore.KeysToDelete(keys)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(todo) > 0 {
-		size := s.opts.batchSize
-		if s.batchUnsupported() {
-			size = 1
-		}
-		var notFound atomic.Bool // a key was not there: gone already, or the bucket is
-		deleteBatch := func(ctx context.Context, keys []string) (map[string]error, error) {
-			return s.deleteBatch(ctx, keys, &notFound)
-		}
-		keyOf := func(k string) string { return k }
-		if err := objectstore.DeleteInBatches(ctx, todo, size, s.opts.deleteConcurrency, keyOf, deleteBatch, failed); err != nil {
-			return nil, err
-		}
-		if notFound.Load() {
-			if _, err := s.client.Bucket(s.name).Attrs(ctx); err != nil {
-				return nil, s.errorf(fmt.Sprintf("delete %d objects", len(todo)), err)
-			}
-		}
-	}
-	return objectstore.Failed(failed), nil
+	return s.deletes.DeleteKeys(ctx, keys)
 }
 
-func (s *store) batchUnsupported() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.opts.noBatch
+// deleteOne deletes a key in a request of its own.
+func (s *store) deleteOne(ctx context.Context, key string) (bool, error) {
+	err := s.client.Bucket(s.name).Object(key).Delete(ctx)
+	switch {
+	case err == nil:
+		return false, nil
+	case isStatus(err, http.StatusNotFound), errors.Is(err, storage.ErrObjectNotExist):
+		return true, nil
+	}
+	return false, s.errorf(fmt.Sprintf("delete %q", key), err)
 }
 
-// deleteBatch deletes keys with one batch request, or one by one without the batch endpoint.
-func (s *store) deleteBatch(ctx context.Context, keys []string, notFound *atomic.Bool) (map[string]error, error) {
-	if len(keys) == 1 || s.batchUnsupported() {
-		return s.deleteEach(ctx, keys, notFound)
+// bucket reads the bucket's metadata: ErrBucketNotFound when it is missing.
+func (s *store) bucket(ctx context.Context) error {
+	if _, err := s.client.Bucket(s.name).Attrs(ctx); err != nil {
+		return s.errorf("reading the bucket", err)
 	}
-	failed, err := s.sendBatch(ctx, keys, notFound)
-	if isStatus(err, http.StatusNotFound) || isStatus(err, http.StatusMethodNotAllowed) || isStatus(err, http.StatusNotImplemented) {
-		s.mu.Lock()
-		s.opts.noBatch = true
-		s.mu.Unlock()
-		return s.deleteEach(ctx, keys, notFound)
-	}
-	return failed, err
-}
-
-// deleteEach deletes keys one request each.
-func (s *store) deleteEach(ctx context.Context, keys []string, notFound *atomic.Bool) (map[string]error, error) {
-	failed := map[string]error{}
-	for _, k := range keys {
-		err := s.client.Bucket(s.name).Object(k).Delete(ctx)
-		if err == nil {
-			continue
-		}
-		if isStatus(err, http.StatusNotFound) || errors.Is(err, storage.ErrObjectNotExist) {
-			notFound.Store(true)
-			continue
-		}
-		err = s.errorf(fmt.Sprintf("delete %q", k), err)
-		if objectstore.AffectsEveryKey(err) {
-			return nil, err
-		}
-		failed[k] = err
-	}
-	return failed, nil
+	return nil
 }
 
 // sendBatch sends one batch request of deletes, one part per key (its Content-ID the key's
 // index), and reads the answer of each.
-func (s *store) sendBatch(ctx context.Context, keys []string, notFound *atomic.Bool) (map[string]error, error) {
+func (s *store) sendBatch(ctx context.Context, keys []string) (failed map[string]error, notFound bool, err error) {
+	if s.opts.noBatch {
+		return nil, false, objectstore.ErrBatchUnsupported
+	}
 	op := fmt.Sprintf("delete %d objects", len(keys))
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -109,31 +65,34 @@ func (s *store) sendBatch(ctx context.Context, keys []string, notFound *atomic.B
 		h.Set("Content-ID", "<"+strconv.Itoa(i)+">")
 		part, err := mw.CreatePart(h)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		fmt.Fprintf(part, "DELETE %sb/%s/o/%s HTTP/1.1\r\n\r\n", s.apiPath, url.PathEscape(s.name), url.PathEscape(k))
 	}
 	if err := mw.Close(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.batchURL, &body)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req.Header.Set("Content-Type", "multipart/mixed; boundary="+mw.Boundary())
 	resp, err := s.http.Do(req)
 	if err != nil {
-		return nil, s.errorf(op, err)
+		return nil, false, s.errorf(op, err)
 	}
 	defer resp.Body.Close()
 	if err := googleapi.CheckResponse(resp); err != nil {
-		return nil, s.errorf(op, err)
+		if isStatus(err, http.StatusNotFound) || isStatus(err, http.StatusMethodNotAllowed) || isStatus(err, http.StatusNotImplemented) {
+			return nil, false, objectstore.ErrBatchUnsupported
+		}
+		return nil, false, s.errorf(op, err)
 	}
 	answered, err := readBatch(resp)
 	if err != nil {
-		return nil, fmt.Errorf("gcs: bucket %q: %s: reading the batch answer: %w", s.name, op, err)
+		return nil, false, fmt.Errorf("gcs: bucket %q: %s: reading the batch answer: %w", s.name, op, err)
 	}
-	failed := map[string]error{}
+	failed = map[string]error{}
 	for i, k := range keys {
 		a, ok := answered[i]
 		switch {
@@ -141,16 +100,16 @@ func (s *store) sendBatch(ctx context.Context, keys []string, notFound *atomic.B
 			failed[k] = fmt.Errorf("gcs: bucket %q: delete %q: the batch answer has no part for it", s.name, k)
 		case a.status == http.StatusOK, a.status == http.StatusNoContent:
 		case a.status == http.StatusNotFound:
-			notFound.Store(true)
+			notFound = true
 		default:
 			err := fmt.Errorf("gcs: bucket %q: delete %q: %w", s.name, k, responseError(a.status, a.reason, nil))
 			if objectstore.AffectsEveryKey(err) {
-				return nil, err
+				return nil, false, err
 			}
 			failed[k] = err
 		}
 	}
-	return failed, nil
+	return failed, notFound, nil
 }
 
 // answer is one part of a batch answer: the inner response's status and error reason.

@@ -138,11 +138,13 @@ func (p *Provider) Open(bucket string, data map[string][]byte) (objectstore.Stor
 		return nil, fmt.Errorf("gcs: bucket %q: %w", bucket, err)
 	}
 	u, _ := url.Parse(p.endpoint) // checked by jsonAPI
-	return &store{
+	s := &store{
 		name: bucket, projectID: c.projectID, region: p.region,
 		client: client, http: hc, batchURL: u.Scheme + "://" + u.Host + "/batch/storage/v1", apiPath: u.Path,
 		opts: p.opts,
-	}, nil
+	}
+	s.deletes = &objectstore.Batcher{Size: p.opts.batchSize, Concurrency: p.opts.deleteConcurrency, Batch: s.sendBatch, One: s.deleteOne, Bucket: s.bucket}
+	return s, nil
 }
 
 // httpClient is the client every request of a store goes through: authenticated with the

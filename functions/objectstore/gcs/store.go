@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
@@ -24,9 +23,8 @@ type store struct {
 	http      *http.Client // the client's own, for the batch endpoint
 	batchURL  string       // the batch endpoint
 	apiPath   string       // the JSON API's path, "/storage/v1/": batch parts address it
-
-	mu   sync.Mutex
-	opts options // noBatch set once the server turns the batch endpoint down
+	opts      options
+	deletes   *objectstore.Batcher
 }
 
 var _ objectstore.Store = (*store)(nil)

@@ -77,7 +77,9 @@ func (p *Provider) Open(bucket string, data map[string][]byte) (objectstore.Stor
 	if err != nil {
 		return nil, err
 	}
-	return &store{name: bucket, region: p.region, auth: auth, http: httpClient, opts: p.opts}, nil
+	s := &store{name: bucket, region: p.region, auth: auth, http: httpClient, opts: p.opts}
+	s.deletes = &objectstore.Batcher{Size: p.opts.batchSize, Concurrency: p.opts.deleteConcurrency, Batch: s.bulkDelete, One: s.deleteOne, Bucket: s.container}
+	return s, nil
 }
 
 // BackupSecretData returns the credential keys as given: what etcd-backup-restore's Swift

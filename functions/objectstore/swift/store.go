@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
@@ -29,9 +28,10 @@ type store struct {
 	http   *http.Client
 	opts   options
 
+	deletes *objectstore.Batcher
+
 	mu     sync.Mutex
 	client *gophercloud.ServiceClient // once authenticated
-	noBulk bool                       // the proxy turned bulk delete down
 }
 
 var _ objectstore.Store = (*store)(nil)
@@ -130,74 +130,68 @@ func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) 
 }
 
 // DeleteKeys deletes keys with bulk deletes of up to 1000 names, up to the configured number at
-// once, and reads every per-name error in the answers: a name not found counts as deleted (once
-// the container is known to be there: a missing container is ErrBucketNotFound). A proxy
-// without bulk delete gets one request per object from then on.
+// once, and reads every per-name error in the answers (objectstore.Batcher): a name not found
+// counts as deleted once the container is known to be there. A proxy without bulk delete gets
+// one request per object from then on.
 func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
-	todo, failed := objectstore.KeysToDelete(keys)
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return s.deletes.DeleteKeys(ctx, keys)
+}
+
+// deleteOne deletes a key in a request of its own.
+func (s *store) deleteOne(ctx context.Context, key string) (bool, error) {
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return false, err
 	}
-	if len(todo) == 0 {
-		return nil, nil
+	_, err = objects.Delete(ctx, c, s.name, key, nil).Extract()
+	switch {
+	case err == nil:
+		return false, nil
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return true, nil
+	}
+	return false, s.errorf(fmt.Sprintf("delete %q", key), err)
+}
+
+// container reads the container: ErrBucketNotFound when it is missing.
+func (s *store) container(ctx context.Context) error {
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := containers.Get(ctx, c, s.name, nil).Extract(); err != nil {
+		if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+			return fmt.Errorf("swift: container %q: %w (HTTP 404)", s.name, objectstore.ErrBucketNotFound)
+		}
+		return s.errorf("reading the container", err)
+	}
+	return nil
+}
+
+// bulkDelete deletes keys with one bulk delete.
+func (s *store) bulkDelete(ctx context.Context, keys []string) (failed map[string]error, notFound bool, err error) {
+	if s.opts.noBulk {
+		return nil, false, objectstore.ErrBatchUnsupported
 	}
 	c, err := s.objectStorage(ctx)
 	if err != nil {
-		return nil, err
-	}
-	var notFound atomic.Bool
-	size := s.opts.batchSize
-	if s.bulkUnsupported() {
-		size = 1
-	}
-	deleteBatch := func(ctx context.Context, keys []string) (map[string]error, error) {
-		return s.deleteBatch(ctx, c, keys, &notFound)
-	}
-	keyOf := func(k string) string { return k }
-	if err := objectstore.DeleteInBatches(ctx, todo, size, s.opts.deleteConcurrency, keyOf, deleteBatch, failed); err != nil {
-		return nil, err
-	}
-	if notFound.Load() {
-		if _, err := containers.Get(ctx, c, s.name, nil).Extract(); err != nil {
-			if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-				return nil, fmt.Errorf("swift: container %q: delete %d objects: %w (HTTP 404)", s.name, len(todo), objectstore.ErrBucketNotFound)
-			}
-			return nil, s.errorf(fmt.Sprintf("delete %d objects", len(todo)), err)
-		}
-	}
-	return objectstore.Failed(failed), nil
-}
-
-func (s *store) bulkUnsupported() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.opts.noBulk || s.noBulk
-}
-
-func (s *store) deleteBatch(ctx context.Context, c *gophercloud.ServiceClient, keys []string, notFound *atomic.Bool) (map[string]error, error) {
-	if len(keys) == 1 || s.bulkUnsupported() {
-		return s.deleteEach(ctx, c, keys, notFound)
+		return nil, false, err
 	}
 	out, err := objects.BulkDelete(ctx, c, s.name, keys).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) || gophercloud.ResponseCodeIs(err, http.StatusMethodNotAllowed) ||
 		gophercloud.ResponseCodeIs(err, http.StatusNotImplemented) {
-		s.mu.Lock()
-		s.noBulk = true
-		s.mu.Unlock()
-		return s.deleteEach(ctx, c, keys, notFound)
+		return nil, false, objectstore.ErrBatchUnsupported
 	}
 	op := fmt.Sprintf("delete %d objects", len(keys))
 	if err != nil {
-		return nil, s.errorf(op, err)
+		return nil, false, s.errorf(op, err)
 	}
-	if out.NumberNotFound > 0 {
-		notFound.Store(true)
-	}
-	failed := map[string]error{}
+	notFound = out.NumberNotFound > 0
+	failed = map[string]error{}
 	prefix := s.name + "/"
 	for _, e := range out.Errors {
 		if len(e) != 2 {
-			return nil, fmt.Errorf("swift: container %q: %s: an error in the answer is %d fields, want name and status", s.name, op, len(e))
+			return nil, false, fmt.Errorf("swift: container %q: %s: an error in the answer is %d fields, want name and status", s.name, op, len(e))
 		}
 		name, status := e[0], e[1]
 		// Swift names the object as /<container>/<object>, percent-encoded.
@@ -206,42 +200,21 @@ func (s *store) deleteBatch(ctx context.Context, c *gophercloud.ServiceClient, k
 		}
 		key := strings.TrimPrefix(strings.TrimPrefix(name, "/"), prefix)
 		if strings.HasPrefix(status, "404") {
-			notFound.Store(true)
+			notFound = true
 			continue
 		}
 		failed[key] = fmt.Errorf("swift: container %q: delete %q: %w", s.name, key, statusError(status))
 	}
 	// A bulk delete whose request failed as a whole says so in its status, with no errors.
 	if len(out.Errors) == 0 && out.ResponseStatus != "" && !strings.HasPrefix(out.ResponseStatus, "200") {
-		return nil, fmt.Errorf("swift: container %q: %s: %w", s.name, op, statusError(out.ResponseStatus))
+		return nil, false, fmt.Errorf("swift: container %q: %s: %w", s.name, op, statusError(out.ResponseStatus))
 	}
-	return failed, nil
-}
-
-// deleteEach deletes keys one request each.
-func (s *store) deleteEach(ctx context.Context, c *gophercloud.ServiceClient, keys []string, notFound *atomic.Bool) (map[string]error, error) {
-	failed := map[string]error{}
-	for _, k := range keys {
-		_, err := objects.Delete(ctx, c, s.name, k, nil).Extract()
-		switch {
-		case err == nil:
-		case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
-			notFound.Store(true)
-		default:
-			err = s.errorf(fmt.Sprintf("delete %q", k), err)
-			if objectstore.AffectsEveryKey(err) {
-				return nil, err
-			}
-			failed[k] = err
-		}
-	}
-	return failed, nil
+	return failed, notFound, nil
 }
 
 // Put writes data as one object.
 func (s *store) Put(ctx context.Context, key string, data []byte) error {
-	_, err := s.upload(ctx, key, bytes.NewReader(data), "put")
-	return err
+	return s.upload(ctx, key, bytes.NewReader(data), "put")
 }
 
 // Upload streams r as one object (a chunked PUT: nothing is buffered beyond the transport's
@@ -249,17 +222,17 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 // and leaves nothing. One object holds at most the proxy's max_file_size (5 GiB by default).
 func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
 	counted := &objectstore.CountingReader{R: r}
-	_, err := s.upload(ctx, key, counted, "upload")
+	err := s.upload(ctx, key, counted, "upload")
 	return counted.N, err
 }
 
-func (s *store) upload(ctx context.Context, key string, r io.Reader, verb string) (int64, error) {
+func (s *store) upload(ctx context.Context, key string, r io.Reader, verb string) error {
 	if err := objectstore.ValidateKey(key); err != nil {
-		return 0, fmt.Errorf("swift: container %q: %w", s.name, err)
+		return fmt.Errorf("swift: container %q: %w", s.name, err)
 	}
 	c, err := s.objectStorage(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	op := fmt.Sprintf("%s %q", verb, key)
 	uctx, cancel := context.WithCancel(ctx)
@@ -268,13 +241,13 @@ func (s *store) upload(ctx context.Context, key string, r io.Reader, verb string
 	_, err = objects.Create(uctx, c, s.name, key, objects.CreateOpts{Content: failing}).Extract()
 	switch {
 	case failing.err != nil:
-		return 0, s.errorf(op, failing.err)
+		return s.errorf(op, failing.err)
 	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
-		return 0, fmt.Errorf("swift: container %q: %s: %w (HTTP 404)", s.name, op, objectstore.ErrBucketNotFound)
+		return fmt.Errorf("swift: container %q: %s: %w (HTTP 404)", s.name, op, objectstore.ErrBucketNotFound)
 	case err != nil:
-		return 0, s.errorf(op, err)
+		return s.errorf(op, err)
 	}
-	return 0, nil
+	return nil
 }
 
 // cancelOnError cancels the upload's request when its body fails, so that the proxy sees a
