@@ -110,15 +110,7 @@ func create(ctx context.Context, store objectstore.Store, b *extensionsv1alpha1.
 	if !ok {
 		return "", store.Create(ctx)
 	}
-	return c.CreateWithConfig(ctx, providerConfig(b))
-}
-
-// providerConfig is b's spec.providerConfig, nil if none.
-func providerConfig(b *extensionsv1alpha1.BackupBucket) []byte {
-	if b.Spec.ProviderConfig == nil {
-		return nil
-	}
-	return b.Spec.ProviderConfig.Raw
+	return c.CreateWithConfig(ctx, gardener.ProviderConfig(b))
 }
 
 // publish writes the generated secret and records it in status.generatedSecretRef.
@@ -228,7 +220,7 @@ func publishedRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReference {
 // provisioning is what a provisioner needs of b: the generated secret as published (nil if
 // none yet), its providerConfig and annotations.
 func (a *Actuator) provisioning(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (objectstore.Provisioning, error) {
-	req := objectstore.Provisioning{Bucket: b.Name, Region: b.Spec.Region, Credentials: credentials, Annotations: b.Annotations, Config: providerConfig(b)}
+	req := objectstore.Provisioning{Bucket: b.Name, Region: b.Spec.Region, Credentials: credentials, Annotations: b.Annotations, Config: gardener.ProviderConfig(b)}
 	ref := publishedRef(b)
 	secret := &corev1.Secret{}
 	switch err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); {
@@ -260,6 +252,6 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 // provider is the provider of b's type, in b's region (it writes that region into the
 // generated secret).
 func (a *Actuator) provider(b *extensionsv1alpha1.BackupBucket) (objectstore.Provider, error) {
-	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name, Config: providerConfig(b)})
+	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name, Config: gardener.ProviderConfig(b)})
 	return p, gardener.StoreError(err)
 }

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -501,7 +500,7 @@ func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (
 // openBucket opens be's bucket with the BackupBucket's credentials, or with its generated
 // secret when those are management credentials.
 func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, b *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
-	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: rawConfig(b.Spec.ProviderConfig)}
+	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(b)}
 	provider, err := p.Providers.Provider(w)
 	if err != nil {
 		return nil, gardener.StoreError(err) // before reading a secret that would not help
@@ -523,15 +522,6 @@ func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEn
 	return store, gardener.StoreError(err)
 }
 
-// rawConfig is a spec.providerConfig's bytes, nil for none. gardenlet copies the
-// BackupBucket's into its BackupEntries.
-func rawConfig(c *kruntime.RawExtension) []byte {
-	if c == nil {
-		return nil
-	}
-	return c.Raw
-}
-
 // openWith opens be's bucket with the provider, region and credentials given.
 func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
 	if _, err := p.Providers.Get(providerType); err != nil {
@@ -541,7 +531,7 @@ func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntr
 	if err != nil {
 		return nil, err
 	}
-	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: rawConfig(be.Spec.ProviderConfig)}
+	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(be)}
 	_, store, err := p.Providers.Open(w, credentials)
 	return store, gardener.StoreError(err)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 )
 
 // SourcePrefix marks the BackupEntry of the source seed during control-plane migration.
@@ -62,3 +63,12 @@ func EntryPrefix(entryName string) string {
 // EtcdMainPrefix is the store prefix etcd-druid gives etcd-backup-restore for the shoot's
 // etcd-main: its snapshots land under <prefix>/v2/.
 func EtcdMainPrefix(entryName string) string { return EntryPrefix(entryName) + "etcd-main" }
+
+// ProviderConfig is obj's spec.providerConfig, nil for none. gardenlet copies a BackupBucket's
+// into its BackupEntries.
+func ProviderConfig(obj extensionsv1alpha1.Object) []byte {
+	if c := obj.GetExtensionSpec().GetProviderConfig(); c != nil {
+		return c.Raw
+	}
+	return nil
+}

@@ -160,6 +160,7 @@ func Run(ctx context.Context, o Options) error {
 		operatorArgs: strings.Join(issued.Args(natsURL, events.IdentityOperator), " "),
 		localRoot:    filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
 		etcdbr: etcdbr, shoots: map[string]*shoot{}}
+	s.providers = objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), swift.New(), local.New(s.localRoot))
 	for _, dir := range []string{s.localRoot, s.etcdRoot} {
 		if err := os.RemoveAll(dir); err != nil {
 			return err
@@ -236,6 +237,8 @@ type session struct {
 	// operatorArgs are the NATS flags of the housekeeper CLI as the operator.
 	operatorArgs string
 	localRoot    string
+	// providers serve the functions and open the shoots' buckets.
+	providers objectstore.Registry
 	// etcdRoot holds each shoot's etcd data, scratch and credentials directories.
 	etcdRoot string
 	etcdbr   *stack.EtcdBR
@@ -258,13 +261,12 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 	}
 	g.Go(func() error { return b.Run(ctx) })
 	g.Go(func() error { return b.ServeResync(ctx, bridgeJS.Conn()) })
-	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), swift.New(), local.New(s.localRoot))
 	for _, def := range all.Functions {
 		js, err := s.connect(def.Name)
 		if err != nil {
 			return err
 		}
-		fn, err := def.Build(ctx, runtime.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: providers, Cluster: Cluster, Log: log},
+		fn, err := def.Build(ctx, runtime.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: s.providers, Cluster: Cluster, Log: log},
 			gardener.ScopeArgs(def, scope.Types...)...)
 		if err != nil {
 			return err

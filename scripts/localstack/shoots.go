@@ -14,11 +14,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -86,12 +82,8 @@ func (s *session) startShoot(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		store.EndpointOverride = s.gcs.Endpoint // etcd-druid's, from provider-gcp's seed webhook
 	}
 	sh.prefix = store.SnapshotPrefix()
-	providers := objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), swift.New(), local.New(s.localRoot))
-	w := objectstore.Where{Type: e.Spec.Type, Bucket: store.Container}
-	if e.Spec.ProviderConfig != nil {
-		w.Config = e.Spec.ProviderConfig.Raw
-	}
-	if _, sh.bucket, err = providers.Open(w, secret.Data); err != nil {
+	w := objectstore.Where{Type: e.Spec.Type, Bucket: store.Container, Config: gardener.ProviderConfig(e)}
+	if _, sh.bucket, err = s.providers.Open(w, secret.Data); err != nil {
 		sh.stop()
 		return nil, err
 	}
