@@ -20,6 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 // loadCompose loads docker-compose.yaml as `docker compose` would (no Docker engine needed),
@@ -415,6 +416,22 @@ func TestDockerfile(t *testing.T) {
 	if stages["bridge"] != "/usr/local/bin/housekeeper-bridge" || stages["housekeeper"] != "/usr/local/bin/housekeeper" {
 		t.Errorf("stages and entrypoints %v", stages)
 	}
+	// An image per provider, each copying only its provider's binary in as housekeeper.
+	for _, typ := range gardener.ImplementedTypes {
+		if typ == "local" {
+			continue
+		}
+		stage := "housekeeper-" + typ
+		if stages[stage] != "/usr/local/bin/housekeeper" {
+			t.Errorf("no stage %s with entrypoint /usr/local/bin/housekeeper: %v", stage, stages)
+		}
+		if !strings.Contains(text, "./functions/cmd/"+stage+" ") && !strings.Contains(text, "./functions/cmd/"+stage+"\n") {
+			t.Errorf("infra/Dockerfile does not build ./functions/cmd/%s", stage)
+		}
+		if !strings.Contains(text, "COPY --from=build /out/bin/"+stage+" /usr/local/bin/housekeeper\n") {
+			t.Errorf("stage %s does not copy its own binary %s in as /usr/local/bin/housekeeper", stage, stage)
+		}
+	}
 	// The default target (the last stage) is the housekeeper binary, as the manifests expect.
 	if last := regexp.MustCompile(`(?m)^FROM .* AS (\S+)\s*$`).FindAllStringSubmatch(text, -1); len(last) == 0 || last[len(last)-1][1] != "housekeeper" {
 		t.Errorf("the last stage is not housekeeper: %v", last)
@@ -426,7 +443,7 @@ func TestDockerfile(t *testing.T) {
 	for _, want := range []string{
 		"CGO_ENABLED=0", "-trimpath",
 		"--mount=type=cache,target=/go/pkg/mod", "--mount=type=cache,target=/root/.cache/go-build",
-		"FROM gcr.io/distroless/static-debian12:nonroot AS bridge", "USER 65532:65532",
+		"FROM gcr.io/distroless/static-debian12:nonroot AS base", "USER 65532:65532",
 		"COPY --from=build --chown=65532:65532 /out/data/ /var/lib/housekeeper/",
 	} {
 		if !strings.Contains(text, want) {

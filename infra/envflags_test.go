@@ -19,6 +19,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
 )
 
 // binary is what a container runs: the bridge, the housekeeper binary's setup, or its
@@ -76,6 +77,11 @@ func acceptsEnv(bin binary, name, value string) error {
 		// The last --nats-url wins: the one nothing listens on.
 		cmd, reached = []string{"--nats-url=nats://127.0.0.1:1", "setup"}, "connecting to NATS"
 	}
+	// Flags that go together are checked with their partner set.
+	partners := map[string]string{"azure-authority-host": "azure-resource-manager", "azure-resource-manager": "azure-authority-host"}
+	if partner, ok := partners[flag]; ok && !bin.setup {
+		cmd = append(cmd, "--"+partner+"=https://partner.example.com")
+	}
 	var errs []string
 	// Global flags (NATS) come before the command, the command's own after it.
 	for _, args := range [][]string{append([]string{arg}, cmd...), append(slices.Clone(cmd), arg)} {
@@ -83,7 +89,7 @@ func acceptsEnv(bin binary, name, value string) error {
 			args = slices.DeleteFunc(args, func(a string) bool { return a == "--kubeconfig="+missing })
 		}
 		var out, stderr bytes.Buffer
-		code := cli.Main(context.Background(), args, &out, &stderr)
+		code := cli.Main(context.Background(), args, &out, &stderr, providers.All...)
 		quietLibraryLogs()
 		// Exit 1 at the kubeconfig or the connection: every flag parsed and was valid.
 		if code == 1 && strings.Contains(stderr.String(), reached) {

@@ -813,3 +813,46 @@ func moduleDir(t *testing.T, module, version string) string {
 	}
 	return mod.Dir
 }
+
+// Each workload runs the image that links what it uses: the bridge its own, the functions
+// and the setup the provider's image of the one cloud type served (the gardener rendering
+// registers azure), the image of every provider otherwise.
+func TestChartChoosesTheImageOfWhatIsServed(t *testing.T) {
+	tag := ":v" + chartMetadata(t).AppVersion
+	for rendering, functions := range map[string]string{
+		"gardener": "ghcr.io/housekeeper-dev/housekeeper-azure" + tag,
+		"keda":     "ghcr.io/housekeeper-dev/housekeeper" + tag, // azure, aws, gcp
+		"knative":  "ghcr.io/housekeeper-dev/housekeeper" + tag,
+		"local":    "ghcr.io/housekeeper-dev/housekeeper" + tag,
+	} {
+		seen := 0
+		for _, m := range render(t, rendering) {
+			for _, c := range containers(m.obj) {
+				if !strings.Contains(c.Image, "housekeeper") {
+					continue
+				}
+				want := functions
+				if m.obj.GetName() == "housekeeper-bridge" {
+					want = "ghcr.io/housekeeper-dev/housekeeper-bridge" + tag
+				}
+				if c.Image != want {
+					t.Errorf("%s: container %s runs %s, want %s", m, c.Name, c.Image, want)
+				}
+				seen++
+			}
+		}
+		if seen < 6 {
+			t.Errorf("%s: %d housekeeper containers, want the bridge, setup and the functions", rendering, seen)
+		}
+	}
+	_, values := variant(t, "keda")
+	values["types"] = []any{"gcp"}
+	values["image"] = map[string]any{"digests": map[string]any{"housekeeper-gcp": "sha256:" + strings.Repeat("ab", 32)}}
+	r, err := chart.Render(namespace, values, kubeVersion(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "ghcr.io/housekeeper-dev/housekeeper-gcp@sha256:" + strings.Repeat("ab", 32); !strings.Contains(string(r.Manifest()), "image: "+want+"\n") {
+		t.Errorf("a digest of image.digests is not what the functions run (want %s)", want)
+	}
+}

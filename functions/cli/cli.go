@@ -20,6 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -51,9 +52,11 @@ housekeeper COMMAND --help shows a command's flags. Every flag can also be set a
 HOUSEKEEPER_<FLAG> in the environment.
 `, functionNames())
 
-// Main runs the command line and returns the exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if err := run(ctx, args, stdout); err != nil {
+// Main runs the command line and returns the exit code. providers are the object store
+// providers linked into the binary: what its functions can open (a main lists them, so an
+// image for one cloud links no other cloud's SDK).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, providers ...objectstore.Plugin) int {
+	if err := run(ctx, args, stdout, providers); err != nil {
 		var help helpError
 		if errors.As(err, &help) {
 			fmt.Fprint(stdout, string(help))
@@ -71,7 +74,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 var errUsage = errors.New("usage")
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer, providers []objectstore.Plugin) error {
 	var nopts natsconn.Options
 	global := flag.NewFlagSet("housekeeper", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
@@ -115,7 +118,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "setup":
 		return runSetup(ctx, rest[1:], connect)
 	case "function":
-		return runFunction(ctx, rest[1:], nopts)
+		return runFunction(ctx, rest[1:], nopts, providers)
 	case "forward":
 		return runForward(ctx, rest[1:], nopts)
 	case "replay":

@@ -12,11 +12,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 	"github.com/housekeeper-dev/housekeeper/functions/process"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
@@ -24,7 +19,7 @@ import (
 func functionNames() string { return strings.Join(all.Names(), ", ") }
 
 // runFunction runs one function until ctx is done.
-func runFunction(ctx context.Context, args []string, nopts natsconn.Options) error {
+func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plugins []objectstore.Plugin) error {
 	if len(args) == 0 || isHelp(args[0]) {
 		return fmt.Errorf("%w: function needs one of: %s (housekeeper function NAME --help)", errUsage, functionNames())
 	}
@@ -42,11 +37,8 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
-	localRoot := fs.String("local-root", "", "directory of the local provider's buckets; empty: no local provider")
 	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes")
-	azureAuthority := fs.String("azure-authority-host", "", "Microsoft Entra ID authority host for Azure buckets provisioned from a service principal or workload identity, with --azure-resource-manager (Azure Stack Hub, a cloud the SDK does not know); empty: the bucket's cloud")
-	azureARM := fs.String("azure-resource-manager", "", "Azure Resource Manager endpoint, with --azure-authority-host")
-	azureServiceURL := fs.String("azure-blob-service-url", "", "blob service URL template published for provisioned accounts, {account} replaced (private endpoints); empty: https://<account>.<the cloud's blob domain>")
+	stores := objectstore.BindPlugins(fs.FlagSet, plugins...)
 	construct := def.Bind(fs.FlagSet)
 	if err := fs.parse(args[1:]); err != nil {
 		return err
@@ -63,6 +55,10 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	providers, err := stores()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 
 	spec := process.Spec{Name: "housekeeper-" + name, Flags: flags, Kube: &kubeOpts}
 	// Pull mode consumes from JetStream; a function that publishes needs it in either mode. The
@@ -75,14 +71,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options) err
 		return err
 	}
 	defer proc.Close()
-	if (*azureAuthority == "") != (*azureARM == "") {
-		return fmt.Errorf("%w: --azure-authority-host and --azure-resource-manager go together", errUsage)
-	}
-	az := azure.New(azure.WithCustomCloud(*azureAuthority, *azureARM), azure.WithServiceURL(*azureServiceURL))
-	providers := objectstore.NewRegistry(az, s3.New(), gcs.New(), swift.New())
-	if *localRoot != "" {
-		providers[local.Type] = local.New(*localRoot)
-	}
 	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
 		Stores: providers, Cluster: *cluster, Log: proc.Log, Metrics: proc.Metrics})
 	if err != nil {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
+
 	"bytes"
 	"context"
 	"strings"
@@ -39,7 +41,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		for _, help := range []string{"--help", "-h"} {
 			args := append(append([]string{"--nats-url", unreachable}, strings.Fields(command)...), help)
 			var out, errOut bytes.Buffer
-			code := Main(context.Background(), args, &out, &errOut)
+			code := Main(context.Background(), args, &out, &errOut, providers.All...)
 			if code != 0 || errOut.Len() > 0 {
 				t.Errorf("housekeeper %s %s: exit %d, stderr %q", command, help, code, errOut.String())
 				continue

@@ -24,9 +24,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
 const (
@@ -55,6 +53,8 @@ type Actuator struct {
 	// on its precondition, never go astray.
 	Metadata  client.Reader
 	JetStream jetstream.JetStream
+	// Providers add what each provider type's etcd-backup holds beside the credentials.
+	Providers objectstore.Registry
 	Retention Retention
 	Cluster   string
 	Now       func() time.Time
@@ -127,36 +127,11 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		want = map[string][]byte{}
 	}
 	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
-	if e.Spec.Type == s3.Type && e.Spec.Region != "" {
-		// etcd-backup-restore's S3 store needs the region; provider-aws writes spec.region.
-		want[s3.KeyRegion] = []byte(e.Spec.Region)
+	extra, err := a.providerData(e, credentials, wi)
+	if err != nil {
+		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
-	if e.Spec.Type == swift.Type {
-		// etcd-backup-restore's Swift store picks the catalog's region with it; provider-openstack
-		// writes spec.region.
-		want[swift.KeyRegion] = []byte(e.Spec.Region)
-	}
-	if wi != nil && e.Spec.Type == s3.Type {
-		// etcd-backup-restore's S3 store assumes this role with the token (web identity).
-		role, err := s3.RoleARN(credentials.Data[KeyConfig])
-		if err != nil {
-			return gardener.Reconciliation{}, gardener.StoreError(err)
-		}
-		want[s3.KeyRoleARN] = []byte(role)
-	}
-	if wi != nil && e.Spec.Type == gcs.Type {
-		// etcd-backup-restore's GCS store reads an external_account configuration from
-		// serviceaccount.json, which names the token file etcd-druid mounts.
-		tokenDir := gcs.TokenDir
-		if gardener.IsSourceEntry(e.Name) {
-			tokenDir = gcs.SourceTokenDir
-		}
-		data, err := gcs.EtcdBackupData(credentials.Data[KeyConfig], tokenDir)
-		if err != nil {
-			return gardener.Reconciliation{}, gardener.StoreError(err)
-		}
-		maps.Copy(want, data)
-	}
+	maps.Copy(want, extra)
 	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {
 	case err == nil:
@@ -168,6 +143,19 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	default:
 		return gardener.Reconciliation{}, fmt.Errorf("writing secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
+}
+
+// providerData is what e's provider adds to its etcd-backup secret (objectstore.EntrySecret).
+func (a *Actuator) providerData(e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret, wi *workloadIdentity) (map[string][]byte, error) {
+	p, ok := a.Providers[e.Spec.Type].(objectstore.EntrySecret)
+	if !ok {
+		return nil, nil
+	}
+	in := objectstore.Entry{Region: e.Spec.Region, Source: gardener.IsSourceEntry(e.Name)}
+	if wi != nil {
+		in.WorkloadIdentity = credentials.Data[KeyConfig]
+	}
+	return p.EntrySecretData(in)
 }
 
 // writeSecret makes the secret at ref exactly what entry writes: its data, its own labels

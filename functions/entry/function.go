@@ -17,6 +17,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
@@ -70,6 +71,10 @@ var Definition = runtime.Definition{
 			if err != nil {
 				return runtime.Function{}, err
 			}
+			// It still needs every type's provider: each knows what its etcd-backup adds.
+			if err := s.Links(d.Stores); err != nil {
+				return runtime.Function{}, err
+			}
 			var metadata client.Reader
 			if d.Config != nil {
 				cache, err := kube.StartCache(ctx, d.Config, MetadataCacheOptions())
@@ -78,15 +83,15 @@ var Definition = runtime.Definition{
 				}
 				metadata = cache
 			}
-			return newFunction(d.Client, metadata, d.JetStream, *retention, s, d.Cluster, d.Log), nil
+			return newFunction(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
 		}
 	},
 }
 
 // newFunction returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
 // nil to read everything from the API server.
-func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
-	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Retention: retention, Cluster: cluster, Now: time.Now}
+func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
+	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now}
 	return runtime.Function{
 		Name:    Name,
 		Types:   Types,

@@ -101,6 +101,17 @@ func ScopeArgs(def hkruntime.Definition, types ...string) []string {
 	return []string{"--types=" + strings.Join(types, ",")}
 }
 
+// Links checks that the binary links the provider of every type of the scope, configured or
+// not (a function that writes secrets for a type without opening its buckets).
+func (s Scope) Links(stores objectstore.Registry) error {
+	for _, t := range s.Types {
+		if !stores.Links(t) {
+			return fmt.Errorf("--types names %q, whose provider this binary does not link: run the image that has it (housekeeper, or housekeeper-%s)", t, t)
+		}
+	}
+	return nil
+}
+
 // opens checks that stores opens every type of the scope: a function that opens buckets
 // cannot serve a type it has no store for (the local provider needs --local-root).
 func (s Scope) opens(stores objectstore.Registry) error {

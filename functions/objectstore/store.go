@@ -102,8 +102,37 @@ type Configured interface {
 	Configure(config []byte) (Provider, error)
 }
 
-// Registry chooses a provider by spec.type.
+// EntrySecret is a Provider whose entries' etcd-backup secret holds more than the credentials
+// and the bucket name: what etcd-backup-restore needs beside them, as the provider's upstream
+// extension writes it (aws and openstack: the region; a workload identity's role or token
+// file).
+type EntrySecret interface {
+	Provider
+	// EntrySecretData returns the keys to add for entry; an error names what is wrong with
+	// the credentials, never a value.
+	EntrySecretData(entry Entry) (map[string][]byte, error)
+}
+
+// Entry is what a provider's part of an entry's etcd-backup secret depends on.
+type Entry struct {
+	// Region is the entry's spec.region.
+	Region string
+	// WorkloadIdentity is the config of a workload identity's credentials; nil for static ones.
+	WorkloadIdentity []byte
+	// Source says the entry is a control-plane migration's source- entry, whose token etcd-druid
+	// mounts apart from the shoot's own.
+	Source bool
+}
+
+// Registry chooses a provider by spec.type. A type that maps to nil is linked into the binary
+// but not configured.
 type Registry map[string]Provider
+
+// Links says whether the binary links the provider of providerType, configured or not.
+func (r Registry) Links(providerType string) bool {
+	_, ok := r[providerType]
+	return ok
+}
 
 // NewRegistry registers providers under their Type.
 func NewRegistry(providers ...Provider) Registry {
@@ -119,6 +148,9 @@ func NewRegistry(providers ...Provider) Registry {
 func (r Registry) Get(providerType string) (Provider, error) {
 	if p, ok := r[providerType]; ok && p != nil {
 		return p, nil
+	}
+	if r.Links(providerType) {
+		return nil, fmt.Errorf("%w %q: its provider is not configured in this process (the local provider needs --local-root)", ErrUnknownType, providerType)
 	}
 	known := slices.Sorted(maps.Keys(r))
 	if len(known) == 0 {

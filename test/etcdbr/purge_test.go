@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -81,7 +82,7 @@ func TestHelperPurgeProcess(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	if code := cli.Main(ctx, strings.Split(setting, "\n"), os.Stdout, os.Stderr); code != 0 {
+	if code := cli.Main(ctx, strings.Split(setting, "\n"), os.Stdout, os.Stderr, providers.All...); code != 0 {
 		t.Fatalf("housekeeper function purge: exit %d", code)
 	}
 }

@@ -3,6 +3,8 @@ package gcs
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
 // Where etcd-druid mounts the etcd-backup secret's token for etcd-backup-restore: the
@@ -42,4 +44,20 @@ func EtcdBackupData(config []byte, tokenDir string) (map[string][]byte, error) {
 		KeyCredentialsConfig:  file,
 		KeyServiceAccountJSON: file,
 	}, nil
+}
+
+var _ objectstore.EntrySecret = (*Provider)(nil)
+
+// EntrySecretData is what provider-gcp adds to an entry's etcd-backup for a workload identity:
+// an external_account configuration reading the token where etcd-druid mounts it (a source-
+// entry's apart). Static credentials are copied as they are.
+func (p *Provider) EntrySecretData(e objectstore.Entry) (map[string][]byte, error) {
+	if e.WorkloadIdentity == nil {
+		return nil, nil
+	}
+	dir := TokenDir
+	if e.Source {
+		dir = SourceTokenDir
+	}
+	return EtcdBackupData(e.WorkloadIdentity, dir)
 }

@@ -42,3 +42,23 @@ func RoleARN(config []byte) (string, error) {
 	}
 	return c.RoleARN, nil
 }
+
+var _ objectstore.EntrySecret = (*Provider)(nil)
+
+// EntrySecretData is what provider-aws adds to an entry's etcd-backup: the region
+// etcd-backup-restore's S3 store needs (spec.region), and with a workload identity the role it
+// assumes with the token (web identity).
+func (p *Provider) EntrySecretData(e objectstore.Entry) (map[string][]byte, error) {
+	data := map[string][]byte{}
+	if e.Region != "" {
+		data[KeyRegion] = []byte(e.Region)
+	}
+	if e.WorkloadIdentity != nil {
+		role, err := RoleARN(e.WorkloadIdentity)
+		if err != nil {
+			return nil, err
+		}
+		data[KeyRoleARN] = []byte(role)
+	}
+	return data, nil
+}

@@ -172,3 +172,11 @@ func (p *Provider) parseCredentials(data map[string][]byte) (gophercloud.AuthOpt
 	}
 	return a, &http.Client{Transport: base}, nil
 }
+
+var _ objectstore.EntrySecret = (*Provider)(nil)
+
+// EntrySecretData is what provider-openstack adds to an entry's etcd-backup: the region
+// (spec.region), with which etcd-backup-restore's Swift store picks the catalog's endpoint.
+func (p *Provider) EntrySecretData(e objectstore.Entry) (map[string][]byte, error) {
+	return map[string][]byte{KeyRegion: []byte(e.Region)}, nil
+}

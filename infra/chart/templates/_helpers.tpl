@@ -20,11 +20,29 @@
 {{- join "," .Values.types -}}
 {{- end -}}
 
+{{/* The image of the functions, the forwarders and the setup: housekeeper-<type> when the
+installation serves one cloud's type, linking only that provider's SDK; housekeeper (every
+provider and local) otherwise. */}}
 {{- define "housekeeper.image" -}}
-{{- if .Values.image.digest -}}
-{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- $name := "housekeeper" -}}
+{{- if and (eq (len .Values.types) 1) (ne (first .Values.types) "local") -}}
+{{- $name = printf "housekeeper-%s" (first .Values.types) -}}
+{{- end -}}
+{{- include "housekeeper.imageNamed" (dict "root" . "name" $name) -}}
+{{- end -}}
+
+{{- define "housekeeper.bridgeImage" -}}
+{{- include "housekeeper.imageNamed" (dict "root" . "name" "housekeeper-bridge") -}}
+{{- end -}}
+
+{{/* An image of the registry (pass a dict: root, name): its digest from image.digests, or the tag. */}}
+{{- define "housekeeper.imageNamed" -}}
+{{- $image := .root.Values.image -}}
+{{- $digest := get ($image.digests | default dict) .name -}}
+{{- if $digest -}}
+{{ $image.registry }}/{{ .name }}@{{ $digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}
+{{ $image.registry }}/{{ .name }}:{{ $image.tag | default (printf "v%s" .root.Chart.AppVersion) }}
 {{- end -}}
 {{- end -}}
 

@@ -1,0 +1,20 @@
+// Command housekeeper-azure is housekeeper with only the azure object store provider linked: the
+// image of a seed whose backups are on azure. See package cli.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, azure.Plugin)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,6 @@
+package swift
+
+import "github.com/housekeeper-dev/housekeeper/functions/objectstore"
+
+// Plugin links the Swift provider into a binary.
+var Plugin = objectstore.Plugin{Type: Type, Bind: objectstore.NoFlags(func() objectstore.Provider { return New() })}
