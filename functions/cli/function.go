@@ -76,6 +76,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	if err != nil {
 		return err
 	}
+	proc.Startup.Mark("function_built")
 	return runtime.Serve(ctx, fn, m, flags.Addr, proc.JetStream, proc.Metrics, proc.Log, runtime.WithConcurrency(*concurrency),
-		runtime.WithBackoff(*backoffBase, *backoffMax))
+		runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup))
 }

@@ -65,6 +65,8 @@ type Process struct {
 	// NC and JetStream are nil without Spec.NATS.
 	NC        *nats.Conn
 	JetStream jetstream.JetStream
+	// Startup times the start, from Start to the first event acknowledged.
+	Startup *Startup
 }
 
 // Start starts what spec asks for. Close releases it.
@@ -74,7 +76,7 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, err
 	}
 	logging.RouteLibraries(log)
-	p := &Process{Log: log, Metrics: prometheus.NewRegistry()}
+	p := &Process{Log: log, Metrics: prometheus.NewRegistry(), Startup: newStartup(log)}
 	p.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := p.start(ctx, spec); err != nil {
 		p.Close()
@@ -93,6 +95,7 @@ func (p *Process) start(ctx context.Context, spec Spec) error {
 		if p.Client, err = kube.NewClient(p.KubeConfig); err != nil {
 			return err
 		}
+		p.Startup.Mark("kube_client")
 	}
 	if spec.NATS == nil {
 		return nil
@@ -108,8 +111,12 @@ func (p *Process) start(ctx context.Context, spec Spec) error {
 	if p.JetStream, err = natsconn.NewJetStream(nc, p.Log); err != nil {
 		return err
 	}
+	p.Startup.Mark("nats_connect")
 	if spec.RequireStreams {
-		return natsconn.RequireStreams(ctx, p.JetStream, p.Log)
+		if err := natsconn.RequireStreams(ctx, p.JetStream, p.Log); err != nil {
+			return err
+		}
+		p.Startup.Mark("streams_checked")
 	}
 	return nil
 }

@@ -24,6 +24,8 @@ type Worker struct {
 	metrics *metrics
 	log     *zap.Logger
 	objects *keyLock
+	// firstFetch and firstSettled end the startup's phases once.
+	firstFetch, firstSettled sync.Once
 	// From the consumer, once Run has bound it.
 	ackWait    time.Duration
 	maxDeliver int
@@ -49,6 +51,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.opts.startup.Mark("consumer_bound")
 	// The consumer's settings, so every replica dead-letters and heartbeats as it delivers.
 	cfg := cons.CachedInfo().Config
 	w.ackWait, w.maxDeliver = cfg.AckWait, cfg.MaxDeliver
@@ -81,10 +84,15 @@ func (w *Worker) Run(ctx context.Context) error {
 			continue
 		}
 		for msg := range batch.Messages() {
+			w.firstFetch.Do(func() { w.opts.startup.Mark("first_fetch") })
 			slots <- struct{}{}
 			running.Go(func() {
 				defer func() { <-slots }()
 				w.handle(handlerCtx, msg)
+				w.firstSettled.Do(func() {
+					w.opts.startup.Mark("first_event_settled")
+					w.opts.startup.Done()
+				})
 			})
 		}
 		err = batch.Error()

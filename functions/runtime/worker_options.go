@@ -15,6 +15,7 @@ type workerOptions struct {
 	backoffMax    time.Duration
 	shutdownGrace time.Duration
 	log           *zap.Logger
+	startup       Startup
 }
 
 func defaultWorkerOptions() workerOptions {
@@ -24,6 +25,7 @@ func defaultWorkerOptions() workerOptions {
 		backoffMax:    5 * time.Minute,
 		shutdownGrace: 25 * time.Second,
 		log:           zap.NewNop(),
+		startup:       noStartup{},
 	}
 }
 
@@ -43,3 +45,18 @@ func WithShutdownGrace(d time.Duration) WorkerOption {
 
 // WithLogger sets the logger.
 func WithLogger(l *zap.Logger) WorkerOption { return func(o *workerOptions) { o.log = l } }
+
+// Startup is told the phases of a cold start: the consumer bound, the first event fetched, and
+// Done once that event is settled (process.Startup logs them).
+type Startup interface {
+	Mark(phase string)
+	Done()
+}
+
+type noStartup struct{}
+
+func (noStartup) Mark(string) {}
+func (noStartup) Done()       {}
+
+// WithStartup reports the phases of the worker's start to s.
+func WithStartup(s Startup) WorkerOption { return func(o *workerOptions) { o.startup = s } }

@@ -1,0 +1,39 @@
+package process
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestStartupLogsItsPhasesOnce(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	s := newStartup(zap.New(core))
+	s.Mark("kube_client")
+	time.Sleep(5 * time.Millisecond)
+	s.Mark("first_event_settled")
+	s.Done()
+	s.Mark("later")
+	s.Done()
+	entries := logs.FilterMessage("cold start").All()
+	if len(entries) != 1 {
+		t.Fatalf("%d cold start lines, want 1", len(entries))
+	}
+	fields := entries[0].ContextMap()
+	for _, k := range []string{"started_at_unix_nano", "total", "kube_client", "first_event_settled"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("cold start lacks %s: %v", k, fields)
+		}
+	}
+	if _, ok := fields["later"]; ok {
+		t.Errorf("a phase marked after Done was logged: %v", fields)
+	}
+	if d := fields["first_event_settled"].(time.Duration); d < 5*time.Millisecond {
+		t.Errorf("first_event_settled %s, want the 5 ms slept before it", d)
+	}
+	if total := fields["total"].(time.Duration); total < fields["first_event_settled"].(time.Duration) {
+		t.Errorf("total %s is shorter than a phase", total)
+	}
+}
