@@ -257,3 +257,11 @@ func (n *NATSNode) Stop() {
 		n.proc.Stop()
 	}
 }
+
+// Pid is the node's process id, 0 while it is not running.
+func (n *NATSNode) Pid() int {
+	if n.proc == nil || n.proc.Exited() {
+		return 0
+	}
+	return n.proc.Pid()
+}

@@ -87,3 +87,6 @@ func (p *Process) State() *os.ProcessState {
 	}
 	return p.cmd.ProcessState
 }
+
+// Pid is the process's id (its group's too), for reading what it uses from /proc.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }

@@ -134,17 +134,7 @@ func deleteInputs(ctx context.Context, c client.Client, p phaseObjects) error {
 // deployBucket creates the phase's BackupBucket as gardenlet's deployer does and waits until
 // it is Succeeded.
 func deployBucket(ctx context.Context, c client.Client, p phaseObjects, timeout time.Duration) error {
-	bb := &extensionsv1alpha1.BackupBucket{
-		ObjectMeta: metav1.ObjectMeta{Name: p.bucket, Annotations: map[string]string{
-			v1beta1constants.GardenerOperation: v1beta1constants.GardenerOperationReconcile,
-			v1beta1constants.GardenerTimestamp: now(),
-		}},
-		Spec: extensionsv1alpha1.BackupBucketSpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"},
-			Region:      "local",
-			SecretRef:   corev1.SecretReference{Name: "bucket-" + p.bucket, Namespace: gardenNamespace},
-		},
-	}
+	bb := newBucket(p.bucket)
 	if err := c.Create(ctx, bb); err != nil {
 		return fmt.Errorf("BackupBucket %s: %w", p.bucket, err)
 	}
@@ -159,6 +149,21 @@ func deployBucket(ctx context.Context, c client.Client, p phaseObjects, timeout 
 		ok := op.State == gardencorev1beta1.LastOperationStateSucceeded && bb.Status.ObservedGeneration == bb.Generation
 		return ok, fmt.Sprintf("%s/%s: %s", op.Type, op.State, op.Description), nil
 	})
+}
+
+// newBucket is the BackupBucket gardenlet deploys for name, with the credentials bucket-<name>.
+func newBucket(name string) *extensionsv1alpha1.BackupBucket {
+	return &extensionsv1alpha1.BackupBucket{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
+			v1beta1constants.GardenerOperation: v1beta1constants.GardenerOperationReconcile,
+			v1beta1constants.GardenerTimestamp: now(),
+		}},
+		Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"},
+			Region:      "local",
+			SecretRef:   corev1.SecretReference{Name: "bucket-" + name, Namespace: gardenNamespace},
+		},
+	}
 }
 
 // deleteBucket deletes the phase's BackupBucket as gardenlet does and waits until it is gone.

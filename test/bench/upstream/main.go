@@ -1,0 +1,98 @@
+// Command upstream runs upstream provider-local's BackupBucket and BackupEntry controllers as
+// a process, as gardener's extension process runs them: a controller-runtime manager with
+// leader election on a Lease, reacting to gardenlet's operation annotation. test/bench starts
+// it beside housekeeper's processes to compare what each costs at rest and how long each takes
+// from exec to its first reconcile. It counts its API requests as housekeeper's processes do
+// (kube.Instrument), served on --addr's /metrics.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gardener/gardener/pkg/client/kubernetes"
+	localbackupbucket "github.com/gardener/gardener/pkg/provider-local/controller/backupbucket"
+	localbackupentry "github.com/gardener/gardener/pkg/provider-local/controller/backupentry"
+	"github.com/gardener/gardener/pkg/provider-local/controller/backupoptions"
+	"github.com/go-logr/zapr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/logging"
+)
+
+// concurrency is provider-local's MaxConcurrentReconciles for both controllers
+// (cmd/gardener-extension-provider-local/app).
+const concurrency = 5
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file")
+	root := flag.String("root", "", "directory of the local provider's buckets")
+	addr := flag.String("addr", "127.0.0.1:0", "address of /metrics (API requests sent)")
+	leaderElect := flag.Bool("leader-elect", true, "elect a leader on a Lease, as deployed")
+	namespace := flag.String("leader-election-namespace", "garden", "namespace of the Lease")
+	flag.Parse()
+	if err := run(*kubeconfig, *root, *addr, *leaderElect, *namespace); err != nil {
+		fmt.Fprintln(os.Stderr, "upstream:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, root, addr string, leaderElect bool, namespace string) error {
+	log, err := logging.New(logging.Options{})
+	if err != nil {
+		return err
+	}
+	logging.RouteLibraries(log)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // no client limit: the benchmarks measure latency at rest
+	reg := prometheus.NewRegistry()
+	cfg = kube.Instrument(cfg, reg)
+	go func() {
+		err := http.ListenAndServe(addr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		log.Error("metrics server ended", zap.Error(err))
+	}()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                  kubernetes.SeedScheme,
+		Logger:                  zapr.NewLogger(log),
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  "0",
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "provider-local-leader-election",
+		LeaderElectionNamespace: namespace,
+	})
+	if err != nil {
+		return err
+	}
+	opts := backupoptions.AddOptions{
+		BackupBucketPath:   root,
+		ContainerMountPath: root,
+		Controller:         controller.Options{MaxConcurrentReconciles: concurrency},
+	}
+	if err := localbackupbucket.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := localbackupentry.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
+		return err
+	}
+	log.Info("starting", zap.Time("at", time.Now()))
+	return mgr.Start(ctx)
+}
