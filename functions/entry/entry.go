@@ -323,11 +323,14 @@ func schedulePurge(ctx context.Context, js jetstream.JetStream, cluster string, 
 	}
 	target := msg.Subject
 	msg.Subject = events.PurgeScheduleSubject(data.Entry)
-	if !at.After(now) {
-		at = now.Add(time.Second) // already due: fire at once
+	// Only the server's scheduler fires purge-due events (no identity may publish them), so an
+	// event already due is scheduled for now: the scheduler fires it within its timer's floor
+	// (250 ms). The time keeps its fraction of a second, which jetstream.WithScheduleAt drops.
+	if at.Before(now) {
+		at = now
 	}
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target),
-		jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
+	msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
+	if _, err := js.PublishMsg(ctx, msg, jetstream.WithScheduleTarget(target), jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
 		return fmt.Errorf("scheduling the %s purge of %s: %w", op, data.Entry, err)
 	}
 	return nil

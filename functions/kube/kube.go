@@ -4,10 +4,16 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -51,21 +57,52 @@ func ExtensionsRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	return rest.RESTClientFor(c)
 }
 
-// StartCache starts a controller-runtime cache with opts and waits until it has synced what
-// opts.ByObject names; informers for other types start on first use. It runs until ctx is done.
-func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options) (cache.Cache, error) {
+// StartCache starts a controller-runtime cache with opts, the informers of what opts.ByObject
+// names, and returns at once a reader of it that holds nothing until they have synced: it
+// answers NotFound before, so a caller that reads live what the cache does not hold (the
+// entry function) does so meanwhile, and a process with its event waiting does not first list
+// every namespace and secret of the cluster. The cache runs until ctx is done.
+func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, log *zap.Logger) (client.Reader, error) {
 	c, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating cache: %w", err)
 	}
 	go func() { _ = c.Start(ctx) }()
 	for obj := range opts.ByObject {
-		if _, err := c.GetInformer(ctx, obj); err != nil {
+		if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
 			return nil, fmt.Errorf("starting the informer for %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
 		}
 	}
-	if !c.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("cache did not sync: %w", ctx.Err())
+	r := &warmingReader{cache: c}
+	go func() {
+		start := time.Now()
+		if c.WaitForCacheSync(ctx) {
+			r.synced.Store(true)
+			log.Info("cache synced", zap.Duration("took", time.Since(start)))
+		}
+	}()
+	return r, nil
+}
+
+// warmingReader reads a cache once it has synced; before, it holds nothing.
+type warmingReader struct {
+	cache  cache.Cache
+	synced atomic.Bool
+}
+
+// errWarming: a list cannot say "none" for a cache that has not synced.
+var errWarming = errors.New("the cache has not synced yet")
+
+func (r *warmingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if !r.synced.Load() {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: obj.GetObjectKind().GroupVersionKind().Kind}, key.Name)
 	}
-	return c, nil
+	return r.cache.Get(ctx, key, obj, opts...)
+}
+
+func (r *warmingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if !r.synced.Load() {
+		return errWarming
+	}
+	return r.cache.List(ctx, list, opts...)
 }

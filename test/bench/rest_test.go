@@ -467,9 +467,9 @@ func (w *restWorld) coldStartUpstream(b *testing.B, n int) coldStarts {
 			b.Fatal(err)
 		}
 		proc := w.startUpstreamProc(b, false)
-		if err := w.awaitEntries([]string{name}, time.Minute, "converged", func(o entryObs) bool { return !o.converged.IsZero() }); err != nil {
+		if err := w.awaitEntries([]string{name}, time.Minute, "converged", func(o entryObs) bool { return !o.converged.IsZero() || proc.Exited() }); err != nil || proc.Exited() {
 			w.stop(proc)
-			b.Fatalf("upstream start %d: %v", i, err)
+			b.Fatalf("upstream start %d: %v (exited: %t, log %s)", i, err, proc.Exited(), proc.log)
 		}
 		d := w.e.obs.snapshot([]string{name})[0].converged.Sub(proc.exec)
 		res.total = append(res.total, d)

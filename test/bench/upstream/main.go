@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
-	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -38,25 +38,24 @@ import (
 const concurrency = 5
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file")
 	root := flag.String("root", "", "directory of the local provider's buckets")
 	addr := flag.String("addr", "127.0.0.1:0", "address of /metrics (API requests sent)")
 	leaderElect := flag.Bool("leader-elect", true, "elect a leader on a Lease, as deployed")
 	namespace := flag.String("leader-election-namespace", "garden", "namespace of the Lease")
 	flag.Parse()
-	if err := run(*kubeconfig, *root, *addr, *leaderElect, *namespace); err != nil {
+	if err := run(*root, *addr, *leaderElect, *namespace); err != nil {
 		fmt.Fprintln(os.Stderr, "upstream:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, root, addr string, leaderElect bool, namespace string) error {
+func run(root, addr string, leaderElect bool, namespace string) error {
 	log, err := logging.New(logging.Options{})
 	if err != nil {
 		return err
 	}
 	logging.RouteLibraries(log)
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := config.GetConfig() // --kubeconfig, controller-runtime's flag
 	if err != nil {
 		return err
 	}
