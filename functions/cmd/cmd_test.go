@@ -1,0 +1,112 @@
+// Package cmd_test checks what each of housekeeper's deployables links, and measures its size
+// as its image carries it.
+package cmd_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sdks are the object store SDKs, by provider type: the package each provider imports.
+var sdks = map[string]string{
+	"aws":       "github.com/aws/aws-sdk-go-v2/service/s3",
+	"azure":     "github.com/Azure/azure-sdk-for-go/sdk/azcore",
+	"gcp":       "cloud.google.com/go/storage",
+	"openstack": "github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/objects",
+}
+
+// deployables are the main packages of infra/Dockerfile's images and the SDKs each links.
+var deployables = []struct {
+	pkg   string
+	links []string // provider types
+}{
+	{"github.com/housekeeper-dev/housekeeper/bridge/cmd/housekeeper-bridge", nil},
+	{"github.com/housekeeper-dev/housekeeper/functions/cmd/housekeeper", []string{"aws", "azure", "gcp", "openstack"}},
+	{"github.com/housekeeper-dev/housekeeper/functions/cmd/housekeeper-aws", []string{"aws"}},
+	{"github.com/housekeeper-dev/housekeeper/functions/cmd/housekeeper-azure", []string{"azure"}},
+	{"github.com/housekeeper-dev/housekeeper/functions/cmd/housekeeper-gcp", []string{"gcp"}},
+	{"github.com/housekeeper-dev/housekeeper/functions/cmd/housekeeper-openstack", []string{"openstack"}},
+}
+
+// Each image links the SDK of its provider and no other: a seed on aws runs no Azure code.
+func TestEachDeployableLinksOnlyItsProviders(t *testing.T) {
+	for _, d := range deployables {
+		out, err := exec.Command("go", "list", "-deps", d.pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", d.pkg, err, out)
+		}
+		deps := strings.Fields(string(out))
+		for typ, sdk := range sdks {
+			if got, want := slices.Contains(deps, sdk), slices.Contains(d.links, typ); got != want {
+				t.Errorf("%s links %s: %t, want %t", filepath.Base(d.pkg), sdk, got, want)
+			}
+		}
+	}
+}
+
+// BenchmarkImageSize builds every deployable as infra/Dockerfile does and prints its size on
+// disk and gzip-compressed (a registry layer), beside upstream's BackupBucket and BackupEntry
+// controllers built the same way (test/bench/upstream: provider-local's, the only upstream
+// extension whose module builds here). The distroless base adds about 2 MB compressed.
+//
+//	go test -run '^$' -bench BenchmarkImageSize -benchtime 1x ./functions/cmd/
+func BenchmarkImageSize(b *testing.B) {
+	pkgs := make([]string, 0, len(deployables)+1)
+	for _, d := range deployables {
+		pkgs = append(pkgs, d.pkg)
+	}
+	const upstream = "github.com/housekeeper-dev/housekeeper/test/bench/upstream"
+	pkgs = append(pkgs, upstream)
+	for b.Loop() {
+		dir := b.TempDir()
+		build := exec.Command("go", append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + "/"}, pkgs...)...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
+		fmt.Printf("\n| deployable (binary in its image) | on disk (MB) | compressed (MB) | object store SDKs linked |\n|---|---:|---:|---|\n")
+		for _, pkg := range pkgs {
+			path := filepath.Join(dir, filepath.Base(pkg))
+			disk, compressed, err := sizes(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			label, links := filepath.Base(pkg), "—"
+			if pkg == upstream {
+				label = "upstream provider-local's backup controllers (test/bench/upstream)"
+			}
+			for _, d := range deployables {
+				if d.pkg == pkg && len(d.links) > 0 {
+					links = strings.Join(d.links, ", ")
+				}
+			}
+			fmt.Printf("| %s | %.1f | %.1f | %s |\n", label, float64(disk)/1e6, float64(compressed)/1e6, links)
+		}
+	}
+}
+
+// sizes are the file's size and its size gzip-compressed at the default level, as a registry
+// stores an image layer.
+func sizes(path string) (disk, compressed int64, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := io.Copy(zw, bytes.NewReader(data)); err != nil {
+		return 0, 0, err
+	}
+	if err := zw.Close(); err != nil {
+		return 0, 0, err
+	}
+	return int64(len(data)), int64(buf.Len()), nil
+}
