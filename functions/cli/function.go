@@ -72,7 +72,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	}
 	defer proc.Close()
 	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
-		Stores: providers, Cluster: *cluster, Log: proc.Log, Metrics: proc.Metrics})
+		Stores: providers, Cluster: *cluster, Log: proc.Log, Metrics: proc.Metrics, FirstEventSettled: proc.Startup.Settled()})
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ var Definition = runtime.Definition{
 			}
 			var metadata client.Reader
 			if d.Config != nil {
-				cache, err := kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.Log)
+				cache, err := kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.FirstEventSettled, d.Log)
 				if err != nil {
 					return runtime.Function{}, err
 				}

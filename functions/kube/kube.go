@@ -57,25 +57,35 @@ func ExtensionsRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	return rest.RESTClientFor(c)
 }
 
-// StartCache starts a controller-runtime cache with opts, the informers of what opts.ByObject
-// names, and returns at once a reader of it that holds nothing until they have synced: it
-// answers NotFound before, so a caller that reads live what the cache does not hold (the
-// entry function) does so meanwhile, and a process with its event waiting does not first list
-// every namespace and secret of the cluster. The cache runs until ctx is done.
-func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, log *zap.Logger) (client.Reader, error) {
+// StartCache starts a controller-runtime cache with opts, with the informers of what
+// opts.ByObject names, once after is closed (nil: at once), and returns at once a reader of it
+// that holds nothing until they have synced: it answers NotFound before, so a caller that reads
+// live what the cache does not hold (the entry function) does so meanwhile. A process started
+// for a waiting event thus serves it without first listing every namespace and secret of the
+// cluster, and lists them only after (runtime.Deps.FirstEventSettled). The cache runs until
+// ctx is done.
+func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, after <-chan struct{}, log *zap.Logger) (client.Reader, error) {
 	c, err := cache.New(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating cache: %w", err)
 	}
-	go func() { _ = c.Start(ctx) }()
-	for obj := range opts.ByObject {
-		if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
-			return nil, fmt.Errorf("starting the informer for %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, err)
-		}
-	}
 	r := &warmingReader{cache: c}
 	go func() {
+		if after != nil {
+			select {
+			case <-after:
+			case <-ctx.Done():
+				return
+			}
+		}
 		start := time.Now()
+		go func() { _ = c.Start(ctx) }()
+		for obj := range opts.ByObject {
+			if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+				log.Warn("the cache cannot start: reading live", zap.String("kind", obj.GetObjectKind().GroupVersionKind().Kind), zap.Error(err))
+				return
+			}
+		}
 		if c.WaitForCacheSync(ctx) {
 			r.synced.Store(true)
 			log.Info("cache synced", zap.Duration("took", time.Since(start)))

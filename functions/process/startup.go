@@ -16,16 +16,20 @@ type Startup struct {
 	log   *zap.Logger
 	begin time.Time
 
-	mu     sync.Mutex
-	last   time.Time
-	phases []zap.Field
-	done   bool
+	mu      sync.Mutex
+	last    time.Time
+	phases  []zap.Field
+	done    bool
+	settled chan struct{}
 }
 
 func newStartup(log *zap.Logger) *Startup {
 	now := time.Now()
-	return &Startup{log: log, begin: now, last: now}
+	return &Startup{log: log, begin: now, last: now, settled: make(chan struct{})}
 }
+
+// Settled is closed by Done: once the first event is settled.
+func (s *Startup) Settled() <-chan struct{} { return s.settled }
 
 // Mark ends the phase called phase.
 func (s *Startup) Mark(phase string) {
@@ -47,6 +51,7 @@ func (s *Startup) Done() {
 		return
 	}
 	s.done = true
+	close(s.settled)
 	fields := append([]zap.Field{zap.Int64("started_at_unix_nano", s.begin.UnixNano()), zap.Duration("total", s.last.Sub(s.begin))}, s.phases...)
 	s.log.Info("cold start", fields...)
 }

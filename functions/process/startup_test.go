@@ -14,7 +14,17 @@ func TestStartupLogsItsPhasesOnce(t *testing.T) {
 	s.Mark("kube_client")
 	time.Sleep(5 * time.Millisecond)
 	s.Mark("first_event_settled")
+	select {
+	case <-s.Settled():
+		t.Fatal("Settled is closed before Done")
+	default:
+	}
 	s.Done()
+	select {
+	case <-s.Settled():
+	default:
+		t.Fatal("Settled is not closed by Done")
+	}
 	s.Mark("later")
 	s.Done()
 	entries := logs.FilterMessage("cold start").All()

@@ -52,6 +52,10 @@ type Deps struct {
 	Log     *zap.Logger
 	// Metrics registers a function's own metrics; nil keeps them unregistered.
 	Metrics prometheus.Registerer
+	// FirstEventSettled is closed once the process settled its first event: work that pays
+	// off only over many events (a cache) waits for it, so that a process started for a
+	// waiting event (a scale from zero) serves that event first. nil: at once.
+	FirstEventSettled <-chan struct{}
 }
 
 // ErrMissingCluster means a function that publishes events was given no cluster name.

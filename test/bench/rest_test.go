@@ -40,6 +40,8 @@ import (
 //     reconcile has converged an entry. restStarts starts each.
 //   - idle: RSS, CPU seconds and API requests per minute of every always-on process over
 //     restIdle with nothing happening: the bridge and nats-server, beside upstream's process.
+//   - scale from zero: restKEDA purges coming due with the purge function at zero, KEDA's own
+//     scaler polled at the chart's pollingInterval waking it (keda_test.go).
 //   - latency at rest: restSerial entries one at a time, create → Succeeded with etcd-backup
 //     and delete → gone, each side warm and without client limits.
 //
@@ -47,7 +49,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkAtRest -benchtime 1x -timeout 60m ./test/bench/
 //
-// HOUSEKEEPER_BENCH_REST_ENTRIES, _REST_SECRETS, _REST_STARTS, _REST_IDLE and _REST_SERIAL
+// HOUSEKEEPER_BENCH_REST_ENTRIES, _REST_SECRETS, _REST_STARTS, _REST_KEDA, _REST_IDLE and _REST_SERIAL
 // scale it down for a trial.
 func BenchmarkAtRest(b *testing.B) {
 	var (
@@ -56,6 +58,7 @@ func BenchmarkAtRest(b *testing.B) {
 		starts  = envInt("HOUSEKEEPER_BENCH_REST_STARTS", 20)
 		serialN = envInt("HOUSEKEEPER_BENCH_REST_SERIAL", 100)
 		idle    = envDuration("HOUSEKEEPER_BENCH_REST_IDLE", 5*time.Minute)
+		kedaN   = envInt("HOUSEKEEPER_BENCH_REST_KEDA", 5)
 	)
 	for b.Loop() {
 		w := startRestWorld(b)
@@ -65,6 +68,8 @@ func BenchmarkAtRest(b *testing.B) {
 		cold := []coldStarts{w.coldStartFunction(b, "bucket", starts), w.coldStartFunction(b, "entry", starts)}
 		cold = append(cold, w.coldStartFunction(b, "purge", starts), w.coldStartUpstream(b, starts))
 		printColdStarts(os.Stdout, cold)
+		fromZero, interval := w.scaleFromZeroPurge(b, kedaN, 5*time.Second)
+		printFromZero(os.Stdout, kedaN, interval, fromZero)
 
 		up := w.startUpstream(b, true)
 		w.printIdle(b, os.Stdout, up, idle)
@@ -659,9 +664,18 @@ type idleProc struct {
 
 // printIdle watches the always-on processes for idle with nothing happening.
 func (w *restWorld) printIdle(b *testing.B, out io.Writer, up *restProc, idle time.Duration) {
+	// The chart runs two bridge replicas; the one not leading waits for the Lease.
+	standby := w.start(b, "bridge-standby", filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity=bench-standby", "--kube-qps", "-1")
+	defer w.stop(standby)
+	// Knative mode adds a forwarder per function, each always on (it holds no events here:
+	// nothing is pending, and it is stopped before anything happens again).
+	forwarder := w.start(b, "forward-schedule", filepath.Join(w.e.binDir, "housekeeper"), "forward", "--function", "schedule", "--url", "http://127.0.0.1:1/")
+	defer w.stop(forwarder)
 	procs := []idleProc{
-		{"housekeeper bridge (the leader; KEDA and Knative)", w.bridge.Pid(), w.bridge.addr},
-		{"nats-server (1 node, R1)", w.nats.Nodes[0].Pid(), ""},
+		{"housekeeper bridge, the leader (KEDA and Knative)", w.bridge.Pid(), w.bridge.addr},
+		{"housekeeper bridge, the standby replica", standby.Pid(), standby.addr},
+		{"housekeeper forward, one function's (Knative mode only: 5 of them)", forwarder.Pid(), forwarder.addr},
+		{"nats-server (1 node, R1; a cluster runs 3)", w.nats.Nodes[0].Pid(), ""},
 		{"upstream provider-local (BackupBucket and BackupEntry controllers, leader)", up.Pid(), up.addr},
 	}
 	if err := w.awaitLease("provider-local-leader-election", time.Minute); err != nil {
