@@ -10,7 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -232,4 +235,13 @@ func describeWindow(w runtime.Window) string {
 		return fmt.Sprintf("%s until %s", from, w.Until.UTC().Format(time.RFC3339))
 	}
 	return from + " to now"
+}
+
+// Run is a main: the command line of os.Args until SIGINT or SIGTERM, then os.Exit with its
+// code. providers are the object store providers the binary links.
+func Run(providers ...objectstore.Plugin) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, os.Args[1:], os.Stdout, os.Stderr, providers...)
+	stop()
+	os.Exit(code)
 }

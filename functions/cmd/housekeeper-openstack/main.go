@@ -3,18 +3,8 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, swift.Plugin)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Run(swift.Plugin) }

@@ -15,11 +15,11 @@ const (
 	SourceTokenDir = "/var/.source-gcp"
 )
 
-// EtcdBackupData is what a workload identity adds to an entry's etcd-backup secret, as
+// etcdBackupData is what a workload identity adds to an entry's etcd-backup secret, as
 // provider-gcp writes it: projectID, credentialsConfig (the external_account configuration
 // reading the token from tokenDir/token) and the same configuration as serviceaccount.json,
 // the file etcd-druid points GOOGLE_APPLICATION_CREDENTIALS at.
-func EtcdBackupData(config []byte, tokenDir string) (map[string][]byte, error) {
+func etcdBackupData(config []byte, tokenDir string) (map[string][]byte, error) {
 	projectID, account, err := ParseWorkloadIdentityConfig(config)
 	if err != nil {
 		return nil, err
@@ -59,5 +59,5 @@ func (p *Provider) EntrySecretData(e objectstore.Entry) (map[string][]byte, erro
 	if e.Source {
 		dir = SourceTokenDir
 	}
-	return EtcdBackupData(e.WorkloadIdentity, dir)
+	return etcdBackupData(e.WorkloadIdentity, dir)
 }

@@ -114,8 +114,8 @@ func TestConfigure(t *testing.T) {
 // A workload identity's etcd-backup carries what provider-gcp writes: the configuration with
 // the token file etcd-druid mounts, as credentialsConfig and as serviceaccount.json, and the
 // project; fields provider-gcp drops (the given credential_source) are dropped.
-func TestEtcdBackupData(t *testing.T) {
-	data, err := gcs.EtcdBackupData([]byte(identityConfig), gcs.SourceTokenDir)
+func TestEntrySecretData(t *testing.T) {
+	data, err := gcs.New().EntrySecretData(objectstore.Entry{WorkloadIdentity: []byte(identityConfig), Source: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ type workloadIdentityConfig struct {
 	RoleARN    string `json:"roleARN"`
 }
 
-// RoleARN returns the role of an aws workload identity's config (YAML or JSON).
-func RoleARN(config []byte) (string, error) {
+// roleARN returns the role of an aws workload identity's config (YAML or JSON).
+func roleARN(config []byte) (string, error) {
 	var c workloadIdentityConfig
 	if err := yaml.Unmarshal(config, &c); err != nil {
 		return "", fmt.Errorf("s3: %w: %q is not a WorkloadIdentityConfig: %v", objectstore.ErrInvalidCredentials, KeyConfig, err)
@@ -54,7 +54,7 @@ func (p *Provider) EntrySecretData(e objectstore.Entry) (map[string][]byte, erro
 		data[KeyRegion] = []byte(e.Region)
 	}
 	if e.WorkloadIdentity != nil {
-		role, err := RoleARN(e.WorkloadIdentity)
+		role, err := roleARN(e.WorkloadIdentity)
 		if err != nil {
 			return nil, err
 		}
