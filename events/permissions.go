@@ -18,6 +18,9 @@ const (
 	IdentitySetup = "setup"
 	// IdentityOperator replays, re-drives dead letters, lists them and asks for a resync.
 	IdentityOperator = "operator"
+	// IdentityForward delivers the functions' events to them served over HTTP (Knative): it
+	// consumes their durable consumers and does none of their work.
+	IdentityForward = "forward"
 )
 
 // Permission is what one identity may do on NATS: the subjects it may publish to and subscribe
@@ -58,7 +61,7 @@ func BridgePermission() Permission {
 // FunctionPermission is function's: consume its durable consumer (fetch, ack, its max-delivery
 // advisories and the events they name), schedule its own retries, store its dead letters, and
 // publish publishes, the subjects of its own work (entry: purge schedules and their
-// announcements). The forwarder of a function in HTTP mode connects as the function.
+// announcements).
 func FunctionPermission(function string, publishes ...string) Permission {
 	return Permission{
 		Identity: function,
@@ -75,6 +78,27 @@ func FunctionPermission(function string, publishes ...string) Permission {
 			InboxPrefix(function) + ".>",
 		},
 	}
+}
+
+// ForwardPermission is the forwarder's: what each of functions may do to consume its durable
+// consumer (fetch, ack, retries, dead letters, max-delivery advisories), none of the functions'
+// own work (no purge schedule, no result). One forwarder serves every function in HTTP mode.
+func ForwardPermission(functions ...string) Permission {
+	p := Permission{Identity: IdentityForward, Subscribe: []string{InboxPrefix(IdentityForward) + ".>"}}
+	for _, fn := range functions {
+		f := FunctionPermission(fn)
+		for _, s := range f.Publish {
+			if !slices.Contains(p.Publish, s) {
+				p.Publish = append(p.Publish, s)
+			}
+		}
+		for _, s := range f.Subscribe {
+			if s != InboxPrefix(fn)+".>" {
+				p.Subscribe = append(p.Subscribe, s)
+			}
+		}
+	}
+	return p
 }
 
 // SetupPermission is setup's: create and update both streams and the durable consumers on the

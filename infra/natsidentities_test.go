@@ -16,7 +16,7 @@ import (
 const natsMount = "/etc/housekeeper/nats"
 
 // Every workload of every rendering connects to NATS as the identity of what it runs — the
-// bridge, setup, a function, or the forwarder of a function as that function — with the
+// bridge, setup, a function, or the forwarder of every function — with the
 // credentials file of that identity alone mounted from the Secret, and the CA to verify NATS.
 func TestEveryWorkloadHasItsOwnNATSIdentity(t *testing.T) {
 	issued := map[string]bool{}
@@ -72,8 +72,8 @@ func identityOf(u *unstructured.Unstructured, args []string) string {
 		return events.IdentitySetup
 	case len(args) >= 2 && args[0] == "function":
 		return args[1]
-	case len(args) >= 3 && args[0] == "forward" && args[1] == "--function":
-		return args[2]
+	case len(args) >= 1 && args[0] == "forward":
+		return events.IdentityForward
 	}
 	return ""
 }

@@ -129,7 +129,9 @@ func consumersRead(t *testing.T, objs []manifest) map[string]string {
 		}
 		for _, c := range containers(m.obj) {
 			if i := slices.Index(c.Args, "--function"); len(c.Args) > 0 && c.Args[0] == "forward" && i > 0 && i+1 < len(c.Args) {
-				readers[c.Args[i+1]] = m.String()
+				for _, fn := range strings.Split(c.Args[i+1], ",") {
+					readers[fn] = m.String()
+				}
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -228,14 +229,23 @@ func TestForwardDeliversToAnHTTPModeFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	paths := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.Path
+		h.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 
+	// One forwarder serves several functions, each at its URL; several need the placeholder.
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"--nats-url", f.url, "forward", "--function", "bucket,entry", "--url", srv.URL}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "{function}") {
+		t.Errorf("forward of two functions to one URL: exit %d, %q; want a usage error naming {function}", code, errOut.String())
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
 		var out, errOut bytes.Buffer
-		done <- Main(ctx, []string{"--nats-url", f.url, "forward", "--function", "bucket", "--url", srv.URL, "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut)
+		done <- Main(ctx, []string{"--nats-url", f.url, "forward", "--function", "bucket,entry", "--url", srv.URL + "/fn/{function}", "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut)
 	}()
 	f.publish("delivered")
 	f.publish("refused")
@@ -247,12 +257,15 @@ func TestForwardDeliversToAnHTTPModeFunction(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the event never reached the HTTP function")
 	}
-	var out string
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out, "1 dead letters") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		_, out, _ = f.cli("deadletters", "list", "--function", "bucket")
+	if path := <-paths; path != "/fn/bucket" {
+		t.Errorf("the bucket's event was posted to %s, want /fn/bucket", path)
 	}
-	if !strings.Contains(out, "bucket name refused is refused") {
-		t.Errorf("dead letters:\n%s", out)
+	var listed string
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(listed, "1 dead letters") && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, listed, _ = f.cli("deadletters", "list", "--function", "bucket")
+	}
+	if !strings.Contains(listed, "bucket name refused is refused") {
+		t.Errorf("dead letters:\n%s", listed)
 	}
 	cancel()
 	if code := <-done; code != 0 {

@@ -11,10 +11,11 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 )
 
-// Permissions are the NATS permissions of every identity: the bridge, setup, the operator and
-// each function (which its forwarder shares).
+// Permissions are the NATS permissions of every identity: the bridge, setup, the operator, the
+// forwarder and each function.
 func Permissions() []events.Permission {
-	perms := []events.Permission{events.BridgePermission(), events.SetupPermission(), events.OperatorPermission()}
+	perms := []events.Permission{events.BridgePermission(), events.SetupPermission(), events.OperatorPermission(),
+		events.ForwardPermission(all.NamesOf(all.Functions)...)}
 	for _, def := range all.Functions {
 		perms = append(perms, events.FunctionPermission(def.Name, def.Publishes...))
 	}
@@ -23,7 +24,7 @@ func Permissions() []events.Permission {
 
 // runNATSAuth issues the credentials of every identity with its permissions.
 func runNATSAuth(args []string, out io.Writer) error {
-	fs := newFlags("nats-auth", "--out DIR [--form config|jwt] [--account-seed FILE]", "Issue a NATS identity per component (bridge, setup, operator, each function) with its\nleast-privilege permissions, and the server's side, into DIR.")
+	fs := newFlags("nats-auth", "--out DIR [--form config|jwt] [--account-seed FILE]", "Issue a NATS identity per component (bridge, setup, operator, forward, each function) with its\nleast-privilege permissions, and the server's side, into DIR.")
 	dir := fs.String("out", "", "directory to write the server configuration and the credentials to (required)")
 	form := fs.String("form", string(natsconn.FormConfig), "config (NKey users in the server's configuration) or jwt (user JWTs, as nsc issues them)")
 	accountSeed := fs.String("account-seed", "", "jwt: issue the users under this existing account (its seed file, e.g. from nsc) instead of a new operator and account")

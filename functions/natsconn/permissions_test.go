@@ -44,6 +44,11 @@ var rights = []struct {
 	{"schedule", []string{"housekeeper.etcdbackup.due.x", "housekeeper.etcdbackupconfig.deleting.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"},
 		"housekeeper.unschedule.etcdbackup.x"},
 	{"snapshot", []string{"housekeeper.etcdbackup.due.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper-deadletter.snapshot"},
+	// The forwarder consumes every function's consumer and does none of their work.
+	{events.IdentityForward, []string{"housekeeper.schedule.purge.x", "housekeeper.purge.scheduled.x", "housekeeper.purge.completed.x",
+		"housekeeper.schedule.etcdbackup.x", "housekeeper.unschedule.etcdbackup.x", "housekeeper.purge.due.x",
+		"housekeeper.backupentry.created.x", "housekeeper.redrive.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER"},
+		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.purge"},
 	{events.IdentitySetup, []string{"housekeeper.backupentry.created.x", "housekeeper.redrive.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER"}, "$JS.API.STREAM.INFO.HOUSEKEEPER"},
 	{events.IdentityOperator, []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x",

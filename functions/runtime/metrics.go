@@ -1,6 +1,10 @@
 package runtime
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Outcomes of handling one delivery.
 const (
@@ -39,7 +43,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"function"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.handled, m.failed, m.duration, m.inFlight)
+		// Several functions in one process (the forwarder) share the collectors.
+		m.handled = register(reg, m.handled)
+		m.failed = register(reg, m.failed)
+		m.duration = register(reg, m.duration)
+		m.inFlight = register(reg, m.inFlight)
 	}
 	return m
+}
+
+// register registers c, or returns the collector registered before it under the same name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	var registered prometheus.AlreadyRegisteredError
+	switch {
+	case err == nil:
+		return c
+	case errors.As(err, &registered):
+		if existing, ok := registered.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	panic(err)
 }

@@ -36,15 +36,7 @@ func ParseMode(s string) (Mode, error) {
 // HTTP mode the events as well (Knative gives a container one port). js is needed in pull
 // mode, and by functions that publish; /readyz then requires a NATS connection.
 func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts ...WorkerOption) error {
-	srv := &health.Server{Addr: addr, Registry: reg}
-	if js != nil { // entry and purge publish to JetStream in either mode
-		srv.Ready = func() error {
-			if !js.Conn().IsConnected() {
-				return errors.New("not connected to NATS")
-			}
-			return nil
-		}
-	}
+	srv := healthServer(addr, reg, js) // entry and purge publish to JetStream in either mode
 	switch mode {
 	case ModeHTTP:
 		h, err := HTTPHandler(fn, reg, log)
@@ -63,17 +55,48 @@ func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstrea
 		log.Info("serving CloudEvents over HTTP", zap.String("function", fn.Name), zap.String("addr", addr))
 		return srv.Run(ctx)
 	case ModePull:
-		if js == nil {
-			return errors.New("pull mode needs a JetStream connection")
+		return servePull(ctx, srv, []Function{fn}, js, reg, log, opts)
+	}
+	return fmt.Errorf("unknown mode %q", mode)
+}
+
+// ServePull runs fns in pull mode until ctx is done, each from its durable consumer, in one
+// process serving /healthz, /readyz and /metrics on addr: the forwarder of every function.
+func ServePull(ctx context.Context, fns []Function, addr string, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts ...WorkerOption) error {
+	return servePull(ctx, healthServer(addr, reg, js), fns, js, reg, log, opts)
+}
+
+// healthServer serves /healthz, /readyz and /metrics on addr; with js, /readyz requires a
+// NATS connection.
+func healthServer(addr string, reg *prometheus.Registry, js jetstream.JetStream) *health.Server {
+	srv := &health.Server{Addr: addr, Registry: reg}
+	if js != nil {
+		srv.Ready = func() error {
+			if !js.Conn().IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			return nil
 		}
+	}
+	return srv
+}
+
+func servePull(ctx context.Context, srv *health.Server, fns []Function, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts []WorkerOption) error {
+	if js == nil {
+		return errors.New("pull mode needs a JetStream connection")
+	}
+	workers := make([]*Worker, len(fns))
+	for i, fn := range fns {
 		w, err := NewWorker(js, fn, reg, append([]WorkerOption{WithLogger(log)}, opts...)...)
 		if err != nil {
 			return err
 		}
-		g, ctx := errgroup.WithContext(ctx)
-		g.Go(func() error { return srv.Run(ctx) })
-		g.Go(func() error { return w.Run(ctx) })
-		return g.Wait()
+		workers[i] = w
 	}
-	return fmt.Errorf("unknown mode %q", mode)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Run(ctx) })
+	for _, w := range workers {
+		g.Go(func() error { return w.Run(ctx) })
+	}
+	return g.Wait()
 }

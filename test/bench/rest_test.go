@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -667,14 +668,15 @@ func (w *restWorld) printIdle(b *testing.B, out io.Writer, up *restProc, idle ti
 	// The chart runs two bridge replicas; the one not leading waits for the Lease.
 	standby := w.start(b, "bridge-standby", filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity=bench-standby", "--kube-qps", "-1")
 	defer w.stop(standby)
-	// Knative mode adds a forwarder per function, each always on (it holds no events here:
+	// Knative mode adds the forwarder of every function, always on (it holds no events here:
 	// nothing is pending, and it is stopped before anything happens again).
-	forwarder := w.start(b, "forward-schedule", filepath.Join(w.e.binDir, "housekeeper"), "forward", "--function", "schedule", "--url", "http://127.0.0.1:1/")
+	forwarder := w.start(b, "forward", filepath.Join(w.e.binDir, "housekeeper"), "forward", "--function", strings.Join(all.Names(), ","),
+		"--url", "http://127.0.0.1:1/{function}")
 	defer w.stop(forwarder)
 	procs := []idleProc{
 		{"housekeeper bridge, the leader (KEDA and Knative)", w.bridge.Pid(), w.bridge.addr},
 		{"housekeeper bridge, the standby replica", standby.Pid(), standby.addr},
-		{"housekeeper forward, one function's (Knative mode only: 5 of them)", forwarder.Pid(), forwarder.addr},
+		{"housekeeper forward, every function's (Knative mode only)", forwarder.Pid(), forwarder.addr},
 		{"nats-server (1 node, R1; a cluster runs 3)", w.nats.Nodes[0].Pid(), ""},
 		{"upstream provider-local (BackupBucket and BackupEntry controllers, leader)", up.Pid(), up.addr},
 	}
