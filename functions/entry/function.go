@@ -77,11 +77,7 @@ var Definition = runtime.Definition{
 			}
 			var metadata client.Reader
 			if d.Config != nil {
-				cache, err := kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.FirstEventSettled, d.Log)
-				if err != nil {
-					return runtime.Function{}, err
-				}
-				metadata = cache
+				metadata = kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.FirstEventSettled, d.Log)
 			}
 			return newFunction(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
 		}

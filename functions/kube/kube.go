@@ -5,7 +5,6 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -61,15 +60,12 @@ func ExtensionsRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 // opts.ByObject names, once after is closed (nil: at once), and returns at once a reader of it
 // that holds nothing until they have synced: it answers NotFound before, so a caller that reads
 // live what the cache does not hold (the entry function) does so meanwhile. A process started
-// for a waiting event thus serves it without first listing every namespace and secret of the
-// cluster, and lists them only after (runtime.Deps.FirstEventSettled). The cache runs until
-// ctx is done.
-func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, after <-chan struct{}, log *zap.Logger) (client.Reader, error) {
-	c, err := cache.New(cfg, opts)
-	if err != nil {
-		return nil, fmt.Errorf("creating cache: %w", err)
-	}
-	r := &warmingReader{cache: c}
+// for a waiting event thus serves it without first building a cache and listing every
+// namespace and secret of the cluster, and does both only after (runtime.Deps.
+// FirstEventSettled). A cache that cannot start is logged, and reads stay live. The cache runs
+// until ctx is done.
+func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, after <-chan struct{}, log *zap.Logger) client.Reader {
+	r := &warmingReader{}
 	go func() {
 		if after != nil {
 			select {
@@ -79,6 +75,11 @@ func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, after
 			}
 		}
 		start := time.Now()
+		c, err := cache.New(cfg, opts)
+		if err != nil {
+			log.Warn("the cache cannot start: reading live", zap.Error(err))
+			return
+		}
 		go func() { _ = c.Start(ctx) }()
 		for obj := range opts.ByObject {
 			if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
@@ -87,32 +88,33 @@ func StartCache(ctx context.Context, cfg *rest.Config, opts cache.Options, after
 			}
 		}
 		if c.WaitForCacheSync(ctx) {
-			r.synced.Store(true)
+			r.cache.Store(&c)
 			log.Info("cache synced", zap.Duration("took", time.Since(start)))
 		}
 	}()
-	return r, nil
+	return r
 }
 
 // warmingReader reads a cache once it has synced; before, it holds nothing.
 type warmingReader struct {
-	cache  cache.Cache
-	synced atomic.Bool
+	cache atomic.Pointer[cache.Cache] // set once synced
 }
 
 // errWarming: a list cannot say "none" for a cache that has not synced.
 var errWarming = errors.New("the cache has not synced yet")
 
 func (r *warmingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if !r.synced.Load() {
+	c := r.cache.Load()
+	if c == nil {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: obj.GetObjectKind().GroupVersionKind().Kind}, key.Name)
 	}
-	return r.cache.Get(ctx, key, obj, opts...)
+	return (*c).Get(ctx, key, obj, opts...)
 }
 
 func (r *warmingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	if !r.synced.Load() {
+	c := r.cache.Load()
+	if c == nil {
 		return errWarming
 	}
-	return r.cache.List(ctx, list, opts...)
+	return (*c).List(ctx, list, opts...)
 }
