@@ -55,7 +55,7 @@ func TestEachDeployableLinksOnlyItsProviders(t *testing.T) {
 // BenchmarkImageSize builds every deployable as infra/Dockerfile does and prints its size on
 // disk and gzip-compressed (a registry layer), beside upstream's BackupBucket and BackupEntry
 // controllers built the same way (test/bench/upstream: provider-local's, the only upstream
-// extension whose module builds here). The distroless base adds about 2 MB compressed.
+// extension whose module builds here). The distroless base adds at most 2 MB compressed.
 //
 //	go test -run '^$' -bench BenchmarkImageSize -benchtime 1x ./functions/cmd/
 func BenchmarkImageSize(b *testing.B) {
