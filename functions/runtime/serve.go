@@ -46,12 +46,9 @@ func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstrea
 		srv.Root = h
 		// Knative's activator holds the first request until the pod is ready: the start is
 		// over once it serves.
-		o := defaultWorkerOptions()
-		for _, opt := range opts {
-			opt(&o)
-		}
-		o.startup.Mark("serving")
-		o.startup.Done()
+		startup := workerOptionsOf(opts).startup
+		startup.Mark("serving")
+		startup.Done()
 		log.Info("serving CloudEvents over HTTP", zap.String("function", fn.Name), zap.String("addr", addr))
 		return srv.Run(ctx)
 	case ModePull:

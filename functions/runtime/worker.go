@@ -36,10 +36,7 @@ func NewWorker(js jetstream.JetStream, fn Function, reg prometheus.Registerer, o
 	if err := fn.Validate(); err != nil {
 		return nil, err
 	}
-	o := defaultWorkerOptions()
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := workerOptionsOf(opts)
 	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name)), objects: newKeyLock()}, nil
 }
 

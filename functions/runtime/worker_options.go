@@ -18,8 +18,9 @@ type workerOptions struct {
 	startup       Startup
 }
 
-func defaultWorkerOptions() workerOptions {
-	return workerOptions{
+// workerOptionsOf are the defaults with opts applied.
+func workerOptionsOf(opts []WorkerOption) workerOptions {
+	o := workerOptions{
 		concurrency:   4,
 		backoffBase:   time.Second,
 		backoffMax:    5 * time.Minute,
@@ -27,6 +28,10 @@ func defaultWorkerOptions() workerOptions {
 		log:           zap.NewNop(),
 		startup:       noStartup{},
 	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // WithConcurrency bounds the events handled at once (default 4).

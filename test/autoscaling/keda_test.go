@@ -9,10 +9,8 @@ package autoscaling
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -38,21 +36,8 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
-// reading is one line of test/keda's output: what KEDA's scaler said of one trigger.
-type reading struct {
-	ScaledObject string `json:"scaledObject"`
-	Consumer     string `json:"consumer"`
-	Active       bool   `json:"active"`
-	Lag          int64  `json:"lag"`
-	Error        string `json:"error"`
-}
-
-func (r reading) String() string {
-	if r.Error != "" {
-		return fmt.Sprintf("%s: error %q", r.Consumer, r.Error)
-	}
-	return fmt.Sprintf("%s: active=%t lag=%d", r.Consumer, r.Active, r.Lag)
-}
+// reading is what KEDA's scaler said of one trigger.
+type reading = stack.KEDAReading
 
 func TestKEDAScalesTheFunctionsFromZero(t *testing.T) {
 	t.Run("one nats-server", func(t *testing.T) {
@@ -156,21 +141,9 @@ func newKEDA(t *testing.T, monitor string) *keda {
 // read asks KEDA's scaler about every trigger once.
 func (k *keda) read(t *testing.T) []reading {
 	t.Helper()
-	var stderr bytes.Buffer
-	cmd := exec.Command(k.bin, "-f", k.file)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	readings, err := stack.ReadKEDA(k.bin, k.file)
 	if err != nil {
-		t.Fatalf("kedascaler: %v\n%s", err, stderr.String())
-	}
-	var readings []reading
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for dec.More() {
-		var r reading
-		if err := dec.Decode(&r); err != nil {
-			t.Fatalf("kedascaler's output: %v\n%s", err, out)
-		}
-		readings = append(readings, r)
+		t.Fatal(err)
 	}
 	return readings
 }

@@ -82,22 +82,10 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		}
 	}
 	run := func(name string, args ...string) error {
-		port, err := stack.FreePort()
+		p, _, err := e.exec(b, name, phase+"-"+name+".log", environ, append(args, o.limitArgs()...)...)
 		if err != nil {
 			return err
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		args = append(args, "--addr", addr)
-		args = append(args, o.limitArgs()...)
-		f := e.file(b, phase+"-"+name+".log")
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Env = environ
-		cmd.Stdout, cmd.Stderr = f, f
-		sp, err := stack.StartProcess(cmd)
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		p := &process{Process: sp, name: name, addr: addr}
 		h.procs = append(h.procs, p)
 		return nil
 	}
@@ -132,6 +120,26 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		return nil, err
 	}
 	return h, nil
+}
+
+// exec starts args with environ as the process name, serving /metrics and /readyz on a free
+// --addr and logging to logName in the log directory, and says when it was exec'd.
+func (e *env) exec(b testing.TB, name, logName string, environ []string, args ...string) (*process, time.Time, error) {
+	port, err := stack.FreePort()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	f := e.file(b, logName)
+	cmd := exec.Command(args[0], append(args[1:], "--addr", addr)...)
+	cmd.Env = environ
+	cmd.Stdout, cmd.Stderr = f, f
+	at := time.Now()
+	sp, err := stack.StartProcess(cmd)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return &process{Process: sp, name: name, addr: addr}, at, nil
 }
 
 // setup runs `housekeeper setup`, which creates the streams and consumers with replicas copies

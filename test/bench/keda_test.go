@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,24 +83,17 @@ func newKEDAOperator(b *testing.B, fn, monitor string) *kedaOperator {
 
 // active asks the scaler once, as the operator does each polling interval.
 func (k *kedaOperator) active() (bool, error) {
-	var stderr bytes.Buffer
-	cmd := exec.Command(k.scaler, "-f", k.file)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	readings, err := stack.ReadKEDA(k.scaler, k.file)
 	if err != nil {
-		return false, fmt.Errorf("kedascaler: %v: %s", err, stderr.String())
+		return false, err
 	}
-	var r struct {
-		Active bool   `json:"active"`
-		Error  string `json:"error"`
+	if len(readings) != 1 {
+		return false, fmt.Errorf("kedascaler read %d triggers, want the function's one: %v", len(readings), readings)
 	}
-	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil {
-		return false, fmt.Errorf("kedascaler's output %q: %v", out, err)
-	}
-	if r.Error != "" {
+	if r := readings[0]; r.Error != "" {
 		return false, fmt.Errorf("kedascaler: %s", r.Error)
 	}
-	return r.Active, nil
+	return readings[0].Active, nil
 }
 
 // awaitActive polls from start, at a random phase of the interval (the operator's loop does
@@ -176,7 +166,7 @@ func (w *restWorld) scaleFromZeroPurge(b *testing.B, n int, retention time.Durat
 		proc := w.function(b, "purge")
 		line, err := awaitColdStart(proc, 30*time.Second)
 		if err != nil {
-			w.stop(proc)
+			proc.Stop()
 			b.Fatalf("purge %d: %v", i, err)
 		}
 		total, _, err := line.phases(proc.exec)
@@ -191,7 +181,7 @@ func (w *restWorld) scaleFromZeroPurge(b *testing.B, n int, retention time.Durat
 		if err := w.drained("purge", 30*time.Second); err != nil {
 			b.Fatal(err)
 		}
-		w.stop(proc)
+		proc.Stop()
 	}
 	return res, k.interval
 }

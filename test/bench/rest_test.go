@@ -6,13 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,12 +52,12 @@ import (
 // scale it down for a trial.
 func BenchmarkAtRest(b *testing.B) {
 	var (
-		entries = envInt("HOUSEKEEPER_BENCH_REST_ENTRIES", 5000)
-		secrets = envInt("HOUSEKEEPER_BENCH_REST_SECRETS", 10000)
-		starts  = envInt("HOUSEKEEPER_BENCH_REST_STARTS", 20)
-		serialN = envInt("HOUSEKEEPER_BENCH_REST_SERIAL", 100)
-		idle    = envDuration("HOUSEKEEPER_BENCH_REST_IDLE", 5*time.Minute)
-		kedaN   = envInt("HOUSEKEEPER_BENCH_REST_KEDA", 5)
+		entries = envInt(b, "HOUSEKEEPER_BENCH_REST_ENTRIES", 5000)
+		secrets = envInt(b, "HOUSEKEEPER_BENCH_REST_SECRETS", 10000)
+		starts  = envInt(b, "HOUSEKEEPER_BENCH_REST_STARTS", 20)
+		serialN = envInt(b, "HOUSEKEEPER_BENCH_REST_SERIAL", 100)
+		idle    = envDuration(b, "HOUSEKEEPER_BENCH_REST_IDLE", 5*time.Minute)
+		kedaN   = envInt(b, "HOUSEKEEPER_BENCH_REST_KEDA", 5)
 	)
 	for b.Loop() {
 		w := startRestWorld(b)
@@ -75,7 +73,7 @@ func BenchmarkAtRest(b *testing.B) {
 		up := w.startUpstream(b, true)
 		w.printIdle(b, os.Stdout, up, idle)
 		upLatency := w.serial(b, "lat-up", serialN)
-		w.stop(up)
+		up.Stop()
 		w.startFunctions(b, "bucket", "entry", "purge")
 		hkLatency := w.serial(b, "lat-hk", serialN)
 		w.stopFunctions()
@@ -155,7 +153,7 @@ func startRestWorld(b *testing.B) *restWorld {
 		b.Fatal(err)
 	}
 	w.bridge = w.start(b, "bridge", filepath.Join(e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity=bench", "--kube-qps", "-1")
-	b.Cleanup(func() { w.stop(w.bridge) })
+	b.Cleanup(func() { w.bridge.Stop() })
 	if err := w.awaitReady(w.bridge, time.Minute); err != nil {
 		b.Fatal(err)
 	}
@@ -165,27 +163,13 @@ func startRestWorld(b *testing.B) *restWorld {
 // start execs args as the process name, with a free --addr.
 func (w *restWorld) start(b *testing.B, name string, args ...string) *restProc {
 	b.Helper()
-	port, err := stack.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	w.seq++
-	log := filepath.Join(w.e.logDir, fmt.Sprintf("rest-%03d-%s.log", w.seq, name))
-	f, err := os.Create(log)
+	logName := fmt.Sprintf("rest-%03d-%s.log", w.seq, name)
+	p, at, err := w.e.exec(b, name, logName, w.environ, args...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = f.Close() })
-	cmd := exec.Command(args[0], append(args[1:], "--addr", addr)...)
-	cmd.Env = w.environ
-	cmd.Stdout, cmd.Stderr = f, f
-	at := time.Now()
-	sp, err := stack.StartProcess(cmd)
-	if err != nil {
-		b.Fatalf("%s: %v", name, err)
-	}
-	return &restProc{process: &process{Process: sp, name: name, addr: addr}, log: log, exec: at}
+	return &restProc{process: p, log: filepath.Join(w.e.logDir, logName), exec: at}
 }
 
 // function execs housekeeper's function fn as deployed, without client limits.
@@ -201,20 +185,6 @@ func (w *restWorld) awaitReady(p *restProc, timeout time.Duration) error {
 	return (&housekeeper{procs: []*process{p.process}}).waitReady(timeout)
 }
 
-// stop ends p (SIGTERM, SIGKILL after 10 s).
-func (w *restWorld) stop(p *restProc) {
-	if p == nil {
-		return
-	}
-	_ = p.Signal(syscall.SIGTERM)
-	select {
-	case <-p.Done():
-	case <-time.After(10 * time.Second):
-		_ = p.Signal(syscall.SIGKILL)
-		<-p.Done()
-	}
-}
-
 func (w *restWorld) startFunctions(b *testing.B, fns ...string) {
 	for _, fn := range fns {
 		p := w.function(b, fn)
@@ -227,7 +197,7 @@ func (w *restWorld) startFunctions(b *testing.B, fns ...string) {
 
 func (w *restWorld) stopFunctions() {
 	for fn, p := range w.running {
-		w.stop(p)
+		p.Stop()
 		delete(w.running, fn)
 	}
 }
@@ -413,7 +383,7 @@ func (w *restWorld) coldStartFunction(b *testing.B, fn string, n int) coldStarts
 		proc := w.function(b, fn)
 		line, err := awaitColdStart(proc, 30*time.Second)
 		if err != nil {
-			w.stop(proc)
+			proc.Stop()
 			b.Fatalf("%s start %d: %v", fn, i, err)
 		}
 		total, phases, err := line.phases(proc.exec)
@@ -437,7 +407,7 @@ func (w *restWorld) coldStartFunction(b *testing.B, fn string, n int) coldStarts
 		if err := w.drained(fn, 30*time.Second); err != nil {
 			b.Fatalf("%s start %d: %v", fn, i, err)
 		}
-		w.stop(proc)
+		proc.Stop()
 	}
 	return res
 }
@@ -474,13 +444,13 @@ func (w *restWorld) coldStartUpstream(b *testing.B, n int) coldStarts {
 		}
 		proc := w.startUpstreamProc(b, false)
 		if err := w.awaitEntries([]string{name}, time.Minute, "converged", func(o entryObs) bool { return !o.converged.IsZero() || proc.Exited() }); err != nil || proc.Exited() {
-			w.stop(proc)
+			proc.Stop()
 			b.Fatalf("upstream start %d: %v (exited: %t, log %s)", i, err, proc.Exited(), proc.log)
 		}
 		d := w.e.obs.snapshot([]string{name})[0].converged.Sub(proc.exec)
 		res.total = append(res.total, d)
 		res.converged = append(res.converged, d)
-		w.stop(proc)
+		proc.Stop()
 	}
 	return res
 }
@@ -505,7 +475,7 @@ func (w *restWorld) startUpstream(b *testing.B, leaderElect bool) *restProc {
 		b.Fatal(err)
 	}
 	if err := w.awaitEntries(p.entries, time.Minute, "converged", func(o entryObs) bool { return !o.converged.IsZero() }); err != nil {
-		w.stop(proc)
+		proc.Stop()
 		b.Fatal(err)
 	}
 	return proc
@@ -667,12 +637,12 @@ type idleProc struct {
 func (w *restWorld) printIdle(b *testing.B, out io.Writer, up *restProc, idle time.Duration) {
 	// The chart runs two bridge replicas; the one not leading waits for the Lease.
 	standby := w.start(b, "bridge-standby", filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity=bench-standby", "--kube-qps", "-1")
-	defer w.stop(standby)
+	defer standby.Stop()
 	// Knative mode adds the forwarder of every function, always on (it holds no events here:
 	// nothing is pending, and it is stopped before anything happens again).
 	forwarder := w.start(b, "forward", filepath.Join(w.e.binDir, "housekeeper"), "forward", "--function", strings.Join(all.Names(), ","),
 		"--url", "http://127.0.0.1:1/{function}")
-	defer w.stop(forwarder)
+	defer forwarder.Stop()
 	procs := []idleProc{
 		{"housekeeper bridge, the leader (KEDA and Knative)", w.bridge.Pid(), w.bridge.addr},
 		{"housekeeper bridge, the standby replica", standby.Pid(), standby.addr},
@@ -808,16 +778,15 @@ func printLatency(out io.Writer, n int, hk, up latency) {
 		float64(percentile(hk.delete, 0.99))/float64(percentile(up.delete, 0.99)))
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
+// envDuration is the duration in the environment variable name, or def when it is unset.
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
 	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
-		return v
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("%s=%q: want a positive duration", name, v)
 	}
-	return def
+	return d
 }

@@ -9,19 +9,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	controllerconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/gardener/gardener/pkg/client/kubernetes"
-	localbackupbucket "github.com/gardener/gardener/pkg/provider-local/controller/backupbucket"
-	localbackupentry "github.com/gardener/gardener/pkg/provider-local/controller/backupentry"
-	"github.com/gardener/gardener/pkg/provider-local/controller/backupoptions"
+	"github.com/housekeeper-dev/housekeeper/test/bench/providerlocal"
 )
-
-// upstreamConcurrency is provider-local's MaxConcurrentReconciles for its BackupBucket and
-// BackupEntry controllers (cmd/gardener-extension-provider-local/app).
-const upstreamConcurrency = 5
 
 // side is an implementation running for one phase.
 type side interface {
@@ -46,28 +37,12 @@ func startUpstream(b *testing.B, e *env, phase string, qps float32, burst int) (
 	cfg.QPS, cfg.Burst = qps, burst
 	u := &upstream{counter: newRequestCounter(), done: make(chan error, 1)}
 	u.counter.instrument(cfg)
-	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                 kubernetes.SeedScheme,
-		Logger:                 e.logr(b, phase+"-provider-local.log"),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             controllerconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	opts := backupoptions.AddOptions{
-		BackupBucketPath:   e.root,
-		ContainerMountPath: e.root,
-		Controller:         controller.Options{MaxConcurrentReconciles: upstreamConcurrency},
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	u.cancel = cancel
-	if err := localbackupbucket.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
-		cancel()
-		return nil, err
-	}
-	if err := localbackupentry.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
+	mgr, err := providerlocal.NewManager(ctx, cfg, e.root, e.logr(b, phase+"-provider-local.log"), manager.Options{
+		Controller: controllerconfig.Controller{SkipNameValidation: ptr.To(true)}, // a manager per phase in one process
+	})
+	if err != nil {
 		cancel()
 		return nil, err
 	}

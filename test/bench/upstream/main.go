@@ -16,26 +16,17 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gardener/gardener/pkg/client/kubernetes"
-	localbackupbucket "github.com/gardener/gardener/pkg/provider-local/controller/backupbucket"
-	localbackupentry "github.com/gardener/gardener/pkg/provider-local/controller/backupentry"
-	"github.com/gardener/gardener/pkg/provider-local/controller/backupoptions"
 	"github.com/go-logr/zapr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
+	"github.com/housekeeper-dev/housekeeper/test/bench/providerlocal"
 )
-
-// concurrency is provider-local's MaxConcurrentReconciles for both controllers
-// (cmd/gardener-extension-provider-local/app).
-const concurrency = 5
 
 func main() {
 	root := flag.String("root", "", "directory of the local provider's buckets")
@@ -69,27 +60,12 @@ func run(root, addr string, leaderElect bool, namespace string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mgr, err := manager.New(cfg, manager.Options{
-		Scheme:                  kubernetes.SeedScheme,
-		Logger:                  zapr.NewLogger(log),
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  "0",
+	mgr, err := providerlocal.NewManager(ctx, cfg, root, zapr.NewLogger(log), manager.Options{
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "provider-local-leader-election",
 		LeaderElectionNamespace: namespace,
 	})
 	if err != nil {
-		return err
-	}
-	opts := backupoptions.AddOptions{
-		BackupBucketPath:   root,
-		ContainerMountPath: root,
-		Controller:         controller.Options{MaxConcurrentReconciles: concurrency},
-	}
-	if err := localbackupbucket.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
-		return err
-	}
-	if err := localbackupentry.AddToManagerWithOptions(ctx, mgr, opts); err != nil {
 		return err
 	}
 	log.Info("starting", zap.Time("at", time.Now()))
