@@ -411,20 +411,6 @@ func (r *run) controlPlaneMigration(t *testing.T) {
 	shoot := r.shoot(t, "five", gardencorev1beta1.ShootPurposeEvaluation, r.src, r.dst)
 	e := r.deployEntry(t, shoot, r.src, bucketA.name)
 	r.expectEntrySucceeded(t, e)
-	// gardenlet migrates only an entry it has recorded as its own (status.seedName, written as
-	// an operation starts); a shoot migrates long after its entry was first reconciled. Without
-	// this wait a migration started within a second of the deploy could find it unrecorded, and
-	// the source gardenlet would skip the entry as not its own.
-	r.eventually(t, "gardenlet records the source seed as responsible", func() error {
-		be, err := e.deployer.Get(ctx)
-		if err != nil {
-			return err
-		}
-		if got := ptr.Deref(be.Status.SeedName, ""); got != r.src.name {
-			return fmt.Errorf("status.seedName %q, lastOperation %s", got, describeOp(be.Status.LastOperation))
-		}
-		return nil
-	})
 	backups := writeBackups(t, r.root, bucketA.name, e.name)
 
 	// Migrate: the core BackupEntry is scheduled to the destination seed; the source
