@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -81,8 +83,18 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOp
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateOrUpdateStream(ctx, want)
-		case err == nil && !sameStreamConfig(stream.CachedInfo().Config, want):
-			_, err = js.UpdateStream(ctx, want)
+		case err == nil:
+			have := stream.CachedInfo().Config
+			// What an update does not change (limits set by hand, mirrors, sources, a retention
+			// the server lets no update change) must already be safe for schedules.
+			if want.AllowMsgSchedules {
+				if err := CheckScheduleSafe(unmanaged(have, want)); err != nil {
+					return fmt.Errorf("refusing to set up: %w", err)
+				}
+			}
+			if !sameStreamConfig(have, want) {
+				_, err = js.UpdateStream(ctx, want)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("ensuring stream %s: %w", want.Name, err)
@@ -91,19 +103,108 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOp
 	return nil
 }
 
-// CheckStreams reports, as ErrNotSetUp, a stream of housekeeper's that does not exist. Processes
+// CheckStreams reports, as ErrNotSetUp, a stream of housekeeper's that does not exist, and as
+// ErrScheduleUnsafe a stream of record whose settings can remove a pending schedule. Processes
 // call it at start-up instead of creating the streams with settings of their own.
 func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
+	if err := CheckServerVersion(js.Conn().ConnectedServerVersion()); err != nil {
+		return err
+	}
 	for _, name := range []string{RecordStream, DeadLetterStream} {
-		_, err := js.Stream(ctx, name)
+		stream, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("stream %s does not exist: %w", name, ErrNotSetUp)
 		}
 		if err != nil {
 			return fmt.Errorf("looking up stream %s: %w", name, err)
 		}
+		if name == RecordStream {
+			if err := CheckScheduleSafe(stream.CachedInfo().Config); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// MinServerVersion is the oldest nats-server housekeeper runs on: before 2.15, a replicated
+// stream could lose pending schedules (nats-server#8423, fixed by #8431).
+const MinServerVersion = "2.15.0"
+
+// ErrServerTooOld says that the NATS server is older than MinServerVersion.
+var ErrServerTooOld = errors.New("nats-server too old")
+
+// CheckServerVersion returns ErrServerTooOld, naming both versions, for a server version older
+// than MinServerVersion, or one that does not read as a version.
+func CheckServerVersion(version string) error {
+	have, pre, ok := parseVersion(version)
+	want, _, _ := parseVersion(MinServerVersion)
+	if c := slices.Compare(have, want); ok && (c > 0 || c == 0 && !pre) {
+		return nil
+	}
+	return fmt.Errorf("%w: connected to nats-server %q, housekeeper needs %s or newer (older servers lose schedules of replicated streams, nats-server#8423)",
+		ErrServerTooOld, version, MinServerVersion)
+}
+
+// parseVersion reads "major.minor.patch" and whether a "-suffix" (a pre-release) follows.
+func parseVersion(v string) (version []int, pre bool, ok bool) {
+	v, suffix, pre := strings.Cut(strings.TrimPrefix(v, "v"), "-")
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 || pre && suffix == "" {
+		return nil, false, false
+	}
+	version = make([]int, 3)
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return nil, false, false
+		}
+		version[i] = n
+	}
+	return version, pre, true
+}
+
+// ErrScheduleUnsafe says that a stream's settings can remove a pending schedule (a purge, a
+// verify purge, a retry, a cron backup) before it fires, and the server would then never fire
+// it: nothing would say so.
+var ErrScheduleUnsafe = errors.New("stream settings can drop a pending schedule")
+
+// CheckScheduleSafe returns ErrScheduleUnsafe, naming each setting and why, if cfg can remove a
+// schedule holder before it fires. MaxAge cannot: every holder is exempt (TTLNever).
+func CheckScheduleSafe(cfg jetstream.StreamConfig) error {
+	var why []string
+	if cfg.Retention != jetstream.LimitsPolicy {
+		why = append(why, fmt.Sprintf("retention %s deletes a schedule once acknowledged or without interest (limits only)", cfg.Retention))
+	}
+	if cfg.Discard == jetstream.DiscardNew {
+		why = append(why, "discard new refuses new schedules once the stream is full")
+	}
+	if cfg.MaxMsgs > 0 || cfg.MaxBytes > 0 {
+		why = append(why, fmt.Sprintf("max messages %d / max bytes %d evict the oldest messages, pending schedules among them, once reached (leave both unlimited)", cfg.MaxMsgs, cfg.MaxBytes))
+	}
+	if cfg.Mirror != nil || len(cfg.Sources) > 0 {
+		why = append(why, "a mirror or a stream with sources does not fire schedules")
+	}
+	if !cfg.AllowMsgSchedules {
+		why = append(why, "message schedules are not allowed")
+	}
+	if !cfg.AllowMsgTTL {
+		why = append(why, "per-message TTLs are not allowed: a schedule's TTL \"never\" is what keeps it beyond the max age")
+	}
+	if cfg.DenyPurge {
+		why = append(why, "deny purge: a pending purge could not be cancelled")
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return fmt.Errorf("stream %s: %w: %s", cfg.Name, ErrScheduleUnsafe, strings.Join(why, "; "))
+}
+
+// unmanaged is have with the settings EnsureStreams sets taken from want: what would remain of
+// have after an update, but for its retention, which the server does not let an update change.
+func unmanaged(have, want jetstream.StreamConfig) jetstream.StreamConfig {
+	have.AllowMsgSchedules, have.AllowMsgTTL, have.DenyPurge = want.AllowMsgSchedules, want.AllowMsgTTL, want.DenyPurge
+	return have
 }
 
 // sameStreamConfig compares the settings StreamConfigs makes; the server fills in the rest.

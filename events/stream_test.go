@@ -1,7 +1,10 @@
 package events
 
 import (
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,5 +37,50 @@ func TestStreamConfigs(t *testing.T) {
 	}
 	if _, dl = StreamConfigs(WithDeadLetterMaxAge(time.Minute)); dl.Duplicates != time.Minute {
 		t.Errorf("dead-letter duplicate window %s with max age 1m, want 1m", dl.Duplicates)
+	}
+}
+
+func TestCheckServerVersion(t *testing.T) {
+	for version, ok := range map[string]bool{
+		"2.15.0": true, "2.15.2": true, "2.16.0-dev": true, "v2.15.2": true, "3.0.0": true,
+		"2.14.5": false, "2.12.15": false, "2.15.0-beta.1": false, "": false, "2.15": false, "two": false,
+	} {
+		err := CheckServerVersion(version)
+		if ok != (err == nil) {
+			t.Errorf("%q: %v", version, err)
+		}
+		if err != nil && (!errors.Is(err, ErrServerTooOld) || !strings.Contains(err.Error(), fmt.Sprintf("%q", version)) || !strings.Contains(err.Error(), MinServerVersion)) {
+			t.Errorf("%q: the error names neither version: %v", version, err)
+		}
+	}
+}
+
+// The settings StreamConfigs makes are safe for schedules, at any max age; each setting that can
+// remove a pending schedule is named.
+func TestCheckScheduleSafe(t *testing.T) {
+	record, _ := StreamConfigs(WithMaxAge(time.Second))
+	if err := CheckScheduleSafe(record); err != nil {
+		t.Fatalf("the stream of record: %v", err)
+	}
+	for want, change := range map[string]func(*jetstream.StreamConfig){
+		"retention WorkQueue": func(c *jetstream.StreamConfig) { c.Retention = jetstream.WorkQueuePolicy },
+		"retention Interest":  func(c *jetstream.StreamConfig) { c.Retention = jetstream.InterestPolicy },
+		"discard new":         func(c *jetstream.StreamConfig) { c.Discard = jetstream.DiscardNew },
+		"max messages 1000":   func(c *jetstream.StreamConfig) { c.MaxMsgs = 1000 },
+		"max bytes 4096":      func(c *jetstream.StreamConfig) { c.MaxBytes = 4096 },
+		"a mirror":            func(c *jetstream.StreamConfig) { c.Mirror = &jetstream.StreamSource{Name: "X"} },
+		"or a stream with sources": func(c *jetstream.StreamConfig) {
+			c.Sources = []*jetstream.StreamSource{{Name: "X"}}
+		},
+		"schedules are not allowed": func(c *jetstream.StreamConfig) { c.AllowMsgSchedules = false },
+		"TTLs are not allowed":      func(c *jetstream.StreamConfig) { c.AllowMsgTTL = false },
+		"deny purge":                func(c *jetstream.StreamConfig) { c.DenyPurge = true },
+	} {
+		cfg := record
+		change(&cfg)
+		err := CheckScheduleSafe(cfg)
+		if !errors.Is(err, ErrScheduleUnsafe) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
 	}
 }

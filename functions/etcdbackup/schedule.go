@@ -146,9 +146,7 @@ func (s *Scheduler) install(ctx context.Context, cfg *backupv1alpha1.EtcdBackupC
 	if err != nil {
 		return nil, err
 	}
-	target := msg.Subject
-	msg.Subject = events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name)
-	opts := []jetstream.PublishOpt{jetstream.WithScheduleTarget(target), jetstream.WithScheduleTTL(DueMessageTTL)}
+	opts := append(events.Schedule(msg, events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name)), jetstream.WithScheduleTTL(DueMessageTTL))
 	switch {
 	case cfg.Spec.Schedule == "":
 		// Once, now: the scheduler's whole seconds make it within a second or two.

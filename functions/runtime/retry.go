@@ -32,12 +32,11 @@ func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uin
 	if f, ok := FireOf(ctx); ok {
 		retry.Header.Set(events.HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))
 	}
-	target := retry.Subject
-	retry.Subject = events.RetryScheduleSubject(w.fn.Name, id)
+	opts := events.Schedule(retry, events.RetryScheduleSubject(w.fn.Name, id))
 	// The server's scheduler works in whole seconds: a shorter delay fires within one.
 	at := time.Now().Add(max(delay, time.Second))
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_, err := w.js.PublishMsg(pubCtx, retry, jetstream.WithScheduleAt(at), jetstream.WithScheduleTarget(target))
+	_, err := w.js.PublishMsg(pubCtx, retry, append(opts, jetstream.WithScheduleAt(at))...)
 	return err
 }

@@ -250,9 +250,9 @@ func schedule(ctx context.Context, t *testing.T, js jetstream.JetStream, name st
 		t.Fatalf("purge-due event on %q, want %q", target, want)
 	}
 	holder := *msg
-	holder.Subject = events.PurgeScheduleSubject(name)
 	holder.Header = cloneHeader(msg.Header)
-	ack, err := js.PublishMsg(ctx, &holder, jetstream.WithScheduleAt(fireAt), jetstream.WithScheduleTarget(target))
+	opts := events.Schedule(&holder, events.PurgeScheduleSubject(name))
+	ack, err := js.PublishMsg(ctx, &holder, append(opts, jetstream.WithScheduleAt(fireAt))...)
 	if err != nil {
 		t.Fatalf("scheduling: %v", err)
 	}

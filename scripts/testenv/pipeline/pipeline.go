@@ -57,7 +57,14 @@ type Pipeline struct {
 // replaces them (testenv.WithNATSCluster).
 func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 	t.Helper()
-	return start(t, "", extra...)
+	return start(t, "", nil, extra...)
+}
+
+// StartWithSetup is Start with setupArgs added to `housekeeper setup`'s
+// (e.g. "--stream-max-age", "3s").
+func StartWithSetup(t testing.TB, setupArgs []string, extra ...testenv.Option) *Pipeline {
+	t.Helper()
+	return start(t, "", setupArgs, extra...)
 }
 
 // StartSecure is Start with NATS secured as an operator runs it: TLS with client certificates,
@@ -65,10 +72,10 @@ func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 // its own identity with the permissions `housekeeper nats-auth` issues in form.
 func StartSecure(t testing.TB, form natsconn.Form, extra ...testenv.Option) *Pipeline {
 	t.Helper()
-	return start(t, form, extra...)
+	return start(t, form, nil, extra...)
 }
 
-func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipeline {
+func start(t testing.TB, secure natsconn.Form, setupArgs []string, extra ...testenv.Option) *Pipeline {
 	t.Helper()
 	opts := []testenv.Option{testenv.WithKube(), testenv.WithAzurite()}
 	if secure == "" {
@@ -84,7 +91,7 @@ func start(t testing.TB, secure natsconn.Form, extra ...testenv.Option) *Pipelin
 	if env.NATSCluster != nil {
 		replicas = len(env.NATSCluster.Nodes)
 	}
-	setUp(t, p.NATSArgs(events.IdentitySetup), replicas)
+	setUp(t, p.NATSArgs(events.IdentitySetup), replicas, setupArgs...)
 
 	b, err := bridge.New(env.Kube.Config, p.JSFor(events.IdentityBridge), nil, bridge.Options{Cluster: Cluster, Scope: Scope, Logger: p.Log.Named("bridge")})
 	if err != nil {
@@ -105,10 +112,11 @@ const ackWait = 3 * time.Second
 // setUp runs `housekeeper setup` with the NATS flags nats, as every deployment does before the
 // bridge and the functions start: the streams and every function's consumer, with replicas
 // copies of each.
-func setUp(t testing.TB, nats []string, replicas int) {
+func setUp(t testing.TB, nats []string, replicas int, extra ...string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	args := append(nats, "setup", "--log-level", "warn", "--ack-wait", ackWait.String(), "--stream-replicas", strconv.Itoa(replicas))
+	args = append(args, extra...)
 	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
 		t.Fatalf("housekeeper %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
 	}
