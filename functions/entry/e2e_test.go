@@ -293,7 +293,10 @@ func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
 	ctx := context.Background()
 	const name = "shoot--dev--again--1"
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--again"}})
-	old := newEntry(name, map[string]string{entry.AnnotationForceDeletion: "true"})
+	// A retention keeps each deleted entry Pending, scheduled: one due at once, the entry
+	// function would purge itself.
+	const retention = 2 * time.Second
+	old := newEntry(name, map[string]string{entry.AnnotationRetention: retention.String()})
 	f.create(old)
 	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
 	oldDue := f.deleteUntilPending(old)
@@ -308,12 +311,14 @@ func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitGone(name)
-	recreated := newEntry(name, map[string]string{entry.AnnotationForceDeletion: "true"})
+	recreated := newEntry(name, map[string]string{entry.AnnotationRetention: retention.String()})
 	f.create(recreated)
 	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
 	data := snapshots(name+"/", 20)
 	f.upload(data...)
-	newDue := f.deleteUntilPending(recreated)
+	newDue := f.deleteUntilPending(recreated).Add(retention)
+	oldDue = oldDue.Add(retention)
+	time.Sleep(time.Until(newDue))
 
 	purger, err := entry.PurgeDefinition.Build(ctx, runtime.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
 		Cluster: pipeline.Cluster, Log: f.Log}, "--types=azure")
@@ -413,4 +418,46 @@ func TestHelperSlowPurgeProcess(t *testing.T) {
 		t.Skip("child process of TestKilledPurgeFinishesAfterRedelivery")
 	}
 	runSlowPurge(t, setting)
+}
+
+// An entry due when it is deleted (retention 0, as gardenlet deletes it once its own grace
+// period ended) is purged by the entry function, which has just read it live: no schedule, no
+// purge function (none runs here), and exactly its prefix.
+func TestDueEntryIsPurgedByTheEntryFunction(t *testing.T) {
+	f := start(t, true)
+	const name = "shoot--dev--now--1"
+	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--now"}})
+	e := newEntry(name, nil)
+	f.create(e)
+	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
+	inside, outside := snapshots(name+"/", 30), snapshots("shoot--dev--now--10/", 10)
+	f.upload(slices.Concat(inside, outside)...)
+
+	f.delete(e)
+	f.waitGone(name)
+	if left := f.list(name + "/"); len(left) != 0 {
+		t.Errorf("%d blobs left under %s/", len(left), name)
+	}
+	if left := f.list("shoot--dev--now--10/"); len(left) != len(outside) {
+		t.Errorf("%d of %d blobs left outside the prefix", len(left), len(outside))
+	}
+	stream, err := f.JS.Stream(context.Background(), events.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, _ := events.Subject(events.TypePurgeDue, name)
+	for _, subject := range []string{events.PurgeScheduleSubject(name), due} {
+		if m, err := stream.GetLastMsgForSubject(context.Background(), subject); err == nil {
+			t.Errorf("a purge was scheduled: %s at sequence %d", subject, m.Sequence)
+		}
+	}
+	completed, _ := events.Subject(events.TypePurgeCompleted, name)
+	m, err := stream.GetLastMsgForSubject(context.Background(), completed)
+	if err != nil {
+		t.Fatalf("no %s event: %v", events.TypePurgeCompleted, err)
+	}
+	var data events.PurgeData
+	if e, err := events.Decode(m.Header, m.Data); err != nil || e.DataAs(&data) != nil || data.Deleted != len(inside) {
+		t.Errorf("purge completed event: %+v, %v", data, err)
+	}
 }

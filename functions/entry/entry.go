@@ -14,6 +14,7 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,9 @@ type Actuator struct {
 	Retention Retention
 	Cluster   string
 	Now       func() time.Time
+	// Purger, if set, purges an entry that is due when it is deleted, here and now (purgesNow),
+	// instead of scheduling it.
+	Purger *Purger
 }
 
 // SecretRef is where the etcd-backup secret of entry e lives.
@@ -275,7 +279,14 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 		return gardener.Deletion{}, gardener.Permanent(err, gardencorev1beta1.ErrorConfigurationProblem)
 	}
 	due, _ := a.Retention.Due(e)
-	if err := a.schedule(ctx, e, due); err != nil {
+	data := events.PurgeData{
+		Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName,
+		Prefix: gardener.EntryPrefix(e.Name), DueAt: due,
+	}
+	if a.purgesNow(e, due) {
+		return gardener.Deletion{}, a.purgeNow(ctx, e, data)
+	}
+	if err := a.schedule(ctx, e, data); err != nil {
 		return gardener.Deletion{}, err
 	}
 	return gardener.Deletion{
@@ -284,15 +295,37 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 	}, nil
 }
 
-// schedule publishes the purge-due event as a message the NATS server delivers at due. There
-// is one schedule per entry: publishing again replaces it, and the same schedule twice is a
-// duplicate JetStream drops.
-func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEntry, due time.Time) error {
-	data := events.PurgeData{
-		Entry: e.Name, UID: string(e.UID), BucketName: e.Spec.BucketName,
-		Prefix: gardener.EntryPrefix(e.Name), DueAt: due,
+// purgesNow says whether the entry function purges e's backups itself: e, just read live, is
+// due by then and its bucket's provider is one this process opens. A schedule would wait for
+// the server's timer floor (250 ms) to have the purge function make the same checks of the
+// same live object; and no event's word is trusted either way.
+func (a *Actuator) purgesNow(e *extensionsv1alpha1.BackupEntry, due time.Time) bool {
+	if a.Purger == nil || due.After(a.Now()) {
+		return false
 	}
-	if err := schedulePurge(ctx, a.JetStream, a.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, due, a.Now()); err != nil {
+	_, err := a.Purger.Providers.Get(e.Spec.Type)
+	return err == nil
+}
+
+// purgeNow purges the backups of e, which is due: the purge function's work, in this function.
+// The reconciler releases e once it returns; a failure is e's Delete error, retried as such.
+func (a *Actuator) purgeNow(ctx context.Context, e *extensionsv1alpha1.BackupEntry, data events.PurgeData) error {
+	log := a.Purger.Log.With(zap.String("entry", e.Name), zap.String("uid", string(e.UID)))
+	done, err := a.Purger.purgeDue(ctx, log, e, data)
+	if err != nil {
+		return err
+	}
+	if done != nil {
+		a.Purger.publish(ctx, log, events.OpPurgeCompleted, e, *done)
+	}
+	return nil
+}
+
+// schedule publishes the purge-due event as a message the NATS server delivers at data.DueAt.
+// There is one schedule per entry: publishing again replaces it, and the same schedule twice
+// is a duplicate JetStream drops.
+func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEntry, data events.PurgeData) error {
+	if err := schedulePurge(ctx, a.JetStream, a.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, data.DueAt, a.Now()); err != nil {
 		return err
 	}
 	scheduled, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeScheduled, kube.Ref(events.KindBackupEntry, e), data, a.Now())
@@ -321,8 +354,7 @@ func schedulePurge(ctx context.Context, js jetstream.JetStream, cluster string, 
 	if err != nil {
 		return err
 	}
-	target := msg.Subject
-	msg.Subject = events.PurgeScheduleSubject(data.Entry)
+	opts := events.Schedule(msg, events.PurgeScheduleSubject(data.Entry))
 	// Only the server's scheduler fires purge-due events (no identity may publish them), so an
 	// event already due is scheduled for now: the scheduler fires it within its timer's floor
 	// (250 ms). The time keeps its fraction of a second, which jetstream.WithScheduleAt drops.
@@ -330,7 +362,7 @@ func schedulePurge(ctx context.Context, js jetstream.JetStream, cluster string, 
 		at = now
 	}
 	msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
-	if _, err := js.PublishMsg(ctx, msg, jetstream.WithScheduleTarget(target), jetstream.WithScheduleTTL(DueMessageTTL)); err != nil {
+	if _, err := js.PublishMsg(ctx, msg, append(opts, jetstream.WithScheduleTTL(DueMessageTTL))...); err != nil {
 		return fmt.Errorf("scheduling the %s purge of %s: %w", op, data.Entry, err)
 	}
 	return nil

@@ -28,8 +28,9 @@ const Name = "entry"
 var Types = []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced}
 
 // Publishes are the subjects the function publishes its work on (its NATS permission): the
-// purge schedules and their announcements.
-var Publishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeScheduled)...)
+// purge schedules and their announcements, and the outcome of the purges it does itself (an
+// entry due when it is deleted).
+var Publishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeScheduled, events.TypePurgeCompleted)...)
 
 // StatusWriter writes BackupEntries as the Gardener protocol does; the purge function uses it
 // to record its progress and release an entry once its backups are gone.
@@ -67,7 +68,9 @@ var Definition = runtime.Definition{
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
 		return func(ctx context.Context, d runtime.Deps) (runtime.Function, error) {
-			s, err := scope(nil) // writes etcd-backup from the credentials; opens no bucket
+			// It writes etcd-backup from the credentials, and opens a bucket only to purge an
+			// entry due when it is deleted, where its stores can (purgesNow): else it schedules.
+			s, err := scope(nil)
 			if err != nil {
 				return runtime.Function{}, err
 			}
@@ -87,7 +90,8 @@ var Definition = runtime.Definition{
 // newFunction returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
 // nil to read everything from the API server.
 func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
-	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now}
+	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
+		Purger: newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))}
 	return runtime.Function{
 		Name:    Name,
 		Types:   Types,

@@ -88,17 +88,22 @@ var PurgeDefinition = runtime.Definition{
 	},
 }
 
-// newFunction returns the purge function.
+// newPurge returns the purge function.
 func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, reg prometheus.Registerer) runtime.Function {
-	p := &Purger{
+	p := newPurger(c, js, providers, retention, scope, cluster, log)
+	p.Verified = NewVerifyMetrics(reg)
+	return runtime.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
+}
+
+// newPurger returns a Purger with the settings the purge and the entry function share.
+func newPurger(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) *Purger {
+	return &Purger{
 		Client: c, Providers: providers, Retention: retention, Scope: scope, JetStream: js, Cluster: cluster, Log: log,
 		Entries:          StatusWriter(c, log),
-		Verified:         NewVerifyMetrics(reg),
 		Now:              time.Now,
 		ProgressInterval: 2 * time.Second,
 		KeyRetries:       3,
 	}
-	return runtime.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
 }
 
 // Handle runs a due purge after checking the live entry: it must exist, be the same object
@@ -146,14 +151,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		return nil
 	}
 
-	prefix := gardener.EntryPrefix(be.Name)
-	if live, err := p.liveOwner(ctx, be); err != nil {
-		return err
-	} else if live != "" {
-		log.Info("not purging: the prefix belongs to a live entry in the same bucket; releasing", zap.String("liveEntry", live))
-		return p.Entries.RemoveFinalizers(ctx, be)
-	}
-	purged, err := p.purge(ctx, log, be, prefix)
+	done, err := p.purgeDue(ctx, log, be, data)
 	if err != nil {
 		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
 		if runtime.ClassOf(err) == runtime.ClassPermanent {
@@ -162,20 +160,42 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		}
 		return err
 	}
+	if err := p.Entries.Release(ctx, be); err != nil {
+		return err
+	}
+	if done != nil {
+		p.publish(ctx, log, events.OpPurgeCompleted, be, *done)
+	}
+	return nil
+}
+
+// purgeDue deletes the backups of be, a live entry checked as Handle checks it: deleting, with
+// our finalizer, this installation's, not migrated, and due. It leaves the release of be to
+// its caller, and returns what the purge-completed event says (nil: nothing was purged, the
+// prefix being a live entry's). The purge function calls it when a scheduled purge fires; the
+// entry function when the entry it has just read is due already (Actuator.Delete).
+func (p *Purger) purgeDue(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) (*events.PurgeData, error) {
+	prefix := gardener.EntryPrefix(be.Name)
+	if live, err := p.liveOwner(ctx, be); err != nil {
+		return nil, err
+	} else if live != "" {
+		log.Info("not purging: the prefix belongs to a live entry in the same bucket; releasing", zap.String("liveEntry", live))
+		return nil, nil
+	}
+	purged, err := p.purge(ctx, log, be, prefix)
+	if err != nil {
+		return nil, err
+	}
 	if purged.Locked > 0 {
 		// What object lock keeps is marked; the entry is released, as upstream does, so that
 		// gardenlet (and a migration) proceeds, and a verify purge is due when the locks end.
 		if err := p.scheduleVerify(ctx, log, be, data, purged); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if err := p.Entries.Release(ctx, be); err != nil {
-		return err
-	}
 	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
-	p.publish(ctx, log, events.OpPurgeCompleted, be, data)
 	log.Info("purge completed", zap.String("prefix", prefix), zap.Int("deleted", purged.Deleted), zap.Int("locked", purged.Locked), zap.Time("lockedUntil", purged.Until))
-	return nil
+	return &data, nil
 }
 
 // scheduleVerify schedules the verify purge of the objects purged left locked, at the end of

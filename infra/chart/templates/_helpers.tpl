@@ -113,9 +113,10 @@ capabilities:
 {{- end }}
 {{- end -}}
 
-{{/* The local provider's directory, for the functions that open buckets (bucket, purge). */}}
+{{/* The local provider's directory, for the functions that open buckets (bucket, purge, and
+entry, which purges an entry due when it is deleted). */}}
 {{- define "housekeeper.opensStores" -}}
-{{- if has .name (list "bucket" "purge") }}true{{ end -}}
+{{- if has .name (list "bucket" "entry" "purge") }}true{{ end -}}
 {{- end -}}
 
 {{- define "housekeeper.localEnv" -}}

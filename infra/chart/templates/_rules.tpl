@@ -49,6 +49,11 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["clusters"]
   verbs: ["get"]
+# An entry due when it is deleted is purged here: the bucket's type and credentials open the
+# store, as for the purge function.
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets"]
+  verbs: ["get"]
 # Is the shoot's control-plane namespace there, and is it the entry's shoot's? list/watch: the
 # function's cache of namespace metadata.
 - apiGroups: [""]
