@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,19 +42,22 @@ commands:
   forward --function F --url URL
                          deliver F's events from JetStream to F served in http mode (Knative),
                          with retries and dead letters
-  replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N]
+  replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N] [--timeout D]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object
-  deadletters list [--function F] [--kubeconfig FILE]
+  deadletters list [--function F] [--kubeconfig FILE] [--timeout D]
                          show dead letters with their age, reason and their object's state now
-  deadletters retry [--function F] (--seq N[,N...] | --all)
+  deadletters retry [--function F] (--seq N[,N...] | --all) [--timeout D]
                          re-drive dead letters to their function
-  deadletters discard [--function F] (--seq N[,N...] | --resolved | --all)
+  deadletters discard [--function F] (--seq N[,N...] | --resolved | --all) [--timeout D]
                          remove dead letters, e.g. those whose object converged or is gone
+
+replay and deadletters give up once JetStream has not answered for --timeout (default %s: a
+leader election takes seconds), saying what they waited for and how far they got.
 
 housekeeper COMMAND --help shows a command's flags. Every flag can also be set as
 HOUSEKEEPER_<FLAG> in the environment.
-`, functionNames())
+`, functionNames(), defaultTimeout)
 
 // Main runs the command line and returns the exit code. providers are the object store
 // providers linked into the binary: what its functions can open (a main lists them, so an
@@ -97,24 +101,7 @@ func run(ctx context.Context, args []string, out io.Writer, providers []objectst
 	if len(rest) == 0 {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
-	connect := func(identity string) (*nats.Conn, jetstream.JetStream, error) {
-		auth, err := nopts.Auth(identity)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
-		}
-		nc, err := nats.Connect(nopts.URL, append(auth, nats.Name("housekeeper-"+identity))...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
-		}
-		// Publishes wait out a leader election, saying so on stderr once; Ctrl-C ends them.
-		log, err := logging.New(logging.Options{Format: "console"})
-		if err != nil {
-			nc.Close()
-			return nil, nil, err
-		}
-		js, err := natsconn.NewJetStream(nc, log.Named(identity))
-		return nc, js, err
-	}
+	connect := natsConnector(nopts)
 	switch rest[0] {
 	case "nats-auth":
 		return runNATSAuth(rest[1:], out)
@@ -148,19 +135,50 @@ func run(ctx context.Context, args []string, out io.Writer, providers []objectst
 // connector connects to NATS as an identity (events.Identity*).
 type connector func(identity string) (*nats.Conn, jetstream.JetStream, error)
 
+// natsConnector connects with nopts, for a command that ends: nats.go's few reconnects, and
+// publishes that wait out a leader election, saying so on stderr once; --timeout or Ctrl-C
+// ends them.
+func natsConnector(nopts natsconn.Options) connector {
+	return func(identity string) (*nats.Conn, jetstream.JetStream, error) {
+		auth, err := nopts.Auth(identity)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
+		}
+		nc, err := nats.Connect(nopts.URL, append(auth, nats.Name("housekeeper-"+identity))...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("connecting to NATS at %s as %s: %w", nopts.URL, identity, err)
+		}
+		log, err := logging.New(logging.Options{Format: "console"})
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		js, err := natsconn.NewJetStream(nc, log.Named(identity))
+		if err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		return nc, js, nil
+	}
+}
+
 func replay(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := newFlags("replay", "--function F (--since D | --from-seq N) [--until TIME | --until-seq N]",
-		"Re-deliver a window of the stream of record to one function, as new deliveries of the same events\n(the functions are idempotent). It prints what it re-drove.")
+	fs := newFlags("replay", "--function F (--since D | --from-seq N) [--until TIME | --until-seq N] [--timeout D]",
+		"Re-deliver a window of the stream of record to one function, as new deliveries of the same events\n(the functions are idempotent). It prints what it re-drove. One that stops (no answer from\nJetStream within --timeout, an error, Ctrl-C) says how far it got and how to resume.")
 	function := fs.String("function", "", "function to re-deliver to (required)")
 	since := fs.Duration("since", 0, "start this long ago")
 	fromSeq := fs.Uint64("from-seq", 0, "start at this stream sequence")
 	until := fs.String("until", "", "stop after this time (RFC 3339)")
 	untilSeq := fs.Uint64("until-seq", 0, "stop after this stream sequence")
+	timeout := bindTimeout(fs)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if *function == "" || (*since == 0) == (*fromSeq == 0) {
 		return fmt.Errorf("%w: replay needs --function and one of --since or --from-seq", errUsage)
+	}
+	if err := checkTimeout("replay", *timeout); err != nil {
+		return err
 	}
 	w := runtime.Window{FromSeq: *fromSeq, UntilSeq: *untilSeq}
 	if *since != 0 {
@@ -179,22 +197,73 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 		return err
 	}
 	defer nc.Close()
-	last := time.Now()
-	res, err := runtime.Replay(ctx, js, *function, w, func(done int, seq uint64) {
-		if time.Since(last) > time.Second {
-			fmt.Fprintf(out, "replay: %d events re-driven (at sequence %d)\n", done, seq)
-			last = time.Now()
-		}
+	p := &replayProgress{out: out, last: time.Now()}
+	// Every event re-driven is an answer: --timeout bounds the silence, not the replay.
+	err = watch(ctx, *timeout, "re-driving events of stream "+events.RecordStream, func(ctx context.Context, alive func()) error {
+		_, err := runtime.Replay(ctx, js, *function, w, func(done int, seq uint64) {
+			alive()
+			p.report(done, seq)
+		})
+		return err
 	})
+	done, first, last := p.stop()
 	if err != nil {
-		return fmt.Errorf("replay to %s: %w (%d events re-driven before the error)", *function, err, res.Redriven)
+		if done == 0 {
+			return fmt.Errorf("replay to %s: %w (nothing re-driven)", *function, err)
+		}
+		resume := fmt.Sprintf("--function %s --from-seq %d", *function, last+1)
+		if *untilSeq != 0 {
+			resume += fmt.Sprintf(" --until-seq %d", *untilSeq)
+		}
+		if *until != "" {
+			resume += " --until " + *until
+		}
+		fmt.Fprintf(out, "replay: stopped after re-driving %d events (sequences %d..%d); to resume: housekeeper replay %s\n", done, first, last, resume)
+		return fmt.Errorf("replay to %s: %w; it re-drove %d events, up to sequence %d: resume with %s", *function, err, done, last, resume)
 	}
-	if res.Redriven == 0 {
+	if done == 0 {
 		fmt.Fprintf(out, "replay: no events of %s in the window\n", *function)
 		return nil
 	}
-	fmt.Fprintf(out, "replay: re-drove %d events (sequences %d..%d) to %s\n", res.Redriven, res.FirstSeq, res.LastSeq, *function)
+	fmt.Fprintf(out, "replay: re-drove %d events (sequences %d..%d) to %s\n", done, first, last, *function)
 	return nil
+}
+
+// replayProgress is how far a replay got. A replay given up on may still report after the
+// command ended: it is locked, and quiet once stopped.
+type replayProgress struct {
+	out io.Writer
+
+	mu         sync.Mutex
+	stopped    bool
+	done       int
+	first, seq uint64
+	last       time.Time // of the last line printed
+}
+
+// report takes an event re-driven, and prints the count every second.
+func (p *replayProgress) report(done int, seq uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	if p.first == 0 {
+		p.first = seq
+	}
+	p.done, p.seq = done, seq
+	if time.Since(p.last) > time.Second {
+		fmt.Fprintf(p.out, "replay: %d events re-driven (at sequence %d)\n", done, seq)
+		p.last = time.Now()
+	}
+}
+
+// stop ends the reports and returns how many events were re-driven, the first and last.
+func (p *replayProgress) stop() (done int, first, last uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	return p.done, p.first, p.seq
 }
 
 func resync(ctx context.Context, args []string, out io.Writer, connect connector) error {

@@ -28,20 +28,22 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 type fixture struct {
-	t   *testing.T
-	url string
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	t      *testing.T
+	url    string
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	server *stack.NATS
 }
 
 func newFixture(t *testing.T) *fixture {
 	env := testenv.Start(t, testenv.WithNATS())
 	nc, js := env.Connect(t)
-	f := &fixture{t: t, url: env.NATS.URL, nc: nc, js: js}
+	f := &fixture{t: t, url: env.NATS.URL, nc: nc, js: js, server: env.NATS}
 	if code, _, errOut := f.cli("setup", "--log-level", "warn"); code != 0 {
 		t.Fatalf("setup: exit %d: %s", code, errOut)
 	}

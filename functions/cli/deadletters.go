@@ -134,13 +134,22 @@ type deadLetterFlags struct {
 	*commandFlags
 	function *string
 	kube     kube.Options
+	timeout  *time.Duration
 }
 
 func newDeadLetterFlags(name, synopsis, summary string) *deadLetterFlags {
 	f := &deadLetterFlags{commandFlags: newFlags(name, synopsis, summary)}
 	f.function = f.String("function", "", "only this function's dead letters")
 	f.kube.BindFlags(f.FlagSet, os.Getenv("KUBECONFIG"))
+	f.timeout = bindTimeout(f.commandFlags)
 	return f
+}
+
+func (f *deadLetterFlags) parse(args []string) error {
+	if err := f.commandFlags.parse(args); err != nil {
+		return err
+	}
+	return checkTimeout(f.Name(), *f.timeout)
 }
 
 // states reads every dead letter's object; without a reachable API server it says why and
@@ -168,8 +177,8 @@ func (f *deadLetterFlags) states(ctx context.Context, out io.Writer, dls []runti
 }
 
 func deadLettersList(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs := newDeadLetterFlags("deadletters list", "[--function F] [--kubeconfig FILE]",
-		"Show the events functions gave up on: when, how often tried, why, and how their object is now.\nA dead letter whose object since converged or is gone is RESOLVED: discard those with\n`housekeeper deadletters discard --resolved`.")
+	fs := newDeadLetterFlags("deadletters list", "[--function F] [--kubeconfig FILE] [--timeout D]",
+		"Show the events functions gave up on: when, how often tried, why, and how their object is now.\nA dead letter whose object since converged or is gone is RESOLVED: discard those with\n`housekeeper deadletters discard --resolved`. Reading them all must end within --timeout.")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -271,12 +280,12 @@ func (s *selection) check(command string) error {
 }
 
 func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs, sel, err := parseSelection(args, "deadletters retry", "[--function F] (--seq N[,N...] | --all) [--kubeconfig FILE]",
-		"Re-drive dead letters to their function. One whose object is gone is not retried (it would\nreplay the old error): discard it.", false)
+	fs, sel, err := parseSelection(args, "deadletters retry", "[--function F] (--seq N[,N...] | --all) [--kubeconfig FILE] [--timeout D]",
+		"Re-drive dead letters to their function. One whose object is gone is not retried (it would\nreplay the old error): discard it. Once JetStream has not answered for --timeout it stops,\nsaying which were re-driven; the others stay dead letters.", false)
 	if err != nil {
 		return err
 	}
-	return eachDeadLetter(ctx, fs, sel, out, connect, "re-driven", func(js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
+	return eachDeadLetter(ctx, fs, sel, out, connect, "re-driven", func(ctx context.Context, js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
 		if st != nil && strings.HasPrefix(st.State, "gone") {
 			return "", fmt.Errorf("its %s is %s: retrying would replay the old error; discard it", st.Object, st.State)
 		}
@@ -288,12 +297,12 @@ func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect
 }
 
 func deadLettersDiscard(ctx context.Context, args []string, out io.Writer, connect connector) error {
-	fs, sel, err := parseSelection(args, "deadletters discard", "[--function F] (--seq N[,N...] | --resolved | --all) [--kubeconfig FILE]",
-		"Remove dead letters without re-driving them: those whose object converged or is gone since\n(--resolved, which reads the objects on the API server), or the ones named.", true)
+	fs, sel, err := parseSelection(args, "deadletters discard", "[--function F] (--seq N[,N...] | --resolved | --all) [--kubeconfig FILE] [--timeout D]",
+		"Remove dead letters without re-driving them: those whose object converged or is gone since\n(--resolved, which reads the objects on the API server), or the ones named. Once JetStream has\nnot answered for --timeout it stops, saying which were discarded.", true)
 	if err != nil {
 		return err
 	}
-	return eachDeadLetter(ctx, fs, sel, out, connect, "discarded", func(js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
+	return eachDeadLetter(ctx, fs, sel, out, connect, "discarded", func(ctx context.Context, js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
 		if *sel.resolved && (st == nil || !st.Resolved) {
 			return "", errSkip
 		}
@@ -309,13 +318,18 @@ func deadLettersDiscard(ctx context.Context, args []string, out io.Writer, conne
 }
 
 // connectAndList connects as the operator and lists the dead letters of --function (all if
-// empty); the caller closes the connection.
+// empty), within --timeout; the caller closes the connection.
 func connectAndList(ctx context.Context, fs *deadLetterFlags, connect connector) (*nats.Conn, jetstream.JetStream, []runtime.DeadLetter, error) {
 	nc, js, err := connect(events.IdentityOperator)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	dls, err := runtime.ListDeadLetters(ctx, js, *fs.function)
+	var dls []runtime.DeadLetter
+	err = watch(ctx, *fs.timeout, "reading dead letters from stream "+events.DeadLetterStream, func(ctx context.Context, _ func()) error {
+		list, err := runtime.ListDeadLetters(ctx, js, *fs.function)
+		dls = list
+		return err
+	})
 	if err != nil {
 		nc.Close()
 		return nil, nil, nil, err
@@ -327,9 +341,10 @@ func connectAndList(ctx context.Context, fs *deadLetterFlags, connect connector)
 var errSkip = errors.New("skip")
 
 // eachDeadLetter says what it is about to do, then does act on each selected dead letter with
-// its object's state (nil when unknown), printing each outcome and a summary.
+// its object's state (nil when unknown), printing each outcome and a summary. Each act has
+// --timeout; once one got no answer (or on Ctrl-C) it stops and names those not tried.
 func eachDeadLetter(ctx context.Context, fs *deadLetterFlags, sel *selection, out io.Writer, connect connector, done string,
-	act func(jetstream.JetStream, runtime.DeadLetter, *DeadLetterState) (string, error)) error {
+	act func(context.Context, jetstream.JetStream, runtime.DeadLetter, *DeadLetterState) (string, error)) error {
 	nc, js, dls, err := connectAndList(ctx, fs, connect)
 	if err != nil {
 		return err
@@ -349,14 +364,25 @@ func eachDeadLetter(ctx context.Context, fs *deadLetterFlags, sel *selection, ou
 	fmt.Fprintf(out, "%d of %s %d dead letters selected\n", len(selected), scope, len(dls))
 	states := fs.states(ctx, out, selected)
 	ok, failed := 0, 0
-	for _, d := range selected {
+	var stopped error
+	for i, d := range selected {
 		var st *DeadLetterState
 		if s, known := states[d.Sequence]; known {
 			st = &s
 		}
-		what, err := act(js, d, st)
+		var what string
+		err := watch(ctx, *fs.timeout, fmt.Sprintf("dead letter %d of stream %s", d.Sequence, events.DeadLetterStream), func(ctx context.Context, _ func()) error {
+			w, err := act(ctx, js, d, st)
+			what = w
+			return err
+		})
 		switch {
 		case errors.Is(err, errSkip):
+		case err != nil && (errors.Is(err, ErrNoAnswer) || ctx.Err() != nil):
+			fmt.Fprintf(out, "%d (%s): %v (it may have been %s all the same: list the dead letters)\n", d.Sequence, d.Function, err, done)
+			failed++
+			stopped = err
+			untried(out, selected[i+1:])
 		case err != nil:
 			fmt.Fprintf(out, "%d (%s): %v\n", d.Sequence, d.Function, err)
 			failed++
@@ -364,14 +390,32 @@ func eachDeadLetter(ctx context.Context, fs *deadLetterFlags, sel *selection, ou
 			fmt.Fprintln(out, what)
 			ok++
 		}
+		if stopped != nil {
+			break
+		}
 	}
 	for seq := range sel.want {
 		fmt.Fprintf(out, "%d: no such dead letter\n", seq)
 		failed++
 	}
 	fmt.Fprintf(out, "%d dead letters %s, %d failed\n", ok, done, failed)
+	if stopped != nil {
+		return fmt.Errorf("%s stopped after %d dead letters %s: %w", fs.Name(), ok, done, stopped)
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d dead letters could not be %s", failed, done)
 	}
 	return nil
+}
+
+// untried names the dead letters a command stopped before: they are as they were.
+func untried(out io.Writer, rest []runtime.DeadLetter) {
+	if len(rest) == 0 {
+		return
+	}
+	seqs := make([]string, len(rest))
+	for i, d := range rest {
+		seqs[i] = strconv.FormatUint(d.Sequence, 10)
+	}
+	fmt.Fprintf(out, "stopped: %d dead letters not tried, left as they were: --seq %s\n", len(rest), strings.Join(seqs, ","))
 }

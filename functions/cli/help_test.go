@@ -19,13 +19,14 @@ const unreachable = "nats://127.0.0.1:1"
 // own --help lists the commands.
 func TestEveryCommandHasHelp(t *testing.T) {
 	commands := map[string][]string{ // command → flags its help must show
-		"nats-auth":         {"-out", "-form", "-account-seed"},
-		"setup":             {"-stream-replicas", "-max-deliver", "-ack-wait"},
-		"forward":           {"-function", "-url", "-addr"},
-		"replay":            {"-function", "-since", "-from-seq", "-until"},
-		"resync":            nil,
-		"deadletters list":  {"-function"},
-		"deadletters retry": {"-function", "-seq", "-all"},
+		"nats-auth":           {"-out", "-form", "-account-seed"},
+		"setup":               {"-stream-replicas", "-max-deliver", "-ack-wait"},
+		"forward":             {"-function", "-url", "-addr"},
+		"replay":              {"-function", "-since", "-from-seq", "-until", "-timeout"},
+		"resync":              nil,
+		"deadletters list":    {"-function", "-timeout"},
+		"deadletters retry":   {"-function", "-seq", "-all", "-timeout"},
+		"deadletters discard": {"-function", "-seq", "-resolved", "-timeout"},
 	}
 	for _, name := range all.Names() {
 		flags := []string{"-mode", "-kubeconfig", "-concurrency", "-addr", "-log-level"}

@@ -58,9 +58,14 @@ func deadLetterMsg(function, reason, subject string, seq, deliveries uint64, hea
 	return msg
 }
 
+// orderedResets bounds how often the ordered consumers of the operator's reads (dead letters,
+// replay) re-create their server-side consumer in one fetch: nats.go's default is forever,
+// with no context to stop it, so a JetStream without a leader would hang them.
+const orderedResets = 5
+
 // ListDeadLetters returns the dead letters of function ("" for all), oldest first.
 func ListDeadLetters(ctx context.Context, js jetstream.JetStream, function string) ([]DeadLetter, error) {
-	cfg := jetstream.OrderedConsumerConfig{}
+	cfg := jetstream.OrderedConsumerConfig{MaxResetAttempts: orderedResets}
 	if function != "" {
 		cfg.FilterSubjects = []string{events.DeadLetterSubject(function)}
 	}

@@ -57,7 +57,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, function string, w Wind
 	if w.UntilSeq != 0 && w.UntilSeq < last {
 		last = w.UntilSeq
 	}
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filters, MaxResetAttempts: orderedResets}
 	if w.FromSeq != 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, w.FromSeq
 	} else {
