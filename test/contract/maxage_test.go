@@ -97,3 +97,50 @@ func TestUnsafeStreamSettingsAreRefused(t *testing.T) {
 		t.Errorf("start-up after the limit was lifted: %v", err)
 	}
 }
+
+// A repeating schedule (a cron backup's, here every second) is one holder that fires again and again: it too
+// outlives the max age, where the control, without the TTL, stops firing once it aged out.
+func TestRepeatingScheduleOutlivesTheStreamsMaxAge(t *testing.T) {
+	const maxAge = 2 * time.Second
+	env := testenv.Start(t, testenv.WithNATS())
+	_, js := env.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(maxAge)); err != nil {
+		t.Fatal(err)
+	}
+	every := func(name string, keep bool) string {
+		msg, _ := purgeDue(t, name, testNow)
+		opts := events.Schedule(msg, events.PurgeScheduleSubject(name))
+		if !keep {
+			msg.Header.Del(jetstream.MsgTTLHeader)
+		}
+		if _, err := js.PublishMsg(ctx, msg, append(opts, jetstream.WithScheduleCron("* * * * * *"))...); err != nil {
+			t.Fatal(err)
+		}
+		target, _ := events.Subject(events.TypePurgeDue, name)
+		return target
+	}
+	kept, aged := every("shoot--dev--every", true), every("shoot--dev--every-aged", false)
+	time.Sleep(4 * maxAge)
+	since := time.Now()
+	cons, err := js.OrderedConsumer(ctx, events.RecordStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{kept, aged}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fired := map[string]int{}
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Until(end) + 100*time.Millisecond))
+		if err != nil {
+			break
+		}
+		fired[m.Subject()]++
+	}
+	if fired[kept] < 2 {
+		t.Errorf("the kept schedule fired %d times in 3 s, %s after it was installed with a max age of %s", fired[kept], 4*maxAge, maxAge)
+	}
+	if fired[aged] != 0 {
+		t.Errorf("the control fired %d times after its holder should have aged out: this test shows nothing", fired[aged])
+	}
+}
