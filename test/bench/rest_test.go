@@ -25,6 +25,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -338,7 +339,8 @@ func (w *restWorld) coldStartFunction(b *testing.B, fn string, n int) coldStarts
 		w.coldEntries = p.entries
 	case "purge":
 		// The entries the entry's cold starts created go, one at a time, the entry function
-		// warm: each deletion schedules a purge at once (retention 0).
+		// warm: each deletion schedules a purge a second ahead (retention 1 s; one due at once
+		// the entry function purges itself).
 		if len(w.coldEntries) < n {
 			b.Fatalf("purge: %d entries of the entry's cold starts to delete, want %d", len(w.coldEntries), n)
 		}
@@ -373,6 +375,10 @@ func (w *restWorld) coldStartFunction(b *testing.B, fn string, n int) coldStarts
 			}
 		case "purge":
 			name = w.coldEntries[i]
+			retention := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"1s"}}}`, entry.AnnotationRetention))
+			if err := w.e.driver.Patch(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}, retention); err != nil {
+				b.Fatal(err)
+			}
 			if err := deleteExtensionObject(ctx, w.e.driver, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 				b.Fatal(err)
 			}
