@@ -87,7 +87,7 @@ func purgeOnTime(t *testing.T, f *fixture, between func(*fixture)) {
 		}
 		time.Sleep(time.Second)
 	}
-	f.Eventually(due.Add(onTime).Sub(time.Now()), fmt.Sprintf("%s purged and gone by %s (due %s)", name, onTime, due.Format(time.TimeOnly)), func() (bool, string) {
+	f.Eventually(time.Until(due.Add(onTime)), fmt.Sprintf("%s purged and gone by %s (due %s)", name, onTime, due.Format(time.TimeOnly)), func() (bool, string) {
 		ok, s := f.describe(&extensionsv1alpha1.BackupEntry{}, name)
 		return !ok, s
 	})
