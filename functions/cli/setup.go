@@ -23,7 +23,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	fs := newFlags("setup", "[--stream-replicas N] [--stream-max-age D] [--ack-wait D] ...", "Create or update the streams and every function's durable consumer. Run it before the bridge\nand the functions, and again after a change; it changes only what differs.")
 	var logOpts logging.Options
 	logOpts.BindFlags(fs.FlagSet)
-	maxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events: the window replay reaches back into")
+	maxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events: the window replay reaches back into (pending schedules are kept until they fire, however long)")
 	replicas := fs.Int("stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
 	cs := runtime.DefaultConsumerSettings()
 	fs.DurationVar(&cs.AckWait, "ack-wait", cs.AckWait, "how long JetStream waits for a function's ack before redelivering (running handlers renew it)")
