@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -128,7 +129,7 @@ func startSeed(t *testing.T, g *garden, l *logs, clk *shiftClock, name string) *
 	}).AddToManager(mgr, gardenCluster, mgr); err != nil {
 		t.Fatal(err)
 	}
-	entrySeedClient := &holdingClient{Client: mgr.GetClient(), seed: s}
+	entrySeedClient := &holdingClient{Client: mgr.GetClient(), seed: s, log: log.WithName("conformance")}
 	if err := (&backupentry.Reconciler{
 		SeedClient: entrySeedClient,
 		Clock:      clk,
@@ -175,19 +176,72 @@ func runManager(t *testing.T, mgr manager.Manager, what string) {
 	}
 }
 
-// holdingClient is gardenlet's seed client for the BackupEntry reconciler: it fails deletes of
-// extension BackupEntries while the seed holds them.
+// holdingClient is gardenlet's seed client for the BackupEntry reconciler: it blocks deletes of
+// extension BackupEntries while the seed holds them, and shows gardenlet an extension
+// BackupEntry's migration only once the extension has settled it.
 type holdingClient struct {
 	client.Client
 	seed *seedEnv
+	log  logr.Logger
+}
+
+// migrationSettleTimeout bounds how long a read of a migrating extension BackupEntry is held.
+const migrationSettleTimeout = 30 * time.Second
+
+// Get holds gardenlet's read of an extension BackupEntry whose lastOperation is Migrate
+// Processing until the extension has settled the migration (Succeeded, Error or Failed).
+//
+// gardenlet (v1.150.0 pkg/gardenlet/controller/backupentry/reconciler.go:455-499) handles only a
+// settled Migrate: Processing falls out of the switch, and gardenlet deletes the extension
+// secret and marks the core BackupEntry migrated (reconciler.go:502-508), which clears
+// status.seedName (:590). The destination seed is then responsible, the source gardenlet skips
+// the entry as not its own (:89-91), and the source extension object is never deleted. gardenlet
+// is woken only by Succeeded or Error (predicateutils.LastOperationChanged), so it would never
+// read Processing but for the extension library's second migrate: its own finalizer and status
+// writes, made while the migrate annotation is still on the object, requeue it, and the second
+// pass writes Migrate Processing again (extensions/pkg/controller/backupentry/reconciler.go:240)
+// within milliseconds of the first pass's Succeeded, which is what gardenlet, woken by that
+// Succeeded, can read after its own status write to the garden. Upstream's integration test
+// (test/integration/gardenlet/backupentry, "migrate") shows gardenlet only a settled Migrate
+// Succeeded; so does this hold. housekeeper writes Migrate Succeeded at once, so its runs are
+// never held.
+func (c *holdingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	be, ok := obj.(*extensionsv1alpha1.BackupEntry)
+	if !ok || !migrationProcessing(be) {
+		return nil
+	}
+	c.log.Info("Holding gardenlet's read of the extension BackupEntry until the extension has settled its migration", "name", key.Name)
+	deadline := time.Now().Add(migrationSettleTimeout)
+	for migrationProcessing(be) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+			return err
+		}
+	}
+	op := be.Status.LastOperation
+	c.log.Info("Released gardenlet's read of the extension BackupEntry", "name", key.Name, "lastOperation", string(op.Type)+"/"+string(op.State))
+	return nil
+}
+
+func migrationProcessing(be *extensionsv1alpha1.BackupEntry) bool {
+	op := be.Status.LastOperation
+	return op != nil && op.Type == gardencorev1beta1.LastOperationTypeMigrate &&
+		(op.State == gardencorev1beta1.LastOperationStateProcessing || op.State == gardencorev1beta1.LastOperationStatePending)
 }
 
 func (c *holdingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	if _, ok := obj.(*extensionsv1alpha1.BackupEntry); ok {
-		// Block rather than fail: a failed delete is retried within a second, and gardenlet's
-		// retries of a migration race with its own cache (a retry has been seen to finish the
-		// migration while the extension object still existed). A blocked delete lands once,
-		// when the test releases it.
+		// Block rather than fail: a failed delete is retried within a second, and a retry can
+		// read the extension's second Migrate Processing (see Get) and finish the migration while
+		// the extension object still exists. A blocked delete lands once, when the test releases
+		// it.
 		for c.seed.holdExtensionDeletes.Load() {
 			select {
 			case <-ctx.Done():
