@@ -339,8 +339,8 @@ func (w *restWorld) coldStartFunction(b *testing.B, fn string, n int) coldStarts
 		w.coldEntries = p.entries
 	case "purge":
 		// The entries the entry's cold starts created go, one at a time, the entry function
-		// warm: each deletion schedules a purge a second ahead (retention 1 s; one due at once
-		// the entry function purges itself).
+		// warm: each deletion schedules a purge (retention 2 s, since deletionTimestamp has
+		// whole seconds: an entry due at once the entry function purges itself).
 		if len(w.coldEntries) < n {
 			b.Fatalf("purge: %d entries of the entry's cold starts to delete, want %d", len(w.coldEntries), n)
 		}
@@ -375,7 +375,7 @@ func (w *restWorld) coldStartFunction(b *testing.B, fn string, n int) coldStarts
 			}
 		case "purge":
 			name = w.coldEntries[i]
-			retention := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"1s"}}}`, entry.AnnotationRetention))
+			retention := client.RawPatch("application/merge-patch+json", fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"2s"}}}`, entry.AnnotationRetention))
 			if err := w.e.driver.Patch(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}, retention); err != nil {
 				b.Fatal(err)
 			}
