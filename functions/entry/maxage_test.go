@@ -38,18 +38,7 @@ func TestRetentionLongerThanTheStreamsMaxAge(t *testing.T) {
 // deletion and the due time: the next leader holds the schedule and fires it.
 func TestRetentionLongerThanTheStreamsMaxAgeAcrossALeaderKill(t *testing.T) {
 	p := pipeline.StartWithSetup(t, []string{"--stream-max-age", maxAge.String()}, testenv.WithNATSCluster(3))
-	purgeOnTime(t, startOn(t, p, false), func(f *fixture) {
-		stream, err := f.JS.Stream(context.Background(), events.RecordStream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		leader := stream.CachedInfo().Cluster
-		if leader == nil || leader.Leader == "" {
-			t.Fatalf("the stream has no leader: %+v", leader)
-		}
-		f.Env.NATSCluster.Node(leader.Leader).Kill()
-		t.Logf("killed %s, the leader of the stream holding the schedule", leader.Leader)
-	})
+	purgeOnTime(t, startOn(t, p, false), func(f *fixture) { f.KillStreamLeader() })
 }
 
 // purgeOnTime deletes an entry with the long retention, runs between (if set) once the

@@ -14,18 +14,27 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
+// maxAge is how long the streams of these tests keep a message.
+const maxAge = 2 * time.Second
+
+// streamEnvWithMaxAge is streamEnv with a stream of record that keeps messages for maxAge.
+func streamEnvWithMaxAge(t *testing.T, maxAge time.Duration) (context.Context, jetstream.JetStream) {
+	t.Helper()
+	env := testenv.Start(t, testenv.WithNATS())
+	_, js := env.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(maxAge)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, js
+}
+
 // A schedule due long after the stream's max age fires, on time: its holder is exempt from
 // the max age (events.TTLNever). The control is the same schedule without that TTL, which the
 // max age removes before it fires (what every purge suffered before).
 func TestScheduleOutlivesTheStreamsMaxAge(t *testing.T) {
-	const maxAge = 2 * time.Second
-	env := testenv.Start(t, testenv.WithNATS())
-	_, js := env.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(maxAge)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js := streamEnvWithMaxAge(t, maxAge)
 	due := time.Now().Add(5 * maxAge).Truncate(time.Second) // the scheduler's "@at" has whole seconds
 	kept, _ := purgeDue(t, "shoot--dev--kept", due)
 	schedule(ctx, t, js, "shoot--dev--kept", kept, due)
@@ -101,14 +110,7 @@ func TestUnsafeStreamSettingsAreRefused(t *testing.T) {
 // A repeating schedule (a cron backup's, here every second) is one holder that fires again and again: it too
 // outlives the max age, where the control, without the TTL, stops firing once it aged out.
 func TestRepeatingScheduleOutlivesTheStreamsMaxAge(t *testing.T) {
-	const maxAge = 2 * time.Second
-	env := testenv.Start(t, testenv.WithNATS())
-	_, js := env.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(maxAge)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, js := streamEnvWithMaxAge(t, maxAge)
 	every := func(name string, keep bool) string {
 		msg, _ := purgeDue(t, name, testNow)
 		opts := events.Schedule(msg, events.PurgeScheduleSubject(name))

@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
@@ -56,17 +55,8 @@ func TestBackupsGoOnAcrossAStreamLeaderKill(t *testing.T) {
 		return n >= 3, fmt.Sprintf("%d backups", n)
 	})
 
-	stream, err := p.JS.Stream(ctx, events.RecordStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := stream.CachedInfo().Cluster
-	if leader == nil || leader.Leader == "" {
-		t.Fatalf("the stream has no leader: %+v", leader)
-	}
-	p.Env.NATSCluster.Node(leader.Leader).Kill()
+	p.KillStreamLeader()
 	killed := time.Now()
-	t.Logf("killed %s, the leader of the stream holding the schedule", leader.Leader)
 
 	var after []time.Time
 	p.Eventually(90*time.Second, "three backups of ticks after the kill", func() (bool, string) {

@@ -284,3 +284,25 @@ func (p *Pipeline) drained(ctx context.Context, function string) (bool, string) 
 	}
 	return info.NumPending == 0 && info.NumAckPending == 0, fmt.Sprintf("pending %d, ack pending %d", info.NumPending, info.NumAckPending)
 }
+
+// KillStreamLeader kills (SIGKILL) the nats-server process that leads the stream of record, the
+// one holding every schedule, and returns its name; the pipeline must run on a NATS cluster.
+func (p *Pipeline) KillStreamLeader() string {
+	p.T.Helper()
+	if p.Env.NATSCluster == nil {
+		p.T.Fatal("KillStreamLeader needs a NATS cluster (testenv.WithNATSCluster)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := p.JS.Stream(ctx, events.RecordStream)
+	if err != nil {
+		p.T.Fatal(err)
+	}
+	leader := stream.CachedInfo().Cluster
+	if leader == nil || leader.Leader == "" {
+		p.T.Fatalf("the stream has no leader: %+v", leader)
+	}
+	p.Env.NATSCluster.Node(leader.Leader).Kill()
+	p.T.Logf("killed %s, the leader of the stream holding the schedules", leader.Leader)
+	return leader.Leader
+}
