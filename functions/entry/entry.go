@@ -1,7 +1,8 @@
 // Package entry is the BackupEntry function: it writes the etcd-backup secret that
 // etcd-backup-restore reads into the shoot's control-plane namespace, and when the entry is
 // deleted, schedules the purge of its backups on the NATS server for when their retention
-// ends. The entry keeps its finalizers until the purge function has done that work.
+// ends; the entry keeps its finalizers until the purge function has done that work. An entry
+// due the moment it is deleted (retention 0) it purges itself, as the purge function would.
 package entry
 
 import (
