@@ -138,6 +138,12 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 		{"no cluster", func(v map[string]any) { delete(v, "cluster") }, "cluster is required"},
 		{"unknown mode", func(v map[string]any) { v["mode"] = "lambda" }, `mode "lambda"`},
 		{"local without its directory", func(v map[string]any) { v["types"] = []any{"local"} }, "set local.hostPath"},
+		{"identities in NATS's global account", func(v map[string]any) { v["nats"] = map[string]any{"account": "$G"} }, "nats.account $G"},
+		{"jwt identities without their account", func(v map[string]any) { v["nats"] = map[string]any{"credentials": "jwt"} }, "nats.account is required with jwt credentials"},
+		{"jwt identities in an account that is no public key", func(v map[string]any) {
+			v["nats"] = map[string]any{"credentials": "jwt", "account": "HOUSEKEEPER"}
+		}, "the account is its public key"},
+		{"an unknown credentials form", func(v map[string]any) { v["nats"] = map[string]any{"credentials": "yaml"} }, `nats.credentials "yaml"`},
 		{"an Azure authority without its Resource Manager", func(v map[string]any) {
 			v["azure"] = map[string]any{"authorityHost": "https://login.example.com"}
 		}, "azure.authorityHost and azure.resourceManager go together"},
@@ -229,6 +235,15 @@ func checkDeployable(t *testing.T, objs []manifest, ns string) {
 				s := s.(map[string]any)
 				if s["kind"] == "ServiceAccount" && (s["namespace"] != ns || !exists("ServiceAccount/"+s["name"].(string))) {
 					t.Errorf("%s: subject ServiceAccount %v/%v is not rendered", m, s["namespace"], s["name"])
+				}
+			}
+		case "Job":
+			// Under gardenlet a Job is an object of the ManagedResource: deleted from under it
+			// (ttlSecondsAfterFinished) gardener-resource-manager reports it missing, and a
+			// deadline fails it for good while it still waits for NATS or the identities Secret.
+			for _, field := range []string{"ttlSecondsAfterFinished", "activeDeadlineSeconds"} {
+				if v, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", field); ok {
+					t.Errorf("%s: spec.%s %v", m, field, v)
 				}
 			}
 		case "FlowSchema":

@@ -42,8 +42,8 @@ var functionTypes = func() map[string][]string {
 // forwarder's function) with the subjects its function takes and the ConfigMap's settings. No
 // function is started. Before the Job ran, the same check finds nothing. NATS is secured as
 // the chart expects: TLS, and the Job connects as the identity setup from the Secret
-// housekeeper-nats, which holds what `housekeeper nats-auth --form jwt` issued, mounted as the
-// Job mounts it.
+// housekeeper-nats, which holds what `housekeeper nats-auth` issued in the chart's default form
+// (config), mounted as the Job mounts it.
 func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 	bin := buildHousekeeper(t)
 	// The gardener rendering asks for three stream replicas, which one nats-server cannot hold
@@ -144,14 +144,14 @@ func consumersRead(t *testing.T, objs []manifest) map[string]string {
 func startSecuredNATS(t *testing.T) (string, map[string]string, jetstream.JetStream) {
 	t.Helper()
 	// The server is verified; the workloads present no client certificates.
-	n, issued, err := natsauth.Start(t.TempDir(), natsconn.FormJWT, hkcli.Permissions(), false, nil)
+	n, issued, err := natsauth.Start(t.TempDir(), natsconn.FormConfig, hkcli.Permissions(), false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(n.Stop)
 	secret := map[string]string{"ca.pem": issued.CA}
 	for _, p := range hkcli.Permissions() {
-		secret[p.Identity+".creds"] = issued.CredentialsFile(p.Identity)
+		secret[filepath.Base(issued.CredentialsFile(p.Identity))] = issued.CredentialsFile(p.Identity)
 	}
 	auth, err := issued.Options(n.URL, events.IdentityOperator).Auth(events.IdentityOperator)
 	if err != nil {

@@ -43,7 +43,7 @@ func runNATSAuth(args []string, out io.Writer) error {
 	issued := natsconn.Issued{Dir: *dir, Form: natsconn.Form(*form)}
 	if _, err := os.Stat(issued.CredentialsFile(events.IdentityBridge)); err == nil && !*force {
 		fmt.Fprintf(out, "%s holds credentials already: kept (--force issues new ones)\n", *dir)
-		return nil
+		return printChartValues(out, issued)
 	}
 	perms := Permissions()
 	var err error
@@ -59,5 +59,16 @@ func runNATSAuth(args []string, out io.Writer) error {
 		fmt.Fprintf(out, "%-10s publish %d subjects, subscribe %d\n", p.Identity, len(p.Publish), len(p.Subscribe))
 	}
 	fmt.Fprintf(out, "written to %s (%s form)\n", *dir, *form)
+	return printChartValues(out, issued)
+}
+
+// printChartValues says what the chart needs to use the identities: their form, and their
+// account, in which KEDA looks for the consumers.
+func printChartValues(out io.Writer, issued natsconn.Issued) error {
+	account, err := issued.Account()
+	if err != nil {
+		return fmt.Errorf("nats-auth: reading back the account: %w", err)
+	}
+	fmt.Fprintf(out, "chart values: --set nats.credentials=%s,nats.account=%s\n", issued.Form, account)
 	return nil
 }

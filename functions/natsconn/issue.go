@@ -234,6 +234,31 @@ func (i Issued) CredentialsFile(identity string) string {
 	return filepath.Join(i.Dir, identity+".nk")
 }
 
+// Account is the NATS account the identities live in, which KEDA names to read the consumers'
+// lag (the chart's nats.account): AccountName in the config form; in the JWT form the public
+// key of the account that signed them (a new one, or the one of --account-seed).
+func (i Issued) Account() (string, error) {
+	if i.Form != FormJWT {
+		return AccountName, nil
+	}
+	creds, err := os.ReadFile(i.CredentialsFile(events.IdentityBridge))
+	if err != nil {
+		return "", err
+	}
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", i.CredentialsFile(events.IdentityBridge), err)
+	}
+	claims, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", i.CredentialsFile(events.IdentityBridge), err)
+	}
+	if claims.IssuerAccount != "" {
+		return claims.IssuerAccount, nil
+	}
+	return claims.Issuer, nil
+}
+
 // Options are the connection options of identity.
 func (i Issued) Options(url, identity string) Options {
 	o := Options{URL: url, TLSCA: i.CA, TLSCert: i.ClientCert, TLSKey: i.ClientKey}

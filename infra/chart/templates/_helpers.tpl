@@ -86,11 +86,46 @@ capabilities:
 {{/* The environment variables of identity's NATS credentials (pass a dict: root, identity). */}}
 {{- define "housekeeper.natsEnv" -}}
 {{- if .root.Values.nats.identitiesSecret }}
-- name: HOUSEKEEPER_NATS_CREDS
-  value: /etc/housekeeper/nats/{{ .identity }}.creds
+{{- $file := include "housekeeper.natsCredentialsFile" . }}
+- name: {{ ternary "HOUSEKEEPER_NATS_CREDS" "HOUSEKEEPER_NATS_NKEY" (eq .root.Values.nats.credentials "jwt") }}
+  value: /etc/housekeeper/nats/{{ $file }}
 - name: HOUSEKEEPER_NATS_TLS_CA
   value: /etc/housekeeper/nats/ca.pem
 {{- end }}
+{{- end -}}
+
+{{/* The file of identity's credentials in the identities Secret, by nats.credentials (pass a
+dict: root, identity): <identity>.nk (config) or <identity>.creds (jwt). */}}
+{{- define "housekeeper.natsCredentialsFile" -}}
+{{- $form := .root.Values.nats.credentials -}}
+{{- if eq $form "config" -}}
+{{ .identity }}.nk
+{{- else if eq $form "jwt" -}}
+{{ .identity }}.creds
+{{- else -}}
+{{- fail (printf "nats.credentials %q: config (<identity>.nk, from `housekeeper nats-auth --form config`) or jwt (<identity>.creds)" $form) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The NATS account of housekeeper's users, where KEDA reads the consumers' lag: given, or
+implied by the credentials' form. $G (the account of users without one) cannot hold issued
+identities, and a JWT account is a public key nobody can guess. */}}
+{{- define "housekeeper.natsAccount" -}}
+{{- $nats := .Values.nats -}}
+{{- if not $nats.identitiesSecret -}}
+{{- $nats.account | default "$G" -}}
+{{- else if eq $nats.account "$G" -}}
+{{- fail (printf "nats.account $G: the identities of nats.identitiesSecret %q live in housekeeper's own account, and KEDA would find no consumer in $G; leave it empty with config credentials (HOUSEKEEPER), or give the account `housekeeper nats-auth --form jwt` printed" $nats.identitiesSecret) -}}
+{{- else if $nats.account -}}
+{{- if and (eq $nats.credentials "jwt") (not (regexMatch "^A[A-Z2-7]{55}$" $nats.account)) -}}
+{{- fail (printf "nats.account %q: with jwt credentials the account is its public key (A followed by 55 characters), as `housekeeper nats-auth --form jwt` prints it" $nats.account) -}}
+{{- end -}}
+{{- $nats.account -}}
+{{- else if eq $nats.credentials "jwt" -}}
+{{- fail "nats.account is required with jwt credentials: the account's public key (A…), as `housekeeper nats-auth --form jwt` prints it" -}}
+{{- else -}}
+HOUSEKEEPER
+{{- end -}}
 {{- end -}}
 
 {{- define "housekeeper.natsMount" -}}
@@ -108,7 +143,7 @@ capabilities:
   secret:
     secretName: {{ .root.Values.nats.identitiesSecret }}
     items:
-      - {key: {{ .identity }}.creds, path: {{ .identity }}.creds}
+      - {key: {{ include "housekeeper.natsCredentialsFile" . }}, path: {{ include "housekeeper.natsCredentialsFile" . }}}
       - {key: ca.pem, path: ca.pem}
 {{- end }}
 {{- end -}}
@@ -177,13 +212,14 @@ priorityClassName: {{ .Values.priorityClassName }}
 {{- end -}}
 
 {{/* Pod labels that Gardener's NetworkPolicy controller reads in a seed (pass a dict: root,
-name): DNS and the API server for all, public networks for what reaches object stores. */}}
+name): DNS for all, the API server for the bridge and the functions, public networks for what
+opens object stores (entry too: it purges an entry due when it is deleted). */}}
 {{- define "housekeeper.podNetworkLabels" -}}
 networking.gardener.cloud/to-dns: allowed
 {{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot") }}
 networking.gardener.cloud/to-runtime-apiserver: allowed
 {{- end }}
-{{- if has .name (list "bucket" "purge" "snapshot") }}
+{{- if has .name (list "bucket" "entry" "purge" "snapshot") }}
 networking.gardener.cloud/to-public-networks: allowed
 {{- end }}
 {{- end -}}
