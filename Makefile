@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench faults lint crds apis tools controlplane azurite s3 gcs swift etcdbr nats
+.PHONY: help run test fuzz bench faults lint crds apis images tools controlplane azurite s3 gcs swift etcdbr nats
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,15 @@ crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module 
 
 apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/chart/files/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
+
+# The images' registry (the chart's, infra/chart/values.yaml; empty: bare names as docker
+# compose uses) and tag (empty: v<appVersion> of infra/chart/Chart.yaml, the chart's default).
+REGISTRY   ?= ghcr.io/housekeeper-dev
+TAG        ?=
+IMAGES_TAR ?= .local/images.tar
+
+images: ## build every image (no Docker, nothing pulled) into IMAGES_TAR (.local/images.tar) for ctr/docker load, or PUSH=1 to REGISTRY/<name>:TAG; ONLY=a,b ARCH=arm64
+	$(GO) run ./scripts/cmd/images -registry '$(REGISTRY)' $(if $(TAG),-tag '$(TAG)') $(if $(PUSH),-push,-o '$(IMAGES_TAR)') $(if $(ONLY),-only '$(ONLY)') $(if $(ARCH),-arch '$(ARCH)')
 
 tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw), the GCS server (fake-gcs-server), Swift with Keystone (Debian packages), nats-server and KEDA's scaler into the cache (once), side by side
 	@GO=$(GO) scripts/install-tools.sh

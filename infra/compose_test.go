@@ -1,7 +1,6 @@
 package infra_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,7 +19,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/scripts/images"
 )
 
 // loadCompose loads docker-compose.yaml as `docker compose` would (no Docker engine needed),
@@ -48,7 +47,8 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
 
 // The compose file runs the whole stack: the components housekeeper needs, pinned to the
 // versions the rest of the repository pins, published on loopback only, started in order,
-// and housekeeper's own services built from infra/Dockerfile and pointed at them.
+// and housekeeper's own services running the images the project's builder makes (scripts/images)
+// and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
 	want := []string{"azurite", "bridge", "bucket", "entry", "etcd", "gcs", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
@@ -62,7 +62,10 @@ func TestComposeFile(t *testing.T) {
 		}
 		return s
 	}
-	stages := dockerfileStages(t, filepath.Join(root, "infra/Dockerfile"))
+	entrypoints := map[string]string{}
+	for _, d := range images.Deployables() {
+		entrypoints[d.Name] = d.Path
+	}
 	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"},
 		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}, "nats-auth": {natsAuth: true}}
 	functionServices := all.Names()
@@ -73,8 +76,8 @@ func TestComposeFile(t *testing.T) {
 			if !ok || tag == "" || tag == "latest" || strings.Contains(tag, "/") {
 				t.Errorf("%s: image %q is not pinned to a tag", s.Name, s.Image)
 			}
-			if _, built := housekeeperServices[s.Name]; built != (s.Build != nil) {
-				t.Errorf("%s: built from a Dockerfile: %v, want %v", s.Name, s.Build != nil, built)
+			if s.Build != nil {
+				t.Errorf("%s: built by compose; the images come from `make images` (scripts/images)", s.Name)
 			}
 		}
 		// nats: JetStream message scheduling needs >= 2.14; same minor as the embedded server.
@@ -162,12 +165,12 @@ func TestComposeFile(t *testing.T) {
 				t.Errorf("%s: healthcheck without interval or retries", name)
 			}
 		}
-		// The housekeeper image is distroless: no shell, no curl, and the binaries have no
+		// The housekeeper image holds its binary only: no shell, no curl, and the binaries have no
 		// probe subcommand. A healthcheck there could only run one of the binaries.
 		for name := range housekeeperServices {
 			if hc := svc(name).HealthCheck; hc != nil && !hc.Disable {
 				if len(hc.Test) < 2 || hc.Test[0] != "CMD" || !strings.HasPrefix(hc.Test[1], "/usr/local/bin/housekeeper") {
-					t.Errorf("%s: healthcheck %v runs something the distroless image does not have", name, hc.Test)
+					t.Errorf("%s: healthcheck %v runs something the image does not have", name, hc.Test)
 				}
 			}
 		}
@@ -205,32 +208,18 @@ func TestComposeFile(t *testing.T) {
 		}
 	})
 
-	t.Run("build", func(t *testing.T) {
+	t.Run("housekeeper images", func(t *testing.T) {
 		for name, bin := range housekeeperServices {
-			b := svc(name).Build
-			if b == nil {
-				t.Errorf("%s: not built", name)
-				continue
-			}
-			if b.Context != root {
-				t.Errorf("%s: build context %s, want the repository root %s", name, b.Context, root)
-			}
-			dockerfile := b.Dockerfile
-			if !filepath.IsAbs(dockerfile) {
-				dockerfile = filepath.Join(b.Context, dockerfile)
-			}
-			if dockerfile != filepath.Join(root, "infra", "Dockerfile") {
-				t.Errorf("%s: dockerfile %s, want infra/Dockerfile", name, b.Dockerfile)
-			}
-			wantTarget, wantEntrypoint := "housekeeper", "/usr/local/bin/housekeeper"
+			wantImage, wantEntrypoint := "housekeeper:local", "/usr/local/bin/housekeeper"
 			if bin.bridge {
-				wantTarget, wantEntrypoint = "bridge", "/usr/local/bin/housekeeper-bridge"
+				wantImage, wantEntrypoint = "housekeeper-bridge:local", "/usr/local/bin/housekeeper-bridge"
 			}
-			if b.Target != wantTarget {
-				t.Errorf("%s: build target %q, want %q", name, b.Target, wantTarget)
+			image := svc(name).Image
+			if image != wantImage {
+				t.Errorf("%s: image %q, want %q (make images REGISTRY= TAG=local)", name, image, wantImage)
 			}
-			if got := stages[b.Target]; got != wantEntrypoint {
-				t.Errorf("%s: target %q of infra/Dockerfile has entrypoint %q, want %q", name, b.Target, got, wantEntrypoint)
+			if got := entrypoints[strings.TrimSuffix(image, ":local")]; got != wantEntrypoint {
+				t.Errorf("%s: the image builder's %s runs %q, want %q", name, image, got, wantEntrypoint)
 			}
 		}
 	})
@@ -400,96 +389,6 @@ func TestComposeFile(t *testing.T) {
 	})
 }
 
-// The image: a Go builder matching go.mod, both binaries built static and trimmed, a
-// distroless non-root runtime, and a build context that keeps what the build needs.
-func TestDockerfile(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile("Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(data)
-	stages := dockerfileStages(t, "Dockerfile")
-	if stages["bridge"] != "/usr/local/bin/housekeeper-bridge" || stages["housekeeper"] != "/usr/local/bin/housekeeper" {
-		t.Errorf("stages and entrypoints %v", stages)
-	}
-	// An image per provider, each copying only its provider's binary in as housekeeper.
-	for _, typ := range gardener.ImplementedTypes {
-		if typ == "local" {
-			continue
-		}
-		stage := "housekeeper-" + typ
-		if stages[stage] != "/usr/local/bin/housekeeper" {
-			t.Errorf("no stage %s with entrypoint /usr/local/bin/housekeeper: %v", stage, stages)
-		}
-		if !strings.Contains(text, "./functions/cmd/"+stage+" ") && !strings.Contains(text, "./functions/cmd/"+stage+"\n") {
-			t.Errorf("infra/Dockerfile does not build ./functions/cmd/%s", stage)
-		}
-		if !strings.Contains(text, "COPY --from=build /out/bin/"+stage+" /usr/local/bin/housekeeper\n") {
-			t.Errorf("stage %s does not copy its own binary %s in as /usr/local/bin/housekeeper", stage, stage)
-		}
-	}
-	// The default target (the last stage) is the housekeeper binary, as the manifests expect.
-	if last := regexp.MustCompile(`(?m)^FROM .* AS (\S+)\s*$`).FindAllStringSubmatch(text, -1); len(last) == 0 || last[len(last)-1][1] != "housekeeper" {
-		t.Errorf("the last stage is not housekeeper: %v", last)
-	}
-	goVersion := goModGoVersion(t, root)
-	if !strings.Contains(text, "ARG GO_VERSION="+goVersion+"\n") || !strings.Contains(text, "FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build") {
-		t.Errorf("the builder is not golang:%s (go.mod's go %s)", goVersion, goVersion)
-	}
-	for _, want := range []string{
-		"CGO_ENABLED=0", "-trimpath",
-		"--mount=type=cache,target=/go/pkg/mod", "--mount=type=cache,target=/root/.cache/go-build",
-		"FROM gcr.io/distroless/static-debian12:nonroot AS base", "USER 65532:65532",
-		"COPY --from=build --chown=65532:65532 /out/data/ /var/lib/housekeeper/",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("infra/Dockerfile lacks %q", want)
-		}
-	}
-	// The packages it builds are the binaries' main packages; go build -o dir/ names each
-	// binary after its directory, which the entrypoints use.
-	for _, pkg := range []string{"bridge/cmd/housekeeper-bridge", "functions/cmd/housekeeper"} {
-		if !strings.Contains(text, "./"+pkg) {
-			t.Errorf("infra/Dockerfile does not build ./%s", pkg)
-		}
-		main, err := os.ReadFile(filepath.Join(root, pkg, "main.go"))
-		if err != nil || !strings.Contains(string(main), "package main") {
-			t.Errorf("%s is not a main package: %v", pkg, err)
-		}
-		if !strings.Contains(text, `"/usr/local/bin/`+filepath.Base(pkg)+`"`) {
-			t.Errorf("no entrypoint runs %s", filepath.Base(pkg))
-		}
-	}
-	// The ignore file keeps the repository's history and local state out, and nothing the
-	// build reads.
-	ignore, err := os.ReadFile("Dockerfile.dockerignore")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var patterns []string
-	for line := range strings.Lines(string(ignore)) {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			patterns = append(patterns, line)
-		}
-	}
-	for _, want := range []string{".git", ".local"} {
-		if !slices.Contains(patterns, want) {
-			t.Errorf("infra/Dockerfile.dockerignore does not leave out %s", want)
-		}
-	}
-	for _, needed := range []string{"go.mod", "go.sum", "bridge/bridge.go", "events/event.go", "functions/cli/cli.go", "infra/crds/extensions.gardener.cloud_backupentries.yaml", "infra/crds.go"} {
-		for _, p := range patterns {
-			if ok, _ := filepath.Match(p, needed); ok || strings.HasPrefix(needed, strings.TrimSuffix(p, "/")+"/") {
-				t.Errorf("infra/Dockerfile.dockerignore pattern %q leaves out %s, which the build needs", p, needed)
-			}
-		}
-	}
-}
-
 // infra/README.md has the promised sections and its links lead somewhere.
 func TestReadme(t *testing.T) {
 	data, err := os.ReadFile("README.md")
@@ -511,41 +410,6 @@ func TestReadme(t *testing.T) {
 			t.Errorf("infra/README.md links to %s: %v", link, err)
 		}
 	}
-}
-
-// dockerfileStages maps each named stage of a Dockerfile to its entrypoint (inherited from
-// the stage it is built FROM when it sets none).
-func dockerfileStages(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	from := regexp.MustCompile(`^FROM\s+(?:--platform=\S+\s+)?(\S+)\s+AS\s+(\S+)$`)
-	entrypoint := regexp.MustCompile(`^ENTRYPOINT\s+(\[.*\])$`)
-	stages := map[string]string{}
-	current := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if m := from.FindStringSubmatch(line); m != nil {
-			current = m[2]
-			stages[current] = stages[m[1]] // "" unless built on another stage
-			continue
-		}
-		if m := entrypoint.FindStringSubmatch(line); m != nil && current != "" {
-			var argv []string
-			if err := json.Unmarshal([]byte(m[1]), &argv); err != nil || len(argv) == 0 {
-				t.Fatalf("%s: ENTRYPOINT %s is not an exec-form list: %v", path, m[1], err)
-			}
-			stages[current] = argv[0]
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return stages
 }
 
 // volumeAt is the named volume or bind source mounted at dir (or a parent) in s.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -31,7 +32,9 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/images"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -861,6 +864,31 @@ func TestChartChoosesTheImageOfWhatIsServed(t *testing.T) {
 		}
 		if seen < 6 {
 			t.Errorf("%s: %d housekeeper containers, want the bridge, setup and the functions", rendering, seen)
+		}
+	}
+	// One type served: its own image, which the image builder makes for every implemented type.
+	built := map[string]bool{}
+	for _, d := range images.Deployables() {
+		built[d.Name] = true
+	}
+	for _, typ := range gardener.ImplementedTypes {
+		_, values := variant(t, "keda")
+		values["types"] = []any{typ}
+		if typ == "local" {
+			values["local"] = map[string]any{"hostPath": "/var/lib/housekeeper-buckets"}
+		}
+		r, err := chart.Render(namespace, values, kubeVersion(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`image: ghcr.io/housekeeper-dev/(housekeeper[a-z-]*):v`).FindAllStringSubmatch(string(r.Manifest()), -1)
+		for _, name := range m {
+			if !built[name[1]] {
+				t.Errorf("types [%s]: the chart runs image %s, which scripts/images does not build", typ, name[1])
+			}
+		}
+		if len(m) == 0 {
+			t.Errorf("types [%s]: no housekeeper image rendered", typ)
 		}
 	}
 	_, values := variant(t, "keda")

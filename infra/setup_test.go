@@ -22,6 +22,7 @@ import (
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/images"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
@@ -214,8 +215,10 @@ func setupJob(t *testing.T, objs []manifest) ([]string, map[string]string) {
 		t.Fatalf("want one Job with one container, got %d Jobs", len(jobs))
 	}
 	c := containers(jobs[0].obj)[0]
-	// No command: the image's entrypoint, the housekeeper binary (infra/Dockerfile's last stage).
-	if len(c.Command) != 0 || dockerfileStages(t, "Dockerfile")["housekeeper"] != "/usr/local/bin/housekeeper" {
+	// No command: the image's entrypoint, the housekeeper binary (scripts/images).
+	if len(c.Command) != 0 || !slices.ContainsFunc(images.Deployables(), func(d images.Deployable) bool {
+		return d.Name == "housekeeper" && d.Path == "/usr/local/bin/housekeeper"
+	}) {
 		t.Fatalf("%s: command %q does not run the housekeeper binary", jobs[0], c.Command)
 	}
 	env := map[string]string{}
