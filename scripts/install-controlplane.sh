@@ -12,7 +12,11 @@ source "$here/versions.env"
 
 cache=${HOUSEKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/housekeeper}
 assets="$cache/controlplane/kube-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}"
-mkdir -p "$assets"
+mkdir -p "$assets" "$cache/build"
+# One build in the scratch modules at a time: install-node.sh builds the node's binaries in the
+# same module (after running this script), and make tools runs both side by side.
+exec 9>"$cache/build/kube-$KUBERNETES_VERSION.lock"
+flock 9
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 
@@ -21,8 +25,10 @@ source "$here/progress.sh"
 
 build_kube_apiserver() {
   local bin="$assets/kube-apiserver"
-  if [[ -x "$bin" ]]; then log "kube-apiserver $KUBERNETES_VERSION cached at $bin"; return; fi
   local work="$cache/build/kube-apiserver-$KUBERNETES_VERSION"
+  # The scratch module stays: install-node.sh builds the node's binaries in it (and without it
+  # kube-apiserver is built again, from Go's build cache when that is warm).
+  if [[ -x "$bin" && -f "$work/go.mod" ]]; then log "kube-apiserver $KUBERNETES_VERSION cached at $bin"; return; fi
   local staging="v0.${KUBERNETES_VERSION#v1.}"   # v1.36.3 -> v0.36.3
   rm -rf "$work" && mkdir -p "$work"
   log "kube-apiserver $KUBERNETES_VERSION: fetching k8s.io/kubernetes from the module proxy"

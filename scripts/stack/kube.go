@@ -26,11 +26,16 @@ type Kube struct {
 	env     *envtest.Environment
 	certDir string
 	etcdDir string
+	node    *nodeNetwork // ForNode's addressing, nil without it
 }
 
 // StartKube starts etcd and kube-apiserver from the control-plane cache, writing their output
-// to logs, and installs the CRDs from infra/crds.
-func StartKube(logs io.Writer) (*Kube, error) {
+// to logs, and installs the CRDs from infra/crds. ForNode() prepares it for a node (StartNode).
+func StartKube(logs io.Writer, opts ...KubeOption) (*Kube, error) {
+	var o kubeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	assets, err := ControlPlaneDir()
 	if err != nil {
 		return nil, err
@@ -61,15 +66,24 @@ func StartKube(logs io.Writer) (*Kube, error) {
 			Etcd:      &envtest.Etcd{DataDir: etcdDir, Out: logs, Err: logs},
 		},
 	}
+	var node *nodeNetwork
+	if o.forNode {
+		if node, err = prepareForNode(env.ControlPlane.APIServer, certDir); err != nil {
+			_ = os.RemoveAll(certDir)
+			_ = os.RemoveAll(etcdDir)
+			return nil, err
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		node.release()
 		_ = os.RemoveAll(certDir)
 		_ = os.RemoveAll(etcdDir)
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	// Tests and the local stack create objects in bursts; the client default (5 qps) throttles them.
 	cfg.QPS, cfg.Burst = 500, 1000
-	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env, certDir: certDir, etcdDir: etcdDir}, nil
+	return &Kube{Config: cfg, Kubeconfig: env.KubeConfig, env: env, certDir: certDir, etcdDir: etcdDir, node: node}, nil
 }
 
 // RestartAPIServer kills kube-apiserver (SIGKILL: a graceful stop waits for every open
@@ -105,6 +119,7 @@ func (k *Kube) KillEtcd() error {
 
 // Stop stops kube-apiserver and etcd and removes their data.
 func (k *Kube) Stop() error {
+	defer k.node.release()
 	defer os.RemoveAll(k.certDir)
 	defer os.RemoveAll(k.etcdDir)
 	return k.env.Stop()

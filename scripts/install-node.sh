@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Installs what a Kubernetes node of the tests needs (scripts/stack/node.go), once:
+#  - from the Debian archive: containerd (its CRI plugin is the kubelet's container runtime), runc,
+#    the CNI plugins (bridge, host-local, loopback, portmap), iptables and conntrack for kube-proxy;
+#  - built from the Go module proxy at KUBERNETES_VERSION: kubelet, kube-controller-manager,
+#    kube-scheduler and kube-proxy, from the scratch module scripts/install-controlplane.sh builds
+#    kube-apiserver in, with the same flags: one `go build` for the four, which reuses every package
+#    they share with kube-apiserver from Go's build cache;
+#  - CoreDNS (the cluster DNS of the node) at COREDNS_VERSION, with only the plugins the node uses.
+# Needs root and apt. Measured on 2 cores with the Go module cache warm and Go's build cache
+# holding kube-apiserver's packages: the four Kubernetes binaries 81 s, CoreDNS 78 s, the Debian
+# packages 9 s; installed, it takes 0.1 s.
+#
+#   scripts/install-node.sh        # prints the asset directory on its last line
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+cache=${HOUSEKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/housekeeper}
+assets="$cache/node/kube-${KUBERNETES_VERSION}-coredns-${COREDNS_VERSION}"
+log() { printf '[node] %s\n' "$*" >&2; }
+
+# shellcheck source=progress.sh
+source "$here/progress.sh"
+
+install_packages() {
+  # iproute2 and util-linux (nsenter) are in every Debian; listed because the node runs them.
+  local packages=(containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux)
+  local missing=() p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if (( ${#missing[@]} == 0 )); then
+    log "$(dpkg-query -W -f='containerd ${Version}' containerd), $(dpkg-query -W -f='runc ${Version}' runc), $(dpkg-query -W -f='CNI plugins ${Version}' containernetworking-plugins), $(dpkg-query -W -f='iptables ${Version}' iptables) installed"
+    return
+  fi
+  command -v apt-get >/dev/null || { log "apt-get not found: the node's runtime comes from the Debian archive (packages: ${packages[*]})"; exit 1; }
+  (( EUID == 0 )) || { log "installing ${missing[*]} needs root"; exit 1; }
+  # Packages must not start their services (containerd's): the node runs its own containerd.
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  fi
+  # make tools runs install-swift.sh beside this script, and `apt-get update` fails at once when
+  # another apt holds its lock (DPkg::Lock::Timeout does not cover it): let Swift's apt go first,
+  # and retry ours while some other apt holds a lock.
+  if pgrep -f 'install-swift\.sh' >/dev/null; then
+    log "waiting for install-swift.sh (its apt-get) to finish"
+    while pgrep -f 'install-swift\.sh' >/dev/null; do sleep 2; done
+  fi
+  log "installing ${missing[*]} from the Debian archive (once)"
+  export DEBIAN_FRONTEND=noninteractive
+  mkdir -p "$cache/node"
+  apt_log="$cache/node/apt.log"
+  : >"$apt_log"
+  local start=$SECONDS
+  if ! { apt_get update -qq && apt_get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${packages[@]}"; }; then
+    tail -20 "$apt_log" >&2
+    log "apt-get failed; its whole output is in $apt_log"
+    exit 1
+  fi
+  log "installed in $((SECONDS - start)) s (apt's output in $apt_log)"
+}
+
+# apt_get runs apt-get into $apt_log, again (for 5 minutes at most) while another apt holds a lock.
+apt_get() {
+  local try
+  for try in $(seq 60); do
+    if apt-get "$@" >>"$apt_log" 2>&1; then return 0; fi
+    tail -3 "$apt_log" | grep -q -e 'Could not get lock' -e 'Unable to lock' || return 1
+    sleep 5
+  done
+  return 1
+}
+
+kube_bins=(kubelet kube-controller-manager kube-scheduler kube-proxy)
+
+build_kube() {
+  local missing=() b
+  for b in "${kube_bins[@]}"; do [[ -x "$assets/$b" ]] || missing+=("$b"); done
+  if (( ${#missing[@]} == 0 )); then log "${kube_bins[*]} $KUBERNETES_VERSION cached in $assets"; return; fi
+  # The scratch module (and kube-apiserver, built first) come from install-controlplane.sh; it
+  # holds the lock below while it builds, so a run of it beside this one (make tools) is waited
+  # for, not raced.
+  "$here/install-controlplane.sh" >/dev/null
+  local work="$cache/build/kube-apiserver-$KUBERNETES_VERSION"
+  [[ -f "$work/go.mod" ]] || { log "no scratch module at $work (install-controlplane.sh)"; exit 1; }
+  exec 9>"$cache/build/kube-$KUBERNETES_VERSION.lock"
+  flock 9
+  local minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
+  local ldflags="-s -w" pkg
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  done
+  local pkgs=()
+  for b in "${kube_bins[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  log "${kube_bins[*]} $KUBERNETES_VERSION: resolving their packages in $work"
+  (cd "$work" && GOFLAGS=-mod=mod go get "${pkgs[@]/%/@$KUBERNETES_VERSION}" >/dev/null 2>&1 || true)
+  log "${kube_bins[*]} $KUBERNETES_VERSION: compiling (once; what they share with kube-apiserver comes from Go's build cache)"
+  rm -rf "$assets.tmp" && mkdir -p "$assets.tmp" "$assets"
+  (cd "$work" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -v -trimpath -ldflags "$ldflags" \
+      -o "$assets.tmp/" "${pkgs[@]}" 2>&1) | progress "${kube_bins[*]}"
+  for b in "${kube_bins[@]}"; do mv "$assets.tmp/$b" "$assets/$b"; done
+  rm -rf "$assets.tmp"
+  exec 9>&-
+  log "kubelet: $("$assets/kubelet" --version)"
+}
+
+build_coredns() {
+  local bin="$assets/coredns"
+  local work="$cache/build/coredns-$COREDNS_VERSION"
+  # CoreDNS's own main (coremain.Run) with only the plugins the node's Corefile uses, in the order
+  # of CoreDNS's plugin.cfg (the order they see a query), instead of its every plugin (the cloud
+  # DNS providers' SDKs among them): a fraction of the compile.
+  local main
+  main=$(cat <<'GO'
+// CoreDNS with the plugins of the housekeeper test node's Corefile (scripts/stack/node.go).
+package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func init() {
+	dnsserver.Directives = []string{"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes", "forward"}
+}
+
+func main() { coremain.Run() }
+GO
+)
+  local key
+  key=$(printf '%s' "$main" | sha256sum | cut -c1-16)
+  if [[ -x "$bin" && "$(cat "$bin.key" 2>/dev/null)" == "$key" ]]; then log "coredns $COREDNS_VERSION cached at $bin"; return; fi
+  rm -rf "$work" && mkdir -p "$work" "$assets"
+  printf '%s\n' "$main" >"$work/main.go"
+  printf 'module housekeeper.local/build/coredns\n\ngo 1.25.0\n\nrequire github.com/coredns/coredns %s\n' "$COREDNS_VERSION" >"$work/go.mod"
+  log "coredns $COREDNS_VERSION: resolving github.com/coredns/coredns"
+  (cd "$work" && GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1)
+  log "coredns $COREDNS_VERSION: compiling (once)"
+  (cd "$work" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -v -trimpath -ldflags "-s -w" -o "$bin.tmp" . 2>&1) | progress coredns
+  mv "$bin.tmp" "$bin"
+  echo "$key" >"$bin.key"
+  log "coredns: $("$bin" -version | head -1)"
+}
+
+# The builds first: on a fresh machine the other installers' apt (Swift's) is done by then.
+build_kube
+build_coredns
+install_packages
+echo "$assets"

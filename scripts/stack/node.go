@@ -1,0 +1,1021 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/images"
+)
+
+// A Node is a real Kubernetes node on this machine, registered with a Kube started ForNode:
+// containerd (CRI) with runc, the kubelet, kube-proxy (iptables), kube-controller-manager and
+// kube-scheduler, with a CNI bridge network for the pods and CoreDNS as the cluster DNS. Pods
+// get their own network namespaces, ClusterIPs work from pods and from the host, and a pod
+// reaches the API server through the in-cluster config with its service account's token.
+//
+// The node lives in namespaces of its own, held open by a "holder" process (the pause binary
+// under unshare): a network namespace — the kubelet, kube-proxy, containerd (and so the pods'
+// bridge), kube-controller-manager and kube-scheduler run in it, connected to the host by a veth
+// pair (hk-node-<slot>) — and a mount namespace in which /run and /var/lib are tmpfs of their
+// own (containerd's shim sockets and runc's state, the pods' network namespaces, the CNI cache,
+// the kubelet's hard-wired /var/lib/kubelet/device-plugins) and /var/lib/kubelet and /var/log
+// are the node directory's kubelet/ and log/. So kube-proxy's and the CNI plugins' iptables
+// rules, the bridge, the pods' veths, the network namespaces' bind mounts, the sockets, the
+// volume and rootfs mounts all go when the namespaces go, and nodes of concurrent test
+// processes do not meet. What is still the host's: the veth pair and its two routes (Services
+// and pods through the node), the pods' cgroups under /<hierarchy>/housekeeper-node-<slot>, and
+// six sysctls the kubelet sets (vm.overcommit_memory, vm.panic_on_oom, kernel.panic,
+// kernel.panic_on_oops, kernel.keys.root_maxkeys and root_maxbytes); Stop removes or restores
+// each.
+//
+// The cluster DNS is CoreDNS on the host (not a pod: no image to pull), listening on HostIP:53
+// with the kubernetes plugin for cluster.local and forwarding the rest to the host's resolvers;
+// the kubelet gives pods HostIP as their nameserver.
+type Node struct {
+	// Name is the Node object's name, housekeeper-node-<slot>.
+	Name string
+	// NodeIP is the node's InternalIP, its end of the link (its kubelet serves on :10250).
+	NodeIP string
+	// HostIP is the host's end of the link: the API server and CoreDNS listen on it for the pods.
+	// A server of a test that pods are to reach must listen on it (or on every address).
+	HostIP string
+	// ServiceCIDR and PodCIDR are the node's ranges; the host routes both through the node.
+	ServiceCIDR, PodCIDR string
+	// DNS is the pods' nameserver (CoreDNS, on HostIP:53).
+	DNS string
+	// PauseImage is containerd's sandbox_image, built from scripts/cmd/pause at every start.
+	PauseImage string
+	// Link is the host's end of the veth pair to the node, hk-node-<slot>.
+	Link string
+
+	kube          *Kube
+	net           *nodeNetwork
+	dir           string
+	logs          func(string) io.Writer
+	cgroup        string
+	holder        *Process
+	holderMountNS uint64
+	procs         []namedProcess
+	client        kubernetes.Interface
+}
+
+type namedProcess struct {
+	name string
+	proc *Process
+}
+
+// NodeOptions configure StartNode.
+type NodeOptions struct {
+	// Dir holds the node's files (containerd's root and state and socket, the kubelet's root,
+	// the pods' logs, configuration); required, not shared with another node, and not under
+	// /run, /var/lib or /var/log (t.TempDir() is fine).
+	Dir string
+	// Logs gives the writer of each component's output by name, once a component: containerd,
+	// kubelet, kube-controller-manager, kube-scheduler, kube-proxy, coredns and node (the
+	// namespaces' holder); nil, or a nil writer: discarded.
+	Logs func(component string) io.Writer
+	// Images are image tarballs (images.WriteTarball) imported into containerd before the
+	// kubelet starts; ImportImages imports more later.
+	Images []string
+	// Verbosity is the klog level (-v) of the Kubernetes components; 0: 1.
+	Verbosity int
+}
+
+// The node's components, at the pinned versions.
+var nodeBinaries = []string{"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "coredns"}
+
+// NodeDir is the directory with kubelet, kube-controller-manager, kube-scheduler, kube-proxy
+// (KUBERNETES_VERSION) and coredns (COREDNS_VERSION), as scripts/install-node.sh builds them.
+func NodeDir() (string, error) {
+	if dir := os.Getenv("HOUSEKEEPER_NODE"); dir != "" {
+		return dir, nil
+	}
+	return installed("scripts/install-node.sh", func(v map[string]string) string {
+		return filepath.Join("node", fmt.Sprintf("kube-%s-coredns-%s", v["KUBERNETES_VERSION"], v["COREDNS_VERSION"]))
+	}, nodeBinaries...)
+}
+
+// The programs the node runs from Debian's packages (scripts/install-node.sh installs them).
+var nodeHostPrograms = []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "iptables", "conntrack", "ip", "nsenter", "unshare", "mount"}
+
+const (
+	cniBinDir     = "/usr/lib/cni" // containernetworking-plugins
+	nodePath      = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	pauseImage    = "housekeeper.local/pause:v1"
+	clusterDomain = "cluster.local"
+	// k8sNamespace is containerd's namespace of the CRI plugin: the kubelet's images and containers.
+	k8sNamespace = "k8s.io"
+)
+
+// StartNode starts a node for kube (StartKube with ForNode) and waits until it can run pods:
+// the Node is Ready, the default ServiceAccount exists, CoreDNS answers and the `kubernetes`
+// Service's ClusterIP is reachable from the host. On an error everything started is stopped.
+// It needs root and scripts/install-node.sh; it runs on cgroup v1 (this VM's; v2 is untested).
+// Stop the Node before its Kube.
+func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
+	if kube == nil || kube.node == nil {
+		return nil, errNotForNode
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("a node needs root (network and mount namespaces, cgroups, iptables)")
+	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("NodeOptions.Dir is required")
+	}
+	for _, hidden := range []string{"/run", "/var/run", "/var/lib", "/var/log"} {
+		if abs, _ := filepath.Abs(opts.Dir); abs == hidden || strings.HasPrefix(abs, hidden+"/") {
+			return nil, fmt.Errorf("NodeOptions.Dir %s: under %s, which the node's mount namespace replaces", opts.Dir, hidden)
+		}
+	}
+	bins, err := NodeDir()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range nodeHostPrograms {
+		if _, err := exec.LookPath(p); err != nil {
+			if _, err2 := os.Stat(filepath.Join("/usr/sbin", p)); err2 != nil {
+				return nil, fmt.Errorf("%s %w: run `make node` (scripts/install-node.sh)", p, ErrNotInstalled)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cniBinDir, "bridge")); err != nil {
+		return nil, fmt.Errorf("the CNI plugins are %w in %s: run `make node` (scripts/install-node.sh)", ErrNotInstalled, cniBinDir)
+	}
+	if opts.Verbosity == 0 {
+		opts.Verbosity = 1
+	}
+	nn := kube.node
+	if nn.running {
+		return nil, fmt.Errorf("a node of this Kube runs: one node a Kube")
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	n = &Node{
+		Name:        fmt.Sprintf("housekeeper-node-%d", nn.slot),
+		NodeIP:      nn.nodeIP.String(),
+		HostIP:      nn.hostIP.String(),
+		ServiceCIDR: nn.serviceCIDR,
+		PodCIDR:     nn.podCIDR,
+		DNS:         nn.hostIP.String(),
+		PauseImage:  pauseImage,
+		kube:        kube,
+		net:         nn,
+		dir:         dir,
+		logs:        opts.Logs,
+		Link:        fmt.Sprintf("hk-node-%d", nn.slot),
+		cgroup:      fmt.Sprintf("housekeeper-node-%d", nn.slot),
+	}
+	if n.client, err = kubernetes.NewForConfig(kube.Config); err != nil {
+		return nil, err
+	}
+	nn.running = true
+	defer func() {
+		if err != nil {
+			if stopErr := n.Stop(); stopErr != nil {
+				err = fmt.Errorf("%w (and stopping what had started: %v)", err, stopErr)
+			}
+			n = nil
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// What a previous process with this slot may have left when it was killed.
+	n.cleanupHost()
+	for _, d := range []string{"containerd/root", "containerd/state", "containerd/opt", "cni/net.d", "cni/ipam", "kubelet", "log", "etc", "bin"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return n, err
+		}
+	}
+	if err := n.buildPause(ctx); err != nil {
+		return n, err
+	}
+	if err := saveKubeletSysctls(); err != nil {
+		return n, err
+	}
+	if err := n.makeCgroups(); err != nil {
+		return n, err
+	}
+	if err := n.startHolder(); err != nil {
+		return n, err
+	}
+	if err := n.connect(); err != nil {
+		return n, err
+	}
+	if err := n.writeConfigs(); err != nil {
+		return n, err
+	}
+
+	// containerd, then the images the kubelet must not pull.
+	if err := n.start("containerd", "containerd", []string{"--config", n.path("etc/containerd.toml")}, true); err != nil {
+		return n, err
+	}
+	if err := n.awaitSocket(ctx, n.containerdSocket()); err != nil {
+		return n, err
+	}
+	if err := n.ImportImages(append([]string{n.path("bin/pause.tar")}, opts.Images...)...); err != nil {
+		return n, err
+	}
+
+	v := "--v=" + strconv.Itoa(opts.Verbosity)
+	kubeconfig := n.path("etc/node.kubeconfig")
+	if err := n.start("kubelet", filepath.Join(bins, "kubelet"), []string{"--config", n.path("etc/kubelet.yaml"),
+		"--kubeconfig", kubeconfig, "--hostname-override", n.Name, "--node-ip", n.NodeIP, v}, true); err != nil {
+		return n, err
+	}
+	if err := n.start("kube-controller-manager", filepath.Join(bins, "kube-controller-manager"), []string{
+		"--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--controllers=*",
+		"--root-ca-file", n.path("etc/ca.crt"), "--service-account-private-key-file", nn.saKeyFile,
+		"--use-service-account-credentials=false", "--cluster-name=housekeeper", v}, true); err != nil {
+		return n, err
+	}
+	if err := n.start("kube-scheduler", filepath.Join(bins, "kube-scheduler"), []string{
+		"--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
+		"--leader-elect=false", "--bind-address=127.0.0.1", v}, true); err != nil {
+		return n, err
+	}
+	if err := n.start("kube-proxy", filepath.Join(bins, "kube-proxy"), []string{"--config", n.path("etc/kube-proxy.yaml"), v}, true); err != nil {
+		return n, err
+	}
+	// CoreDNS on the host, on HostIP: it reaches the API server on loopback and the host's
+	// resolvers as the host does.
+	if err := n.start("coredns", filepath.Join(bins, "coredns"), []string{"-conf", n.path("etc/Corefile")}, false); err != nil {
+		return n, err
+	}
+	if err := n.awaitReady(ctx); err != nil {
+		return n, err
+	}
+	return n, nil
+}
+
+func (n *Node) path(rel string) string   { return filepath.Join(n.dir, rel) }
+func (n *Node) containerdSocket() string { return n.path("containerd/containerd.sock") }
+func (n *Node) log(component string) io.Writer {
+	if n.logs != nil {
+		if w := n.logs(component); w != nil {
+			return w
+		}
+	}
+	return io.Discard
+}
+
+// buildPause builds scripts/cmd/pause, static, and writes its image as containerd's
+// sandbox_image into bin/pause.tar.
+func (n *Node) buildPause(ctx context.Context) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	bin := n.path("bin/pause")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./scripts/cmd/pause")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the pause binary: %v\n%s", err, out)
+	}
+	img, err := images.Binary(ctx, images.Spec{Binary: bin, Path: "/pause", User: "65535:65535"})
+	if err != nil {
+		return err
+	}
+	ref, err := images.ParseReference(pauseImage)
+	if err != nil {
+		return err
+	}
+	return images.WriteTarball(ctx, n.path("bin/pause.tar"), map[name.Reference]v1.Image{ref: img})
+}
+
+// startHolder starts the process that holds the node's network and mount namespaces open, and
+// sets the mount namespace up: /run and /var/lib tmpfs of its own; /var/lib/kubelet and
+// /var/log the node directory's kubelet/ and log/.
+func (n *Node) startHolder() error {
+	ready := n.path("holder.ready")
+	script := strings.Join([]string{
+		"set -e",
+		"mount -n -t tmpfs -o mode=0755 tmpfs /run",
+		"mount -n -t tmpfs -o mode=0755 tmpfs /var/lib",
+		"mkdir /var/lib/kubelet",
+		"mount -n --bind " + shellQuote(n.path("kubelet")) + " /var/lib/kubelet",
+		"mount -n --bind " + shellQuote(n.path("log")) + " /var/log",
+		": > " + shellQuote(ready),
+		"exec " + shellQuote(n.path("bin/pause")),
+	}, "\n")
+	cmd := exec.Command("unshare", "--mount", "--net", "--propagation", "private", "--", "/bin/sh", "-c", script)
+	w := n.log("node")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = n.dir, w, w
+	cmd.Env = append(os.Environ(), "PATH="+nodePath)
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return err
+	}
+	n.holder = p
+	err = Poll(10*time.Second, 20*time.Millisecond, "the node's namespaces", func() (bool, string, error) {
+		if p.Exited() {
+			return false, "", fmt.Errorf("the holder exited: %s (see the node log)", p.State())
+		}
+		_, err := os.Stat(ready)
+		return err == nil, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	if n.holderMountNS, err = nsInode(p.Pid(), "mnt"); err != nil {
+		return err
+	}
+	return n.writeState()
+}
+
+// connect creates the veth pair between the host and the node's network namespace, addresses
+// it, routes the Service and pod ranges through the node and sets the node namespace's sysctls:
+// forwarding, and bridged traffic through iptables (kube-proxy's rules for pods on one bridge).
+func (n *Node) connect() error {
+	pid := strconv.Itoa(n.holder.Pid())
+	link := fmt.Sprintf("%s/30", n.HostIP)
+	nodeAddr := fmt.Sprintf("%s/30", n.NodeIP)
+	steps := [][]string{
+		{"ip", "link", "add", n.Link, "type", "veth", "peer", "name", "eth0", "netns", pid},
+		{"ip", "addr", "add", link, "dev", n.Link},
+		{"ip", "link", "set", n.Link, "up"},
+		{"nsenter", "--target", pid, "--net", "ip", "addr", "add", nodeAddr, "dev", "eth0"},
+		{"nsenter", "--target", pid, "--net", "ip", "link", "set", "lo", "up"},
+		{"nsenter", "--target", pid, "--net", "ip", "link", "set", "eth0", "up"},
+		{"nsenter", "--target", pid, "--net", "ip", "route", "add", "default", "via", n.HostIP},
+		{"ip", "route", "add", n.ServiceCIDR, "via", n.NodeIP, "dev", n.Link},
+		{"ip", "route", "add", n.PodCIDR, "via", n.NodeIP, "dev", n.Link},
+		{"nsenter", "--target", pid, "--net", "/bin/sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward && " +
+			"echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables && echo 1 > /proc/sys/net/bridge/bridge-nf-call-ip6tables"},
+	}
+	for _, s := range steps {
+		if err := runCmd(s...); err != nil {
+			return fmt.Errorf("connecting the node: %w", err)
+		}
+	}
+	return nil
+}
+
+// start starts a component, in the node's namespaces when inNode (else on the host).
+func (n *Node) start(name, bin string, args []string, inNode bool) error {
+	argv := append([]string{bin}, args...)
+	if inNode {
+		argv = append([]string{"nsenter", "--target", strconv.Itoa(n.holder.Pid()), "--mount", "--net", "--"}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	w := n.log(name)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = n.dir, w, w
+	cmd.Env = append(os.Environ(), "PATH="+nodePath)
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return err
+	}
+	n.procs = append(n.procs, namedProcess{name, p})
+	return nil
+}
+
+func (n *Node) awaitSocket(ctx context.Context, socket string) error {
+	p := n.procs[len(n.procs)-1]
+	for {
+		conn, err := net.DialTimeout("unix", socket, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if p.proc.Exited() {
+			return fmt.Errorf("%s exited (%s) before listening on %s (see its log)", p.name, p.proc.State(), socket)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not listen on %s", p.name, socket)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// awaitReady waits until the node can run pods, naming a component that exits meanwhile.
+func (n *Node) awaitReady(ctx context.Context) error {
+	exited := func() error {
+		for _, p := range n.procs {
+			if p.proc.Exited() {
+				return fmt.Errorf("%s exited: %s (see its log)", p.name, p.proc.State())
+			}
+		}
+		return nil
+	}
+	deadline, _ := ctx.Deadline()
+	timeout := time.Until(deadline)
+	if err := Poll(timeout, 200*time.Millisecond, "the Node "+n.Name+" to be Ready", func() (bool, string, error) {
+		if err := exited(); err != nil {
+			return false, "", err
+		}
+		node, err := n.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, "not registered", nil
+		}
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message, nil
+			}
+		}
+		return false, "no Ready condition", nil
+	}); err != nil {
+		return err
+	}
+	if err := Poll(time.Until(deadline), 200*time.Millisecond, "the default ServiceAccount and kube-root-ca.crt (kube-controller-manager)", func() (bool, string, error) {
+		if err := exited(); err != nil {
+			return false, "", err
+		}
+		if _, err := n.client.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, err.Error(), nil
+		}
+		_, err := n.client.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err), nil
+	}); err != nil {
+		return err
+	}
+	httpc := &http.Client{Timeout: time.Second}
+	if err := Poll(time.Until(deadline), 100*time.Millisecond, "CoreDNS to be ready", func() (bool, string, error) {
+		if err := exited(); err != nil {
+			return false, "", err
+		}
+		resp, err := httpc.Get("http://" + net.JoinHostPort(n.HostIP, "8181") + "/ready")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	}); err != nil {
+		return err
+	}
+	api := net.JoinHostPort(n.net.apiIP.String(), "443")
+	return Poll(time.Until(deadline), 100*time.Millisecond, "the kubernetes Service ("+api+") from the host (kube-proxy)", func() (bool, string, error) {
+		if err := exited(); err != nil {
+			return false, "", err
+		}
+		conn, err := net.DialTimeout("tcp", api, time.Second)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		conn.Close()
+		return true, "", nil
+	})
+}
+
+// ImportImages imports image tarballs (images.WriteTarball; `docker save` archives too) into
+// the node's containerd, where the kubelet finds them: pods must not pull them (a tag other
+// than latest, or imagePullPolicy IfNotPresent or Never).
+func (n *Node) ImportImages(tarballs ...string) error {
+	for _, t := range tarballs {
+		if err := n.ctr("images", "import", t); err != nil {
+			return fmt.Errorf("importing %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// ContainerID is the container runtime's ID of a pod's container (its status's containerID
+// without the containerd:// prefix), "" while it has none.
+func (n *Node) ContainerID(ctx context.Context, namespace, pod, container string) (string, error) {
+	p, err := n.client.CoreV1().Pods(namespace).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, s := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		if s.Name == container {
+			_, id, _ := strings.Cut(s.ContainerID, "://")
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container %q", namespace, pod, container)
+}
+
+// KillContainer kills a running container of a pod with SIGKILL through containerd, as the
+// kernel's OOM killer or a crash would end it: the kubelet sees it exit (137) and restarts it
+// as the pod's restartPolicy says.
+func (n *Node) KillContainer(ctx context.Context, namespace, pod, container string) error {
+	id, err := n.ContainerID(ctx, namespace, pod, container)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		return fmt.Errorf("container %q of pod %s/%s has not started", container, namespace, pod)
+	}
+	return n.ctr("tasks", "kill", "--signal", "SIGKILL", id)
+}
+
+// ctr runs containerd's client on the node's containerd, in the CRI plugin's namespace.
+func (n *Node) ctr(args ...string) error {
+	return runCmd(append([]string{"ctr", "--address", n.containerdSocket(), "--namespace", k8sNamespace}, args...)...)
+}
+
+// Stop stops the node and removes all it put on the host: its processes (the components,
+// containerd's shims and the containers), its namespaces (and with them the bridge, the pods'
+// veths, the iptables rules and every mount), the veth pair and its routes, the cgroups; it
+// restores the kubelet's sysctls when no other node runs. The Node's Dir stays (the caller's).
+// The Kube stays running. Stop is safe to call on a partly started node.
+func (n *Node) Stop() error {
+	var errs []string
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		n.procs[i].proc.Stop()
+	}
+	n.procs = nil
+	if n.holder != nil {
+		// The shims and containers: the processes in the node's cgroups, in the holder's mount
+		// namespace, or naming the node's directory.
+		if err := n.killAll(n.holder.Pid()); err != nil {
+			errs = append(errs, err.Error())
+		}
+		n.holder.Stop()
+		n.holder = nil
+	}
+	if err := Poll(10*time.Second, 50*time.Millisecond, "the node's link to go with its namespace", func() (bool, string, error) {
+		_, err := net.InterfaceByName(n.Link)
+		return err != nil, "", nil
+	}); err != nil {
+		if err := runCmd("ip", "link", "del", n.Link); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if err := n.removeCgroups(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if n.net != nil {
+		_ = os.Remove(nodeStateFile(n.net.slot))
+		n.net.running = false
+	}
+	if err := restoreKubeletSysctls(n.Link); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if left := mountsUnder(n.dir); len(left) > 0 {
+		errs = append(errs, "mounts left under "+n.dir+": "+strings.Join(left, ", "))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("stopping node %s: %s", n.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// nodeStateFile records the running node of a slot — its holder's pid and mount namespace and
+// its directory — so that a node whose process was killed (a test binary's time-out) is cleaned
+// up by the next node of the slot.
+func nodeStateFile(slot int) string { return fmt.Sprintf("/run/housekeeper-node-%d.state", slot) }
+
+func (n *Node) writeState() error {
+	return os.WriteFile(nodeStateFile(n.net.slot), []byte(fmt.Sprintf("%d %d %s", n.holder.Pid(), n.holderMountNS, n.dir)), 0o644)
+}
+
+// cleanupHost removes what an earlier node of the slot left on the host when its process was
+// killed: its processes (which hold its namespaces), the host's end of its link, its cgroups.
+// The slot's lock says that no node of it runs.
+func (n *Node) cleanupHost() {
+	if data, err := os.ReadFile(nodeStateFile(n.net.slot)); err == nil {
+		f := strings.SplitN(string(data), " ", 3)
+		if len(f) == 3 {
+			ns, _ := strconv.ParseUint(f[1], 10, 64)
+			old := &Node{cgroup: n.cgroup, holderMountNS: ns, dir: f[2]}
+			_ = old.killAll(os.Getpid())
+		}
+		_ = os.Remove(nodeStateFile(n.net.slot))
+	}
+	if _, err := net.InterfaceByName(n.Link); err == nil {
+		_ = runCmd("ip", "link", "del", n.Link)
+	}
+	_ = n.removeCgroups()
+}
+
+// killAll SIGKILLs, until none is left, every process in the node's cgroups, in its mount
+// namespace (containerd's shims) or naming its directory, except the process except.
+func (n *Node) killAll(except int) error {
+	return Poll(30*time.Second, 50*time.Millisecond, "the node's processes to exit", func() (bool, string, error) {
+		pids := n.nodeProcesses(except)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return len(pids) == 0, fmt.Sprint(pids), nil
+	})
+}
+
+func (n *Node) nodeProcesses(except int) []int {
+	found := map[int]bool{}
+	for _, h := range cgroupHierarchies() {
+		_ = filepath.Walk(filepath.Join(h, n.cgroup), func(path string, info os.FileInfo, err error) error {
+			if err != nil || !info.IsDir() {
+				return nil
+			}
+			data, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					found[pid] = true
+				}
+			}
+			return nil
+		})
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil || found[pid] {
+			continue
+		}
+		if n.holderMountNS != 0 {
+			if ino, err := nsInode(pid, "mnt"); err == nil && ino == n.holderMountNS {
+				found[pid] = true
+				continue
+			}
+		}
+		if cmdline, err := os.ReadFile(filepath.Join(p, "cmdline")); err == nil && bytes.Contains(cmdline, []byte(n.dir+"/")) {
+			found[pid] = true
+		}
+	}
+	delete(found, except)
+	delete(found, os.Getpid())
+	var pids []int
+	for pid := range found {
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && bytes.Contains(stat, []byte(") Z ")) {
+			continue // exited, waiting for its parent
+		}
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+func nsInode(pid int, ns string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/%s", pid, ns), &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// cgroupHierarchies are the mount points of the cgroup hierarchies (v1 controllers and named
+// hierarchies, the v2 one), e.g. /sys/fs/cgroup/memory.
+func cgroupHierarchies() []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		fields, fs := strings.Fields(pre), strings.Fields(post)
+		if len(fields) >= 5 && len(fs) >= 1 && (fs[0] == "cgroup" || fs[0] == "cgroup2") {
+			out = append(out, fields[4])
+		}
+	}
+	return out
+}
+
+// makeCgroups creates the kubelet's cgroupRoot, /housekeeper-node-<slot>, in every hierarchy
+// (the kubelet refuses a root that does not exist); a v1 cpuset starts with the parent's CPUs
+// and memory nodes, or no process could join it.
+func (n *Node) makeCgroups() error {
+	for _, h := range cgroupHierarchies() {
+		dir := filepath.Join(h, n.cgroup)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if parent, err := os.ReadFile(filepath.Join(h, f)); err == nil {
+				if _, err := os.Stat(filepath.Join(h, "cgroup.controllers")); err == nil {
+					continue // v2: inherited
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+					return fmt.Errorf("cgroup %s: %w", filepath.Join(dir, f), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// removeCgroups removes the node's cgroups, deepest first, in every hierarchy.
+func (n *Node) removeCgroups() error {
+	var left []string
+	for _, h := range cgroupHierarchies() {
+		root := filepath.Join(h, n.cgroup)
+		var dirs []string
+		_ = filepath.Walk(root, func(path string, info os.FileInfo, err error) error {
+			if err == nil && info.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			var err error
+			for try := 0; try < 50; try++ {
+				if err = syscall.Rmdir(dirs[i]); err == nil || err == syscall.ENOENT {
+					err = nil
+					break
+				}
+				time.Sleep(20 * time.Millisecond) // a killed process still leaving
+			}
+			if err != nil {
+				left = append(left, fmt.Sprintf("%s (%v)", dirs[i], err))
+			}
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("cgroups left: %s", strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// The sysctls the kubelet sets at its start (container manager's setupKernelTunables).
+var kubeletSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+const kubeletSysctlsFile = "/run/housekeeper-node-sysctls"
+
+// saveKubeletSysctls records the host's values of kubeletSysctls before the first of the
+// host's nodes starts; restoreKubeletSysctls writes them back when the last one stops.
+func saveKubeletSysctls() error {
+	f, err := os.OpenFile(kubeletSysctlsFile, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if os.IsExist(err) {
+		return nil // another node runs, and recorded them
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, s := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", s))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(f, "%s=%s\n", s, strings.TrimSpace(string(v)))
+	}
+	return nil
+}
+
+func restoreKubeletSysctls(ownLink string) error {
+	data, err := os.ReadFile(kubeletSysctlsFile)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Another node's link: that node runs (and its kubelet wants the values kept).
+	if ifaces, err := net.Interfaces(); err == nil {
+		for _, i := range ifaces {
+			if strings.HasPrefix(i.Name, "hk-node-") && i.Name != ownLink {
+				return nil
+			}
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+			return fmt.Errorf("restoring sysctl %s: %w", k, err)
+		}
+	}
+	return os.Remove(kubeletSysctlsFile)
+}
+
+// mountsUnder lists the host's mounts at or under dir.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
+			out = append(out, fields[4])
+		}
+	}
+	return out
+}
+
+// writeConfigs writes the components' configuration into etc/.
+func (n *Node) writeConfigs() error {
+	nn := n.net
+	apiPort := n.kube.env.ControlPlane.APIServer.SecureServing.Port
+	cfg := n.kube.Config
+	kubeconfig := func(server string) ([]byte, error) {
+		c := clientcmdapi.NewConfig()
+		c.Clusters["housekeeper"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
+		c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+		c.Contexts["housekeeper"] = &clientcmdapi.Context{Cluster: "housekeeper", AuthInfo: "admin"}
+		c.CurrentContext = "housekeeper"
+		return clientcmd.Write(*c)
+	}
+	// The components in the node's namespace reach the API server at the host's end of the link.
+	nodeKubeconfig, err := kubeconfig("https://" + net.JoinHostPort(n.HostIP, apiPort))
+	if err != nil {
+		return err
+	}
+	hostKubeconfig, err := kubeconfig(cfg.Host)
+	if err != nil {
+		return err
+	}
+
+	containerd := fmt.Sprintf(`version = 2
+root = %[1]q
+state = %[2]q
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = %[3]q
+
+[ttrpc]
+  address = %[4]q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %[5]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %[6]q
+  # The VM has no CAP_SYS_RESOURCE: without this every sandbox fails to start (runc cannot set a
+  # lower oom_score_adj than containerd's own: "can't get final child's PID from pipe").
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  enable_cdi = false
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %[7]q
+    conf_dir = %[8]q
+    max_conf_num = 1
+`, n.path("containerd/root"), n.path("containerd/state"), n.containerdSocket(), n.containerdSocket()+".ttrpc",
+		n.path("containerd/opt"), pauseImage, cniBinDir, n.path("cni/net.d"))
+
+	cni := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "housekeeper",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": %q
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, nn.podCIDR, n.path("cni/ipam"))
+
+	kubelet := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This VM's cgroups are v1 (the kubelet refuses v1 unless told).
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /%[1]s
+containerRuntimeEndpoint: unix://%[2]s
+address: %[3]s
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+clusterDNS: [%[4]s]
+clusterDomain: %[5]s
+resolvConf: /etc/resolv.conf
+registerNode: true
+failSwapOn: false
+serializeImagePulls: false
+# Never collect the imported images (nothing could pull them again).
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: "1Mi"
+  nodefs.available: "1%%"
+  nodefs.inodesFree: "1%%"
+  imagefs.available: "1%%"
+  imagefs.inodesFree: "1%%"
+evictionPressureTransitionPeriod: 5s
+nodeStatusUpdateFrequency: 2s
+syncFrequency: 10s
+fileCheckFrequency: 5s
+shutdownGracePeriod: 0s
+rotateCertificates: false
+serverTLSBootstrap: false
+`, n.cgroup, n.containerdSocket(), n.NodeIP, n.DNS, clusterDomain)
+
+	proxy := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: %[1]s
+hostnameOverride: %[2]s
+mode: iptables
+clusterCIDR: %[3]s
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+iptables:
+  localhostNodePorts: false
+  syncPeriod: 30s
+  minSyncPeriod: 0s
+# Leave the conntrack table's size and timeouts alone (host-wide or not writable here).
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, n.path("etc/node.kubeconfig"), n.Name, nn.podCIDR)
+
+	corefile := fmt.Sprintf(`.:53 {
+    bind %[1]s
+    ready %[1]s:8181
+    health %[1]s:8180
+    errors
+    kubernetes %[2]s in-addr.arpa ip6.arpa {
+        kubeconfig %[3]s housekeeper
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    forward . /etc/resolv.conf
+    cache 5
+    loadbalance
+}
+`, n.HostIP, clusterDomain, n.path("etc/host.kubeconfig"))
+
+	files := map[string][]byte{
+		"etc/node.kubeconfig":          nodeKubeconfig,
+		"etc/host.kubeconfig":          hostKubeconfig,
+		"etc/ca.crt":                   nn.caPEM,
+		"etc/containerd.toml":          []byte(containerd),
+		"cni/net.d/10-bridge.conflist": []byte(cni),
+		"etc/kubelet.yaml":             []byte(kubelet),
+		"etc/kube-proxy.yaml":          []byte(proxy),
+		"etc/Corefile":                 []byte(corefile),
+	}
+	for name, data := range files {
+		if err := os.WriteFile(n.path(name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Client is a clientset of the node's Kube (its administrator).
+func (n *Node) Client() kubernetes.Interface { return n.client }
+
+// RESTConfig is the Kube's administrator config.
+func (n *Node) RESTConfig() *rest.Config { return rest.CopyConfig(n.kube.Config) }
+
+func runCmd(argv ...string) error {
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
