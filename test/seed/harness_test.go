@@ -1,0 +1,525 @@
+package seed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/images"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+const (
+	// The namespaces of NATS, KEDA and housekeeper, as an operator installs them by hand.
+	natsNamespace = "nats"
+	kedaNamespace = "keda"
+	hkNamespace   = "housekeeper"
+	// The image of KEDA's operator: KEDA's own name for it, built here from the KEDA module.
+	kedaImage = "ghcr.io/kedacore/keda:2.21.0"
+	// fieldOwner applies the objects, as an operator's kubectl would.
+	fieldOwner = client.FieldOwner("seed-test")
+)
+
+// seed is a cluster with one real node, NATS and KEDA's operator as pods, and housekeeper's
+// chart installed from the images `make images` builds.
+type seed struct {
+	t    *testing.T
+	kube *stack.Kube
+	node *stack.Node
+	c    client.Client
+	cs   kubernetes.Interface
+	// root is the host directory of the local provider's buckets (the chart's local.hostPath).
+	root string
+	// values are the chart's values as installed.
+	values map[string]any
+}
+
+// startSeed starts it all and waits until housekeeper is installed: the setup Job complete,
+// the bridge ready.
+func startSeed(t *testing.T) *seed {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("the node needs root (network and mount namespaces, cgroups, iptables): run the tests as root")
+	}
+	logDir, err := os.MkdirTemp("", "housekeeper-seed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("component logs kept in %s", logDir)
+			return
+		}
+		_ = os.RemoveAll(logDir)
+	})
+	logFile := func(name string) io.Writer {
+		f, err := os.Create(filepath.Join(logDir, name+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	tarballs := buildImages(t, ctx)
+	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+
+	k, err := stack.StartKube(logFile("kube-apiserver"), stack.ForNode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.Stop(); err != nil {
+			t.Errorf("stopping kube-apiserver: %v", err)
+		}
+	})
+	start = time.Now()
+	node, err := stack.StartNode(k, stack.NodeOptions{Dir: t.TempDir(), Logs: logFile, Images: tarballs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := node.Stop(); err != nil {
+			t.Errorf("stopping the node: %v", err)
+		}
+	})
+	t.Logf("node started with the images in %s", time.Since(start).Round(time.Millisecond))
+	c, err := kube.NewClient(k.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &seed{t: t, kube: k, node: node, c: c, cs: node.Client(), root: t.TempDir()}
+	// Registered after the node's Stop, so it runs before it: the pods' logs while they exist.
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.savePodLogs(logDir)
+		}
+	})
+	// The buckets' directory belongs to the functions' user, as a seed's volume would.
+	if err := os.Chown(s.root, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+
+	start = time.Now()
+	issued := s.installNATS(ctx)
+	t.Logf("NATS: 3 pods ready in %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	s.installKEDA(ctx)
+	t.Logf("KEDA's operator ready in %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	s.installHousekeeper(ctx, issued)
+	t.Logf("housekeeper installed (setup Job complete, bridge ready) in %s", time.Since(start).Round(time.Millisecond))
+	return s
+}
+
+// buildImages builds housekeeper's images as an operator does (`make images`: the command and
+// its default registry and tag, the chart's), and the third-party images no registry here
+// serves, from the same binaries the rest of the tests run: nats-server (as the NATS project's
+// image, the server at /nats-server) and KEDA's operator (as KEDA's, at /keda).
+func buildImages(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "housekeeper.tar")
+	cmd := exec.CommandContext(ctx, "go", "run", "./scripts/cmd/images", "-only", "housekeeper,housekeeper-bridge", "-o", ours)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make images: %v\n%s", err, out)
+	}
+
+	natsBin, err := stack.NATSServerBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kedaBin, err := stack.KEDAOperatorBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := map[name.Reference]v1.Image{}
+	for ref, spec := range map[string]images.Spec{
+		"nats:" + natsVersion(t): {Binary: natsBin, Path: "/nats-server", Ports: []string{"4222", "6222", "8222"}},
+		kedaImage:                {Binary: kedaBin, Path: "/keda"},
+	} {
+		r, err := images.ParseReference(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := images.Binary(ctx, spec)
+		if err != nil {
+			t.Fatalf("image %s: %v", ref, err)
+		}
+		theirs[r] = img
+	}
+	third := filepath.Join(dir, "third-party.tar")
+	if err := images.WriteTarball(ctx, third, theirs); err != nil {
+		t.Fatal(err)
+	}
+	return []string{ours, third}
+}
+
+// natsVersion is the nats-server version go.mod pins, without its v: the NATS image's tag.
+func natsVersion(t *testing.T) string {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-C", root, "-m", "-f", "{{.Version}}", "github.com/nats-io/nats-server/v2").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+}
+
+// installNATS installs NATS as infra/README tells operators to: the Secrets of its accounts
+// (`housekeeper nats-auth`, config form) and its TLS certificate, then infra/nats/nats.yaml as
+// it is. The volumes its StatefulSet claims are static PersistentVolumes on the node, of a
+// default StorageClass without a provisioner, owned by NATS's user as a provisioner would hand
+// them over.
+func (s *seed) installNATS(ctx context.Context) natsconn.Issued {
+	t := s.t
+	dir := t.TempDir()
+	if err := natsconn.Issue(dir, natsconn.FormConfig, "", hkcli.Permissions()); err != nil {
+		t.Fatal(err)
+	}
+	hosts := []string{"nats." + natsNamespace + ".svc.cluster.local", "*.nats-headless." + natsNamespace + ".svc.cluster.local",
+		"nats." + natsNamespace + ".svc", "*.nats-headless." + natsNamespace + ".svc"}
+	tls, err := natsconn.WriteTLS(dir, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: natsNamespace}})
+	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nats-accounts", Namespace: natsNamespace},
+		Data: map[string][]byte{"accounts.conf": s.read(filepath.Join(dir, "accounts.conf"))}})
+	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "nats-tls", Namespace: natsNamespace},
+		Data: map[string][]byte{"tls.crt": s.read(tls.ServerCert), "tls.key": s.read(tls.ServerKey), "ca.crt": s.read(tls.CA)}})
+
+	s.staticVolumes(ctx, 3)
+	root, _ := stack.RepoRoot()
+	for _, obj := range decodeYAML(t, s.read(filepath.Join(root, "infra/nats/nats.yaml"))) {
+		obj.SetNamespace(natsNamespace)
+		s.apply(ctx, obj)
+	}
+	s.awaitPods(ctx, natsNamespace, "app.kubernetes.io/name=nats", 3, 5*time.Minute)
+	return natsconn.Issued{Dir: dir, Form: natsconn.FormConfig, CA: tls.CA}
+}
+
+// staticVolumes creates the default StorageClass "local" (no provisioner: volumes are bound to
+// claims as their pods are scheduled) and n hostPath PersistentVolumes of 10 GiB on the node,
+// each a directory NATS's user (65532) owns.
+func (s *seed) staticVolumes(ctx context.Context, n int) {
+	t := s.t
+	sc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+		"metadata":          map[string]any{"name": "local", "annotations": map[string]any{"storageclass.kubernetes.io/is-default-class": "true"}},
+		"provisioner":       "kubernetes.io/no-provisioner",
+		"volumeBindingMode": "WaitForFirstConsumer",
+	}}
+	s.apply(ctx, sc)
+	for i := range n {
+		path := filepath.Join(t.TempDir(), "pv")
+		if err := os.Mkdir(path, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, 65532, 65532); err != nil {
+			t.Fatal(err)
+		}
+		s.create(ctx, &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("local-%d", i)},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:              "local",
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}},
+			},
+		})
+	}
+}
+
+// installKEDA installs KEDA's operator as KEDA deploys it: its CRDs, its namespace, a
+// ServiceAccount with KEDA's own ClusterRole (config/rbac of the KEDA module), and a Deployment
+// of its image. Without the admission webhooks and the metrics adapter (KEDA's other two
+// Deployments): scaling between zero and one is the operator's alone.
+func (s *seed) installKEDA(ctx context.Context) {
+	t := s.t
+	if err := stack.InstallKEDACRDs(s.kube); err != nil {
+		t.Fatal(err)
+	}
+	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kedaNamespace}})
+	s.create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "keda-operator", Namespace: kedaNamespace}})
+	for _, obj := range decodeYAML(t, s.read(filepath.Join(kedaModuleDir(t), "config/rbac/role.yaml"))) {
+		if obj.GetKind() == "ClusterRole" {
+			s.apply(ctx, obj)
+		}
+	}
+	manifest := fmt.Sprintf(`
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: keda-operator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: keda-operator}
+subjects: [{kind: ServiceAccount, name: keda-operator, namespace: %[1]s}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: keda-operator, namespace: %[1]s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: keda-operator}}
+  template:
+    metadata: {labels: {app: keda-operator}}
+    spec:
+      serviceAccountName: keda-operator
+      securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+      containers:
+        - name: keda-operator
+          image: %[2]s
+          imagePullPolicy: IfNotPresent
+          args: ["--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--zap-log-level=info", "--zap-encoder=json"]
+          env:
+            - {name: WATCH_NAMESPACE, value: ""}
+            - {name: KEDA_CLUSTER_OBJECT_NAMESPACE, value: %[1]s}
+            - {name: POD_NAMESPACE, value: %[1]s}
+          readinessProbe: {httpGet: {path: /readyz, port: 8081}, periodSeconds: 2}
+          securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+`, kedaNamespace, kedaImage)
+	for _, obj := range decodeYAML(t, []byte(manifest)) {
+		s.apply(ctx, obj)
+	}
+	s.awaitPods(ctx, kedaNamespace, "app=keda-operator", 1, 3*time.Minute)
+}
+
+// kedaModuleDir is where the KEDA module test/keda builds from lies in the module cache.
+func kedaModuleDir(t *testing.T) string {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-C", filepath.Join(root, "test/keda"), "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2").Output()
+	if err != nil || len(bytes.TrimSpace(out)) == 0 {
+		t.Fatalf("the KEDA module of test/keda: %v", err)
+	}
+	return string(bytes.TrimSpace(out))
+}
+
+// installHousekeeper installs the chart by hand as infra/README says: the identities Secret
+// with what nats-auth issued (config form, the chart's default) and NATS's CA, then the chart
+// rendered with the local provider, applied; it waits for the setup Job and the bridge.
+func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
+	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hkNamespace}})
+	identities := map[string][]byte{"ca.pem": s.read(issued.CA)}
+	for _, p := range hkcli.Permissions() {
+		file := issued.CredentialsFile(p.Identity)
+		identities[filepath.Base(file)] = s.read(file)
+	}
+	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "housekeeper-nats", Namespace: hkNamespace}, Data: identities})
+
+	fast := map[string]any{"pollingInterval": 2, "cooldownPeriod": 10}
+	functions := map[string]any{}
+	for _, fn := range []string{"bucket", "entry", "purge", "schedule", "snapshot"} {
+		functions[fn] = fast
+	}
+	s.values = map[string]any{
+		"cluster": "seed-e2e", "types": []any{"local"}, "local": map[string]any{"hostPath": s.root},
+		"stream":    map[string]any{"replicas": 3},
+		"functions": functions,
+	}
+	s.installChart(ctx, s.values)
+	s.awaitJobComplete(ctx, hkNamespace, "app.kubernetes.io/component=setup", 5*time.Minute)
+	s.awaitPods(ctx, hkNamespace, "app.kubernetes.io/component=bridge", 2, 3*time.Minute)
+}
+
+// installChart renders the chart with values and applies every object, CRDs first.
+func (s *seed) installChart(ctx context.Context, values map[string]any) {
+	t := s.t
+	versions, err := stack.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := chart.Render(hkNamespace, values, versions["KUBERNETES_VERSION"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeYAML(t, r.Manifest())
+	for _, crdsFirst := range []bool{true, false} {
+		for _, obj := range objs {
+			if (obj.GetKind() == "CustomResourceDefinition") == crdsFirst {
+				s.apply(ctx, obj)
+			}
+		}
+		if crdsFirst {
+			time.Sleep(2 * time.Second) // established
+		}
+	}
+}
+
+func (s *seed) create(ctx context.Context, obj client.Object) {
+	s.t.Helper()
+	if err := s.c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func (s *seed) apply(ctx context.Context, obj *unstructured.Unstructured) {
+	s.t.Helper()
+	if err := s.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), fieldOwner, client.ForceOwnership); err != nil {
+		s.t.Fatalf("applying %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+	}
+}
+
+func (s *seed) read(path string) []byte {
+	s.t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return data
+}
+
+func decodeYAML(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(m) > 0 {
+			objs = append(objs, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+// awaitPods waits until n pods matching selector are Ready.
+func (s *seed) awaitPods(ctx context.Context, ns, selector string, n int, timeout time.Duration) []corev1.Pod {
+	s.t.Helper()
+	var ready []corev1.Pod
+	s.eventually(timeout, fmt.Sprintf("%d ready pods %s in %s", n, selector, ns), func() (bool, string) {
+		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready = ready[:0]
+		var states []string
+		for _, p := range pods.Items {
+			if podReady(&p) {
+				ready = append(ready, p)
+			}
+			states = append(states, podState(&p))
+		}
+		return len(ready) >= n, strings.Join(states, "; ")
+	})
+	return ready
+}
+
+func (s *seed) awaitJobComplete(ctx context.Context, ns, selector string, timeout time.Duration) {
+	s.t.Helper()
+	s.eventually(timeout, "the Job "+selector+" complete", func() (bool, string) {
+		jobs, err := s.cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil || len(jobs.Items) == 0 {
+			return false, fmt.Sprint("no Job: ", err)
+		}
+		j := jobs.Items[0]
+		status, _ := json.Marshal(j.Status.Conditions)
+		return j.Status.Succeeded > 0, fmt.Sprintf("%s: active %d failed %d %s", j.Name, j.Status.Active, j.Status.Failed, status)
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podState is a pod's phase and its containers' states, for a failure's message.
+func podState(p *corev1.Pod) string {
+	s := p.Name + " " + string(p.Status.Phase)
+	for _, c := range p.Status.ContainerStatuses {
+		switch {
+		case c.State.Waiting != nil:
+			s += fmt.Sprintf(" %s waiting %s %s", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
+		case c.State.Terminated != nil:
+			s += fmt.Sprintf(" %s terminated %s (exit %d)", c.Name, c.State.Terminated.Reason, c.State.Terminated.ExitCode)
+		default:
+			s += fmt.Sprintf(" %s running (restarts %d)", c.Name, c.RestartCount)
+		}
+	}
+	return s
+}
+
+// eventually polls cond every 250 ms until it holds, failing the test with cond's last word
+// after timeout.
+func (s *seed) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: not after %s: %s", what, timeout, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// savePodLogs writes every pod's logs (through the API server and the kubelet, as kubectl logs)
+// into dir, one file per container, for a failed test.
+func (s *seed) savePodLogs(dir string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, ns := range []string{natsNamespace, kedaNamespace, hkNamespace} {
+		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			s.t.Logf("pods of %s: %v", ns, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Spec.Containers {
+				logs, err := s.cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
+				if err != nil {
+					logs = []byte(err.Error())
+				}
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("pod-%s-%s-%s.log", ns, p.Name, c.Name)), logs, 0o644)
+			}
+		}
+	}
+}
