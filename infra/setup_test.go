@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
@@ -243,4 +245,44 @@ func buildHousekeeper(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(dir, "housekeeper")
+}
+
+// A Job's pod template is immutable: whatever changes the setup pod (its image, its
+// configuration, its credentials) renames the Job, so an upgrade applies a new Job instead of
+// failing on the old one ("field is immutable", as test/seed's upgrade showed), and nothing
+// else does.
+func TestSetupJobIsRenamedByWhatItRuns(t *testing.T) {
+	jobName := func(change func(map[string]any)) string {
+		values := map[string]any{"cluster": "seed-1", "types": []any{"azure"}}
+		change(values)
+		r, err := chart.Render(namespace, values, kubeVersion(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`name: (housekeeper-setup-[0-9a-f]{8})\n`).FindSubmatch(r.Manifest())
+		if m == nil {
+			t.Fatal("no setup Job rendered")
+		}
+		return string(m[1])
+	}
+	base := jobName(func(map[string]any) {})
+	if again := jobName(func(map[string]any) {}); again != base {
+		t.Fatalf("the same values name the Job %s and %s", base, again)
+	}
+	for what, change := range map[string]func(map[string]any){
+		"image tag": func(v map[string]any) { v["image"] = map[string]any{"tag": "v9.9.9"} },
+		"priority":  func(v map[string]any) { v["priorityClassName"] = "gardener-system-900" },
+		"ack wait":  func(v map[string]any) { v["consumer"] = map[string]any{"ackWait": "45s"} },
+		"credentials": func(v map[string]any) {
+			v["nats"] = map[string]any{"credentials": "jwt", "account": "A" + strings.Repeat("B", 55)}
+		},
+		"stream replicas": func(v map[string]any) { v["stream"] = map[string]any{"replicas": 3} },
+	} {
+		if got := jobName(change); got == base {
+			t.Errorf("a change of the %s keeps the setup Job's name %s: its pod template would not change", what, base)
+		}
+	}
+	if got := jobName(func(v map[string]any) { v["bridge"] = map[string]any{"replicas": 3} }); got != base {
+		t.Errorf("a change of the bridge's replicas renames the setup Job (%s, was %s): it runs again for nothing", got, base)
+	}
 }

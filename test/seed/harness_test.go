@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -145,17 +146,8 @@ func startSeed(t *testing.T) *seed {
 // image, the server at /nats-server) and KEDA's operator (as KEDA's, at /keda).
 func buildImages(t *testing.T, ctx context.Context) []string {
 	t.Helper()
-	root, err := stack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ours := buildHousekeeperImages(t, ctx, "")
 	dir := t.TempDir()
-	ours := filepath.Join(dir, "housekeeper.tar")
-	cmd := exec.CommandContext(ctx, "go", "run", "./scripts/cmd/images", "-only", "housekeeper,housekeeper-bridge", "-o", ours)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make images: %v\n%s", err, out)
-	}
 
 	natsBin, err := stack.NATSServerBinary()
 	if err != nil {
@@ -185,6 +177,42 @@ func buildImages(t *testing.T, ctx context.Context) []string {
 		t.Fatal(err)
 	}
 	return []string{ours, third}
+}
+
+// buildHousekeeperImages runs `make images`'s command for the images the seed runs, with the
+// chart's registry and tag (the chart's default, v<appVersion>, when tag is empty), and returns
+// the tarball.
+func buildHousekeeperImages(t *testing.T, ctx context.Context, tag string) string {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarball := filepath.Join(t.TempDir(), "housekeeper.tar")
+	args := []string{"run", "./scripts/cmd/images", "-only", "housekeeper,housekeeper-bridge", "-o", tarball}
+	if tag != "" {
+		args = append(args, "-tag", tag)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make images: %v\n%s", err, out)
+	}
+	return tarball
+}
+
+// chartAppVersion is infra/chart/Chart.yaml's appVersion: the images' default tag is v<it>.
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	data, err := chart.FS.ReadFile("Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^appVersion:\s*"?([^"\s]+)"?`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("infra/chart/Chart.yaml has no appVersion")
+	}
+	return string(m[1])
 }
 
 // natsVersion is the nats-server version go.mod pins, without its v: the NATS image's tag.
@@ -352,7 +380,9 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	}
 	s.values = map[string]any{
 		"cluster": "seed-e2e", "types": []any{"local"}, "local": map[string]any{"hostPath": s.root},
-		"stream":    map[string]any{"replicas": 3},
+		"stream": map[string]any{"replicas": 3},
+		// A killed function's events come back after the ack wait: 10 s rather than 30 s.
+		"consumer":  map[string]any{"ackWait": "10s"},
 		"functions": functions,
 	}
 	s.installChart(ctx, s.values)

@@ -8,6 +8,7 @@ package seed
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,7 +31,6 @@ import (
 
 const (
 	bucketName = "seed-e2e"
-	shootNS    = "shoot--dev--app"
 	entryName  = "shoot--dev--app--4c5e1"
 	// neighbour is another shoot's prefix in the same bucket: the purge must leave it.
 	neighbour = "shoot--dev--other--9a0b2"
@@ -38,7 +38,7 @@ const (
 
 func TestSeed(t *testing.T) {
 	s := startSeed(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
 	// 1. At rest every function is at zero replicas, put there by KEDA's operator: the chart's
@@ -48,7 +48,6 @@ func TestSeed(t *testing.T) {
 	// 2. A BackupBucket and a BackupEntry: KEDA scales the functions from zero, their pods start
 	// from the images, the entry is Succeeded with etcd-backup; then back to zero.
 	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
-	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shootNS}})
 	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
 	bucketCreated := time.Now()
 	s.create(ctx, &extensionsv1alpha1.BackupBucket{
@@ -61,71 +60,262 @@ func TestSeed(t *testing.T) {
 	if info, err := os.Stat(filepath.Join(s.root, bucketName)); err != nil || !info.IsDir() {
 		t.Errorf("the bucket's directory in the store: %v", err)
 	}
-	created := time.Now()
-	s.create(ctx, &extensionsv1alpha1.BackupEntry{
-		ObjectMeta: metav1.ObjectMeta{Name: entryName},
-		Spec: extensionsv1alpha1.BackupEntrySpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, BucketName: bucketName, Region: "local",
-			SecretRef: corev1.SecretReference{Name: bucket.GeneratedSecretPrefix + bucketName, Namespace: "garden"}},
-	})
-	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupEntry{}, entryName, 3*time.Minute)
+	created := s.newEntry(ctx, entryName)
 	t.Logf("BackupEntry created → Succeeded in %s", time.Since(created).Round(time.Millisecond))
 	backup := &corev1.Secret{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: shootNS, Name: entry.SecretName}, backup); err != nil {
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: shootNamespace(entryName), Name: entry.SecretName}, backup); err != nil {
 		t.Errorf("the shoot's %s Secret: %v", entry.SecretName, err)
 	} else if string(backup.Data["bucketName"]) != bucketName {
-		t.Errorf("%s/%s names bucket %q, want %q", shootNS, entry.SecretName, backup.Data["bucketName"], bucketName)
+		t.Errorf("%s/%s names bucket %q, want %q", shootNamespace(entryName), entry.SecretName, backup.Data["bucketName"], bucketName)
 	}
-	s.ranFromImage(ctx, "bucket", bucketCreated)
-	s.ranFromImage(ctx, "entry", created)
+	s.ranFromImage(ctx, "bucket", bucketCreated, s.image())
+	s.ranFromImage(ctx, "entry", created, s.image())
 	s.awaitAtRest(ctx, "back at rest after the cooldown")
 
 	// 3. The entry deleted with a retention: the purge comes due with its function at zero, KEDA
 	// wakes it, exactly the entry's prefix is purged, the neighbour's objects stay.
+	s.fill(ctx, entryName, 20)
+	s.fill(ctx, neighbour, 20)
+	due := s.deleteWithRetention(ctx, entryName, 30*time.Second)
+	s.atZeroUntil(ctx, due, entryName, 20)
+	s.awaitPurged(ctx, entryName, 2*time.Minute)
+	t.Logf("due → purged and gone in %s (the purge function woken from zero by KEDA, polling every 2 s)", time.Since(due).Round(time.Millisecond))
+	if n := s.objects(neighbour); n != 20 {
+		t.Errorf("the neighbour's prefix %s holds %d objects after the purge, want its 20", neighbour, n)
+	}
+	s.ranFromImage(ctx, "purge", due, s.image())
+	s.awaitAtRest(ctx, "back at rest after the purge")
+
+	// 4. A function pod killed mid-purge, through the container runtime: it converges, the
+	// prefix is purged, nothing else is lost.
+	const killed, many = "shoot--dev--killed--7d1f0", 20000
+	s.newEntry(ctx, killed)
+	s.fill(ctx, killed, many)
+	due = s.deleteWithRetention(ctx, killed, 20*time.Second)
+	s.killMidPurge(ctx, killed, many)
+	s.awaitPurged(ctx, killed, 3*time.Minute)
+	t.Logf("due → purged and gone in %s with the purge function's container killed mid-purge", time.Since(due).Round(time.Millisecond))
+	if n := s.objects(neighbour); n != 20 {
+		t.Errorf("the neighbour's prefix %s holds %d objects after the killed purge, want its 20", neighbour, n)
+	}
+
+	// 5. A NATS pod deleted during a burst of 200 entries: all converge.
+	s.burstWithNATSPodDeleted(ctx, 200)
+
+	// 6. A chart upgrade to a new image tag while a purge is pending: the purge happens on time,
+	// by the new image.
+	const upgraded = "shoot--dev--upgraded--3e8a4"
+	s.newEntry(ctx, upgraded)
+	s.fill(ctx, upgraded, 20)
+	due = s.deleteWithRetention(ctx, upgraded, 35*time.Second)
+	const newTag = "v0.1.1-seed"
+	if err := s.node.ImportImages(buildHousekeeperImages(t, ctx, newTag)); err != nil {
+		t.Fatal(err)
+	}
+	values := maps.Clone(s.values)
+	values["image"] = map[string]any{"tag": newTag}
+	upgradeStart := time.Now()
+	s.installChart(ctx, values)
+	s.values = values
+	s.awaitRolledOut(ctx, "housekeeper-bridge", newTag, 3*time.Minute)
+	t.Logf("chart upgraded to %s (bridge rolled out) in %s, %s before the purge is due", newTag, time.Since(upgradeStart).Round(time.Millisecond), time.Until(due).Round(time.Second))
+	if time.Until(due) < 3*time.Second {
+		t.Fatalf("the upgrade took until %s before the purge was due: it did not happen while the purge was pending", time.Until(due).Round(time.Second))
+	}
+	s.atZeroUntil(ctx, due, upgraded, 20)
+	s.awaitPurged(ctx, upgraded, 2*time.Minute)
+	if late := time.Since(due); late > 30*time.Second {
+		t.Errorf("the purge pending across the upgrade happened %s after it was due", late.Round(time.Millisecond))
+	} else {
+		t.Logf("the purge pending across the upgrade: due → purged in %s", late.Round(time.Millisecond))
+	}
+	s.ranFromImage(ctx, "purge", due, s.image())
+	if n := s.objects(neighbour); n != 20 {
+		t.Errorf("the neighbour's prefix %s holds %d objects at the end, want its 20", neighbour, n)
+	}
+	s.awaitAtRest(ctx, "back at rest at the end")
+}
+
+// image is the functions' image as installed: the chart's registry and name, the values' tag.
+func (s *seed) image() string {
+	tag := "v" + chartAppVersion(s.t)
+	if img, ok := s.values["image"].(map[string]any); ok && img["tag"] != nil {
+		tag = fmt.Sprint(img["tag"])
+	}
+	return "ghcr.io/housekeeper-dev/housekeeper:" + tag
+}
+
+// shootNamespace is the seed namespace of an entry's shoot (shoot--<project>--<name>--<uid>).
+func shootNamespace(entryName string) string {
+	return entryName[:strings.LastIndex(entryName, "--")]
+}
+
+// newEntry creates a BackupEntry in the bucket (and its shoot's namespace) and waits until it is
+// Succeeded; it returns when it was created.
+func (s *seed) newEntry(ctx context.Context, name string) time.Time {
+	s.t.Helper()
+	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shootNamespace(name)}})
+	created := time.Now()
+	s.create(ctx, newBackupEntry(name))
+	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupEntry{}, name, 3*time.Minute)
+	return created
+}
+
+func newBackupEntry(name string) *extensionsv1alpha1.BackupEntry {
+	return &extensionsv1alpha1.BackupEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: extensionsv1alpha1.BackupEntrySpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, BucketName: bucketName, Region: "local",
+			SecretRef: corev1.SecretReference{Name: bucket.GeneratedSecretPrefix + bucketName, Namespace: "garden"}},
+	}
+}
+
+// fill writes n snapshots under prefix into the bucket, owned by the functions' user as
+// etcd-backup-restore writes them.
+func (s *seed) fill(ctx context.Context, prefix string, n int) {
+	s.t.Helper()
 	store, err := local.New(s.root).Open(bucketName, nil)
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	for _, prefix := range []string{entryName, neighbour} {
-		for i := range 20 {
-			if err := store.Put(ctx, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
-				t.Fatal(err)
-			}
+	for i := range n {
+		if err := store.Put(ctx, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
+			s.t.Fatal(err)
 		}
 	}
-	chownTree(t, filepath.Join(s.root, bucketName), 65532) // as etcd-backup-restore writes them
-	const retention = 30 * time.Second
-	s.patchEntry(ctx, func(be *extensionsv1alpha1.BackupEntry) {
+	chownTree(s.t, filepath.Join(s.root, bucketName, prefix), 65532)
+}
+
+// objects is the number of objects under prefix in the bucket.
+func (s *seed) objects(prefix string) int {
+	return count(s.t, filepath.Join(s.root, bucketName, prefix))
+}
+
+// deleteWithRetention deletes the entry with a retention and returns when its purge is due.
+func (s *seed) deleteWithRetention(ctx context.Context, name string, retention time.Duration) time.Time {
+	s.t.Helper()
+	s.patchEntry(ctx, name, func(be *extensionsv1alpha1.BackupEntry) {
 		metav1.SetMetaDataAnnotation(&be.ObjectMeta, entry.AnnotationRetention, retention.String())
 	})
-	if err := s.c.Delete(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: entryName}}); err != nil {
-		t.Fatal(err)
+	if err := s.c.Delete(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		s.t.Fatal(err)
 	}
 	be := &extensionsv1alpha1.BackupEntry{}
-	if err := s.c.Get(ctx, client.ObjectKey{Name: entryName}, be); err != nil || be.DeletionTimestamp == nil {
-		t.Fatalf("the deleted entry: %v %+v", err, be.DeletionTimestamp)
+	if err := s.c.Get(ctx, client.ObjectKey{Name: name}, be); err != nil || be.DeletionTimestamp == nil {
+		s.t.Fatalf("the deleted entry %s: %v %+v", name, err, be.DeletionTimestamp)
 	}
-	due := be.DeletionTimestamp.Add(retention)
-	// Until it is due the purge function stays at zero, and nothing is deleted.
+	return be.DeletionTimestamp.Add(retention)
+}
+
+// atZeroUntil checks, until shortly before due, that the purge function stays at zero and the
+// entry's n objects stay.
+func (s *seed) atZeroUntil(ctx context.Context, due time.Time, name string, n int) {
+	s.t.Helper()
 	for time.Until(due) > 3*time.Second {
-		if n := s.replicas(ctx, "purge"); n != 0 {
-			t.Fatalf("the purge function at %d replicas %s before the purge is due", n, time.Until(due).Round(time.Second))
+		if r := s.replicas(ctx, "purge"); r != 0 {
+			s.t.Fatalf("the purge function at %d replicas %s before the purge is due", r, time.Until(due).Round(time.Second))
 		}
-		if n := count(t, filepath.Join(s.root, bucketName, entryName)); n != 20 {
-			t.Fatalf("%d of the entry's 20 objects left %s before the purge is due", n, time.Until(due).Round(time.Second))
+		if left := s.objects(name); left != n {
+			s.t.Fatalf("%d of the entry's %d objects left %s before the purge is due", left, n, time.Until(due).Round(time.Second))
 		}
 		time.Sleep(time.Second)
 	}
-	s.eventually(2*time.Minute, "the entry purged and gone", func() (bool, string) {
-		err := s.c.Get(ctx, client.ObjectKey{Name: entryName}, &extensionsv1alpha1.BackupEntry{})
-		left := count(t, filepath.Join(s.root, bucketName, entryName))
+}
+
+// awaitPurged waits until the entry is gone and its prefix empty.
+func (s *seed) awaitPurged(ctx context.Context, name string, timeout time.Duration) {
+	s.t.Helper()
+	s.eventually(timeout, "the entry "+name+" purged and gone", func() (bool, string) {
+		err := s.c.Get(ctx, client.ObjectKey{Name: name}, &extensionsv1alpha1.BackupEntry{})
+		left := s.objects(name)
 		return apierrors.IsNotFound(err) && left == 0, fmt.Sprintf("entry: %v; %d objects left; purge at %d replicas", err, left, s.replicas(ctx, "purge"))
 	})
-	t.Logf("due → purged and gone in %s (the purge function woken from zero by KEDA, polling every 2 s)", time.Since(due).Round(time.Millisecond))
-	if n := count(t, filepath.Join(s.root, bucketName, neighbour)); n != 20 {
-		t.Errorf("the neighbour's prefix %s holds %d objects after the purge, want its 20", neighbour, n)
+}
+
+// killMidPurge waits until the purge of name has deleted some but not all of its n objects and
+// kills the purge function's container with SIGKILL through containerd. A purge that finished
+// before it could be killed observed nothing: the test fails, saying so.
+func (s *seed) killMidPurge(ctx context.Context, name string, n int) {
+	s.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		left := s.objects(name)
+		if left == 0 {
+			s.t.Fatalf("the purge of %d objects finished before its container could be killed: nothing observed", n)
+		}
+		if left < n {
+			pods, err := s.cs.CoreV1().Pods(hkNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=purge"})
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodRunning {
+					continue
+				}
+				if err := s.node.KillContainer(ctx, hkNamespace, p.Name, "purge"); err != nil {
+					s.t.Fatalf("killing the purge container of %s: %v", p.Name, err)
+				}
+				s.t.Logf("killed the purge function's container in %s with %d of %d objects left", p.Name, left, n)
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	s.ranFromImage(ctx, "purge", due)
-	s.awaitAtRest(ctx, "back at rest after the purge")
+	s.t.Fatalf("the purge of %s never began: nothing to kill", name)
+}
+
+// burstWithNATSPodDeleted creates n entries at once and deletes a NATS pod while they are
+// handled; every entry converges.
+func (s *seed) burstWithNATSPodDeleted(ctx context.Context, n int) {
+	s.t.Helper()
+	start := time.Now()
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("shoot--burst--s%03d--%05x", i, i)
+		s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shootNamespace(names[i])}})
+		s.create(ctx, newBackupEntry(names[i]))
+		if i == n/4 {
+			if err := s.cs.CoreV1().Pods(natsNamespace).Delete(ctx, "nats-1", metav1.DeleteOptions{}); err != nil {
+				s.t.Fatalf("deleting NATS pod nats-1: %v", err)
+			}
+			s.t.Logf("deleted NATS pod nats-1 after %d of %d entries", i+1, n)
+		}
+	}
+	s.eventually(5*time.Minute, fmt.Sprintf("%d entries Succeeded", n), func() (bool, string) {
+		list := &extensionsv1alpha1.BackupEntryList{}
+		if err := s.c.List(ctx, list); err != nil {
+			return false, err.Error()
+		}
+		done := 0
+		var stuck string
+		for _, be := range list.Items {
+			if !strings.HasPrefix(be.Name, "shoot--burst--") {
+				continue
+			}
+			if op := be.Status.LastOperation; op != nil && op.State == gardencorev1beta1.LastOperationStateSucceeded {
+				done++
+			} else if stuck == "" {
+				stuck = fmt.Sprintf("%s: %+v", be.Name, op)
+			}
+		}
+		return done == n, fmt.Sprintf("%d of %d Succeeded; e.g. %s", done, n, stuck)
+	})
+	s.t.Logf("a burst of %d entries with a NATS pod deleted: all Succeeded in %s", n, time.Since(start).Round(time.Millisecond))
+	s.awaitPods(ctx, natsNamespace, "app.kubernetes.io/name=nats", 3, 3*time.Minute)
+}
+
+// awaitRolledOut waits until the Deployment runs the image tag in all its ready replicas.
+func (s *seed) awaitRolledOut(ctx context.Context, name, tag string, timeout time.Duration) {
+	s.t.Helper()
+	s.eventually(timeout, name+" rolled out with "+tag, func() (bool, string) {
+		d, err := s.cs.AppsV1().Deployments(hkNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		img := d.Spec.Template.Spec.Containers[0].Image
+		st := d.Status
+		return strings.HasSuffix(img, ":"+tag) && st.ObservedGeneration == d.Generation && st.UpdatedReplicas == st.Replicas && st.ReadyReplicas == st.Replicas && st.Replicas > 0,
+			fmt.Sprintf("image %s, %d updated, %d ready of %d", img, st.UpdatedReplicas, st.ReadyReplicas, st.Replicas)
+	})
 }
 
 // awaitAtRest waits until every function's Deployment is at zero replicas with no pod, each
@@ -197,36 +387,30 @@ func (s *seed) replicas(ctx context.Context, fn string) int32 {
 	return *d.Spec.Replicas
 }
 
-// ranFromImage checks that fn ran as a pod of the chart's image started after since: the
-// kubelet's Started event of one of its pods, and the image is housekeeper's.
-func (s *seed) ranFromImage(ctx context.Context, fn string, since time.Time) {
+// ranFromImage checks that fn ran as a pod of image started after since: the kubelet's events
+// of one of its pods (the image it found, then the container started).
+func (s *seed) ranFromImage(ctx context.Context, fn string, since time.Time, image string) {
 	s.t.Helper()
 	events, err := s.cs.CoreV1().Events(hkNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var started []string
+	var seen []string
 	for _, e := range events.Items {
-		if e.InvolvedObject.Kind == "Pod" && strings.HasPrefix(e.InvolvedObject.Name, "housekeeper-"+fn+"-") && e.Reason == "Started" {
-			at := e.LastTimestamp.Time
-			if at.IsZero() {
-				at = e.EventTime.Time
-			}
-			started = append(started, fmt.Sprintf("%s at %+.1fs", e.InvolvedObject.Name, at.Sub(since).Seconds()))
-			if !at.Before(since.Truncate(time.Second)) {
-				s.t.Logf("the %s function ran in pod %s, started %s after the change", fn, e.InvolvedObject.Name, at.Sub(since).Round(time.Second))
-				return
-			}
+		if e.InvolvedObject.Kind != "Pod" || !strings.HasPrefix(e.InvolvedObject.Name, "housekeeper-"+fn+"-") || e.Reason != "Pulled" {
+			continue
+		}
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		seen = append(seen, fmt.Sprintf("%s at %+.1fs: %s", e.InvolvedObject.Name, at.Sub(since).Seconds(), e.Message))
+		if !at.Before(since.Truncate(time.Second)) && strings.Contains(e.Message, `"`+image+`"`) {
+			s.t.Logf("the %s function ran in pod %s of %s, started %s after the change", fn, e.InvolvedObject.Name, image, at.Sub(since).Round(time.Second))
+			return
 		}
 	}
-	s.t.Errorf("no pod of the %s function was started by the kubelet after the change (Started events: %v)", fn, started)
-	d, err := s.cs.AppsV1().Deployments(hkNamespace).Get(ctx, "housekeeper-"+fn, metav1.GetOptions{})
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if img := d.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, "ghcr.io/housekeeper-dev/housekeeper:v") {
-		s.t.Errorf("the %s function runs image %s, not housekeeper's", fn, img)
-	}
+	s.t.Errorf("no pod of the %s function was started from %s after the change (the kubelet's Pulled events: %v)", fn, image, seen)
 }
 
 func (s *seed) awaitSucceeded(ctx context.Context, obj extensionsv1alpha1.Object, name string, timeout time.Duration) {
@@ -247,10 +431,10 @@ func (s *seed) awaitSucceeded(ctx context.Context, obj extensionsv1alpha1.Object
 	})
 }
 
-func (s *seed) patchEntry(ctx context.Context, change func(*extensionsv1alpha1.BackupEntry)) {
+func (s *seed) patchEntry(ctx context.Context, name string, change func(*extensionsv1alpha1.BackupEntry)) {
 	s.t.Helper()
 	be := &extensionsv1alpha1.BackupEntry{}
-	if err := s.c.Get(ctx, client.ObjectKey{Name: entryName}, be); err != nil {
+	if err := s.c.Get(ctx, client.ObjectKey{Name: name}, be); err != nil {
 		s.t.Fatal(err)
 	}
 	patch := client.MergeFrom(be.DeepCopy())
