@@ -35,6 +35,8 @@ import (
 )
 
 const (
+	// newTag is the images' tag a chart upgrade moves to.
+	newTag = "v0.1.1-seed"
 	// The namespaces of NATS, KEDA and housekeeper, as an operator installs them by hand.
 	natsNamespace = "nats"
 	kedaNamespace = "keda"
@@ -146,7 +148,9 @@ func startSeed(t *testing.T) *seed {
 // image, the server at /nats-server) and KEDA's operator (as KEDA's, at /keda).
 func buildImages(t *testing.T, ctx context.Context) []string {
 	t.Helper()
+	// The release's tag, and the one the upgrade scenario moves to.
 	ours := buildHousekeeperImages(t, ctx, "")
+	upgrade := buildHousekeeperImages(t, ctx, newTag)
 	dir := t.TempDir()
 
 	natsBin, err := stack.NATSServerBinary()
@@ -176,7 +180,7 @@ func buildImages(t *testing.T, ctx context.Context) []string {
 	if err := images.WriteTarball(ctx, third, theirs); err != nil {
 		t.Fatal(err)
 	}
-	return []string{ours, third}
+	return []string{ours, upgrade, third}
 }
 
 // buildHousekeeperImages runs `make images`'s command for the images the seed runs, with the
@@ -373,7 +377,7 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	}
 	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "housekeeper-nats", Namespace: hkNamespace}, Data: identities})
 
-	fast := map[string]any{"pollingInterval": 2, "cooldownPeriod": 10}
+	fast := map[string]any{"pollingInterval": 2, "cooldownPeriod": 5}
 	functions := map[string]any{}
 	for _, fn := range []string{"bucket", "entry", "purge", "schedule", "snapshot"} {
 		functions[fn] = fast
@@ -381,8 +385,8 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	s.values = map[string]any{
 		"cluster": "seed-e2e", "types": []any{"local"}, "local": map[string]any{"hostPath": s.root},
 		"stream": map[string]any{"replicas": 3},
-		// A killed function's events come back after the ack wait: 10 s rather than 30 s.
-		"consumer":  map[string]any{"ackWait": "10s"},
+		// A killed function's events come back after the ack wait: 6 s rather than 30 s.
+		"consumer":  map[string]any{"ackWait": "6s"},
 		"functions": functions,
 	}
 	s.installChart(ctx, s.values)
