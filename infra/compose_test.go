@@ -454,16 +454,6 @@ func goModVersion(t *testing.T, root, module string) string {
 	return m[1]
 }
 
-// goModGoVersion is go.mod's go directive as major.minor (the golang image tag).
-func goModGoVersion(t *testing.T, root string) string {
-	t.Helper()
-	m := regexp.MustCompile(`(?m)^go (\d+\.\d+)`).FindStringSubmatch(readFile(t, filepath.Join(root, "go.mod")))
-	if m == nil {
-		t.Fatal("go.mod has no go directive")
-	}
-	return m[1]
-}
-
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)

@@ -163,7 +163,7 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	// there.
 	w := &installationWatch{t: t, seed: seedClient, garden: g.client, gardenRest: g.cfg,
 		mr: client.ObjectKey{Namespace: v1beta1constants.GardenNamespace, Name: installation.Name}, installation: installation.Name}
-	mr := w.expectMR("gardener-resource-manager refuses the ScaledObjects without KEDA's CRD", func(mr *resourcesv1alpha1.ManagedResource) error {
+	w.expectMR("gardener-resource-manager refuses the ScaledObjects without KEDA's CRD", func(mr *resourcesv1alpha1.ManagedResource) error {
 		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesApplied, gardencorev1beta1.ConditionFalse, resourcesv1alpha1.ConditionApplyFailed, `no matches for kind "ScaledObject"`)
 	})
 	// gardenlet's care controller reads the ManagedResource's observed generation before its
@@ -179,7 +179,7 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	// so that no retry of the failed applies is left queued: it would create the Job that
 	// setup-job-deleted deletes again.
 	seedClient.startResourceManager(t)
-	mr = w.expectMR("gardener-resource-manager applies every object", func(mr *resourcesv1alpha1.ManagedResource) error {
+	mr := w.expectMR("gardener-resource-manager applies every object", func(mr *resourcesv1alpha1.ManagedResource) error {
 		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesApplied, gardencorev1beta1.ConditionTrue, resourcesv1alpha1.ConditionApplySucceeded, "All resources are applied.")
 	})
 	w.expectInstallation("the installation is Installed", func(ci *gardencorev1beta1.ControllerInstallation) error {
