@@ -54,6 +54,10 @@ import (
 // The cluster DNS is CoreDNS on the host (not a pod: no image to pull), listening on HostIP:53
 // with the kubernetes plugin for cluster.local and forwarding the rest to the host's resolvers;
 // the kubelet gives pods HostIP as their nameserver.
+//
+// The CNI bridge plugin enforces no NetworkPolicy. With NodeOptions.NetworkPolicies the node
+// runs an enforcer too, kube-network-policies (a process in the node's namespaces, not a pod):
+// see startNetworkPolicies for what it enforces where, and what a policy must allow here.
 type Node struct {
 	// Name is the Node object's name, housekeeper-node-<slot>.
 	Name string
@@ -70,6 +74,13 @@ type Node struct {
 	PauseImage string
 	// Link is the host's end of the veth pair to the node, hk-node-<slot>.
 	Link string
+	// APIServerPort is the port the API server really listens on (envtest picks a free one). A
+	// pod's connection to the `kubernetes` Service (its ClusterIP, port 443) leaves the pod's
+	// network for HostIP:APIServerPort — kube-proxy translates it before any NetworkPolicy sees
+	// it — so an egress policy that lets pods reach the API server must allow this port, not 443.
+	APIServerPort int
+	// NetworkPolicies says whether the node enforces NetworkPolicies (NodeOptions.NetworkPolicies).
+	NetworkPolicies bool
 
 	kube          *Kube
 	net           *nodeNetwork
@@ -94,14 +105,20 @@ type NodeOptions struct {
 	// /run, /var/lib or /var/log (t.TempDir() is fine).
 	Dir string
 	// Logs gives the writer of each component's output by name, once a component: containerd,
-	// kubelet, kube-controller-manager, kube-scheduler, kube-proxy, coredns and node (the
-	// namespaces' holder); nil, or a nil writer: discarded.
+	// kubelet, kube-controller-manager, kube-scheduler, kube-proxy, coredns, node (the
+	// namespaces' holder) and, with NetworkPolicies, network-policies; nil, or a nil writer:
+	// discarded.
 	Logs func(component string) io.Writer
 	// Images are image tarballs (images.WriteTarball) imported into containerd before the
 	// kubelet starts; ImportImages imports more later.
 	Images []string
 	// Verbosity is the klog level (-v) of the Kubernetes components; 0: 1.
 	Verbosity int
+	// NetworkPolicies runs a NetworkPolicy enforcer in the node — kube-network-policies at
+	// KUBE_NETWORK_POLICIES_VERSION, built by scripts/install-node.sh, its log the component
+	// network-policies — and StartNode waits until its rules are in place. False (the default):
+	// NetworkPolicies are stored but nothing enforces them.
+	NetworkPolicies bool
 }
 
 // The node's components, at the pinned versions.
@@ -164,6 +181,15 @@ func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
 	if _, err := os.Stat(filepath.Join(cniBinDir, "bridge")); err != nil {
 		return nil, fmt.Errorf("the CNI plugins are %w in %s: run `make node` (scripts/install-node.sh)", ErrNotInstalled, cniBinDir)
 	}
+	var enforcer string
+	if opts.NetworkPolicies {
+		if enforcer, err = NetworkPolicyEnforcerBinary(); err != nil {
+			return nil, err
+		}
+		if _, err := exec.LookPath("nft"); err != nil {
+			return nil, fmt.Errorf("nft (Debian's nftables) %w: run `make node` (scripts/install-node.sh)", ErrNotInstalled)
+		}
+	}
 	if opts.Verbosity == 0 {
 		opts.Verbosity = 1
 	}
@@ -174,6 +200,10 @@ func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, err
+	}
+	apiPort, err := strconv.Atoi(kube.env.ControlPlane.APIServer.SecureServing.Port)
+	if err != nil {
+		return nil, fmt.Errorf("the API server's port %q: %w", kube.env.ControlPlane.APIServer.SecureServing.Port, err)
 	}
 	n = &Node{
 		Name:        fmt.Sprintf("housekeeper-node-%d", nn.slot),
@@ -189,6 +219,9 @@ func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
 		logs:        opts.Logs,
 		Link:        fmt.Sprintf("hk-node-%d", nn.slot),
 		cgroup:      fmt.Sprintf("housekeeper-node-%d", nn.slot),
+
+		APIServerPort:   apiPort,
+		NetworkPolicies: opts.NetworkPolicies,
 	}
 	if n.client, err = kubernetes.NewForConfig(kube.Config); err != nil {
 		return nil, err
@@ -262,6 +295,12 @@ func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
 	}
 	if err := n.start("kube-proxy", filepath.Join(bins, "kube-proxy"), []string{"--config", n.path("etc/kube-proxy.yaml"), v}, true); err != nil {
 		return n, err
+	}
+	// Before any pod can start: no pod of the node runs unpoliced.
+	if opts.NetworkPolicies {
+		if err := n.startNetworkPolicies(ctx, enforcer, v); err != nil {
+			return n, err
+		}
 	}
 	// CoreDNS on the host, on HostIP: it reaches the API server on loopback and the host's
 	// resolvers as the host does.
@@ -380,6 +419,11 @@ func (n *Node) connect() error {
 
 // start starts a component, in the node's namespaces when inNode (else on the host).
 func (n *Node) start(name, bin string, args []string, inNode bool) error {
+	return n.startEnv(name, bin, args, inNode, nil)
+}
+
+// startEnv is start with env added to the component's environment.
+func (n *Node) startEnv(name, bin string, args []string, inNode bool, env []string) error {
 	argv := append([]string{bin}, args...)
 	if inNode {
 		argv = append([]string{"nsenter", "--target", strconv.Itoa(n.holder.Pid()), "--mount", "--net", "--"}, argv...)
@@ -387,7 +431,7 @@ func (n *Node) start(name, bin string, args []string, inNode bool) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	w := n.log(name)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = n.dir, w, w
-	cmd.Env = append(os.Environ(), "PATH="+nodePath)
+	cmd.Env = append(append(os.Environ(), "PATH="+nodePath), env...)
 	p, err := StartProcess(cmd)
 	if err != nil {
 		return err
@@ -536,7 +580,8 @@ func (n *Node) ctr(args ...string) error {
 
 // Stop stops the node and removes all it put on the host: its processes (the components,
 // containerd's shims and the containers), its namespaces (and with them the bridge, the pods'
-// veths, the iptables rules and every mount), the veth pair and its routes, the cgroups; it
+// veths, the iptables rules, the NetworkPolicy enforcer's nftables table and nfqueue, its
+// service account token and every mount), the veth pair and its routes, the cgroups; it
 // restores the kubelet's sysctls when no other node runs. The Node's Dir stays (the caller's).
 // The Kube stays running. Stop is safe to call on a partly started node.
 func (n *Node) Stop() error {

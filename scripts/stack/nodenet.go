@@ -1,6 +1,8 @@
 package stack
 
 import (
+	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,10 +14,19 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -218,3 +229,159 @@ func (nn *nodeNetwork) writeCerts(dir string) error {
 }
 
 var errNotForNode = errors.New("the API server was not started for a node: stack.StartKube(logs, stack.ForNode())")
+
+// NetworkPolicyEnforcerBinary is kube-network-policies at KUBE_NETWORK_POLICIES_VERSION, as
+// scripts/install-node.sh builds it (patched to queue packets through nft_compat's NFQUEUE).
+func NetworkPolicyEnforcerBinary() (string, error) {
+	dir, err := installed("scripts/install-node.sh", func(v map[string]string) string {
+		return filepath.Join("node", "kube-network-policies-"+v["KUBE_NETWORK_POLICIES_VERSION"])
+	}, "kube-network-policies")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kube-network-policies"), nil
+}
+
+const (
+	// The enforcer's nftables table (family inet) and nfqueue, in the node's network namespace.
+	netpolTable = "kube-network-policies"
+	netpolQueue = 100
+	// Its ServiceAccount (in kube-system), ClusterRole and ClusterRoleBinding.
+	netpolAccount = "housekeeper-node-network-policies"
+	// Where rest.InClusterConfig reads a service account's credentials; in the node's mount
+	// namespace /var/run is its own /run, a tmpfs that goes with it.
+	inClusterSecrets = "/run/secrets/kubernetes.io/serviceaccount"
+)
+
+// startNetworkPolicies starts the NetworkPolicy enforcer in the node's namespaces and waits until
+// its nftables table is in place and it listens on its nfqueue.
+//
+// The enforcer is kube-network-policies: in the node's network namespace an nftables chain at
+// postrouting, before source NAT (the CNI bridge's masquerade) and after kube-proxy's DNAT, hands
+// the first packet of each new connection from or to a pod that some NetworkPolicy selects to
+// the enforcer through an nfqueue; it evaluates the policies (the pods, namespaces and policies
+// from the API server) and accepts or drops the packet; the rest of an accepted connection
+// passes by conntrack. A queued packet is dropped while the enforcer does not run (no bypass).
+// What that means here:
+//
+//   - a connection to a Service is judged by its endpoint: to the `kubernetes` Service by
+//     HostIP:APIServerPort (not ClusterIP:443), to another Service by its pod's IP and
+//     targetPort;
+//   - the API server, CoreDNS (HostIP:53, UDP and TCP) and a test's servers on the host are not
+//     pods: an egress rule allows them if it has no `to` (ports only: any destination), or an
+//     ipBlock holding HostIP; namespace and pod selectors never match them;
+//   - a connection from the host (a test process) to a pod comes from HostIP, outside the
+//     cluster: ingress rules with `from` selectors do not allow it; the node's own components
+//     (the kubelet's probes) are root in the node's namespace and the enforcer never judges
+//     root's own packets;
+//   - the enforcer learns a pod's IP from the pod's status (Debian's containerd 1.6 has no NRI):
+//     until then, a new pod's connections are not judged, and a peer's policies see it as
+//     outside the cluster.
+func (n *Node) startNetworkPolicies(ctx context.Context, bin, verbosity string) error {
+	if err := n.netpolAccess(ctx); err != nil {
+		return fmt.Errorf("the NetworkPolicy enforcer's access to the API server: %w", err)
+	}
+	token, err := n.client.CoreV1().ServiceAccounts(metav1.NamespaceSystem).CreateToken(ctx, netpolAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a token for the NetworkPolicy enforcer: %w", err)
+	}
+	// Seen from the host, through the holder's root, the node's own /run.
+	secrets := filepath.Join(fmt.Sprintf("/proc/%d/root", n.holder.Pid()), inClusterSecrets)
+	if err := os.MkdirAll(secrets, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(secrets, "token"), []byte(token.Status.Token), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(secrets, "ca.crt"), n.net.caPEM, 0o644); err != nil {
+		return err
+	}
+	env := []string{"KUBERNETES_SERVICE_HOST=" + n.HostIP, "KUBERNETES_SERVICE_PORT=" + strconv.Itoa(n.APIServerPort)}
+	args := []string{
+		"--hostname-override=" + n.Name,
+		"--nfqueue-id=" + strconv.Itoa(netpolQueue),
+		"--metrics-bind-address=127.0.0.1:9080",
+		// Queue DNS like the rest, at postrouting: the conntrack race the fix avoids is fixed in
+		// kernels from 6.12 (this VM's: 6.18).
+		"--netfilter-bug-1766-fix=false",
+		// No NRI in containerd 1.6. (v0.8.0 ignores the flag and fails to connect, harmlessly.)
+		"--disable-nri",
+		verbosity,
+	}
+	if err := n.startEnv("network-policies", bin, args, true, env); err != nil {
+		return err
+	}
+	p := n.procs[len(n.procs)-1].proc
+	deadline, _ := ctx.Deadline()
+	return Poll(time.Until(deadline), 100*time.Millisecond, "the NetworkPolicy enforcer's nftables table and nfqueue", func() (bool, string, error) {
+		if p.Exited() {
+			return false, "", fmt.Errorf("network-policies exited: %s (see its log)", p.State())
+		}
+		table, err := n.nft("list", "table", "inet", netpolTable)
+		if err != nil || !strings.Contains(table, "postrouting") {
+			return false, fmt.Sprintf("no table inet %s with a postrouting chain (yet): %v %s", netpolTable, err, table), nil
+		}
+		queues, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/netfilter/nfnetlink_queue", n.holder.Pid()))
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, line := range strings.Split(string(queues), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == strconv.Itoa(netpolQueue) {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("nothing listens on nfqueue %d (yet)", netpolQueue), nil
+	})
+}
+
+// netpolAccess gives the enforcer's ServiceAccount what it reads (pods, namespaces,
+// NetworkPolicies; nodes and events as its upstream manifest does).
+func (n *Node) netpolAccess(ctx context.Context) error {
+	create := func(err error) error {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	read := []string{"get", "list", "watch"}
+	if err := create(func() error {
+		_, err := n.client.CoreV1().ServiceAccounts(metav1.NamespaceSystem).Create(ctx, &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Name: netpolAccount}}, metav1.CreateOptions{})
+		return err
+	}()); err != nil {
+		return err
+	}
+	if err := create(func() error {
+		_, err := n.client.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: netpolAccount},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"pods", "namespaces", "nodes"}, Verbs: read},
+				{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read},
+				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	}()); err != nil {
+		return err
+	}
+	return create(func() error {
+		_, err := n.client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: netpolAccount},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: netpolAccount},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: netpolAccount, Namespace: metav1.NamespaceSystem}},
+		}, metav1.CreateOptions{})
+		return err
+	}())
+}
+
+// nft runs nft in the node's network namespace.
+func (n *Node) nft(args ...string) (string, error) {
+	argv := append([]string{"--target", strconv.Itoa(n.holder.Pid()), "--net", "nft"}, args...)
+	var out bytes.Buffer
+	cmd := exec.Command("nsenter", argv...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}

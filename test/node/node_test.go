@@ -2,7 +2,8 @@
 // in their own network namespaces from an imported image, a Service's ClusterIP and name work
 // from a pod and from the host, a pod reaches the API server with its service account's token
 // through the in-cluster config, a killed container is restarted, and a stopped node leaves
-// nothing on the host.
+// nothing on the host; with its NetworkPolicy enforcer (netpol_test.go), policies cut pods off
+// and let them through as they say.
 package node
 
 import (
@@ -295,46 +296,8 @@ watch:
 		}
 	}
 
-	othersRanAtStop := otherNodesRun(strings.TrimPrefix(node.Name, "housekeeper-node-"))
-	start = time.Now()
 	stopped = true
-	if err := node.Stop(); err != nil {
-		t.Error(err)
-	}
-	t.Logf("node stopped in %s", time.Since(start).Round(time.Millisecond))
-	after := snapshotHost(t)
-	// What is on the host now and was not before the node started. (Not the other way round: a
-	// node of an earlier, killed test process may have left things that this one cleaned up.)
-	// The nodes of other test processes, running beside this one, are not this one's.
-	slot := strings.TrimPrefix(node.Name, "housekeeper-node-")
-	// The kubelet's sysctls (and the file with the host's values) are the host's nodes' together:
-	// the last node to stop restores them.
-	othersRun := othersRanAtStop || otherNodesRun(slot)
-	crashed := strings.Contains(before["paths"], "/run/housekeeper-node-sysctls")
-	for _, what := range sortedKeys(before) {
-		added := notOtherNodes(addedLines(before[what], after[what]), slot)
-		if othersRun || crashed {
-			added = slices.DeleteFunc(added, func(l string) bool {
-				return what == "sysctls" || l == "/run/housekeeper-node-sysctls"
-			})
-		}
-		if len(added) > 0 {
-			t.Errorf("the node left something on the host: %s: %s", what, strings.Join(added, "\n"))
-		}
-	}
-	// Whatever was there before: the node's own names are gone.
-	if cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + node.Name); len(cgroups) > 0 {
-		t.Errorf("cgroups left: %v", cgroups)
-	}
-	if _, err := net.InterfaceByName(node.Link); err == nil {
-		t.Errorf("the host's end of the node's link, %s, is left", node.Link)
-	}
-	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), nodeDir) {
-		t.Errorf("mounts left under %s", nodeDir)
-	}
-	if procs := processesMentioning(nodeDir); len(procs) > 0 {
-		t.Errorf("processes left naming %s: %s", nodeDir, strings.Join(procs, "\n"))
-	}
+	stopAndCheckHost(t, node, nodeDir, before)
 }
 
 // buildProbeImage builds testdata/probe static and writes its image to a tarball.
@@ -425,8 +388,8 @@ func awaitGet(t *testing.T, url string, timeout time.Duration) string {
 }
 
 // snapshotHost records what a node could leave on the host: network links, routes, the
-// iptables rules of every table and family, mounts, cgroups, network namespaces, and the
-// sysctls the kubelet sets.
+// iptables rules of every table and family, the nftables tables, the nfqueues listened on,
+// mounts, cgroups, network namespaces, and the sysctls the kubelet sets.
 func snapshotHost(t *testing.T) map[string]string {
 	t.Helper()
 	out := func(argv ...string) string {
@@ -447,6 +410,20 @@ func snapshotHost(t *testing.T) map[string]string {
 		"ip6tables": comments.ReplaceAllString(out("ip6tables-save"), ""),
 		"netns":     out("ip", "netns", "list"),
 	}
+	// The tables only: the rules carry counters. (nft comes with the node's NetworkPolicy
+	// enforcer, scripts/install-node.sh.)
+	if _, err := exec.LookPath("nft"); err == nil {
+		s["nftables"] = out("nft", "list", "tables")
+	}
+	// The queue numbers only: the other columns are counters.
+	var queues []string
+	nfq, _ := os.ReadFile("/proc/net/netfilter/nfnetlink_queue")
+	for _, l := range strings.Split(string(nfq), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			queues = append(queues, "queue "+f[0])
+		}
+	}
+	s["nfqueue"] = strings.Join(queues, "\n")
 	mounts, _ := os.ReadFile("/proc/self/mounts")
 	s["mounts"] = string(mounts)
 	var cgroups []string
@@ -557,5 +534,50 @@ func dumpLogs(t *testing.T, dir string) {
 			lines = lines[len(lines)-40:]
 		}
 		t.Logf("--- last lines of %s:\n%s", e.Name(), strings.Join(lines, "\n"))
+	}
+}
+
+// stopAndCheckHost stops node and checks that it left nothing on the host that was not there
+// before (a snapshotHost taken before the node started), and nothing of its own whatever was.
+func stopAndCheckHost(t *testing.T, node *stack.Node, nodeDir string, before map[string]string) {
+	t.Helper()
+	othersRanAtStop := otherNodesRun(strings.TrimPrefix(node.Name, "housekeeper-node-"))
+	start := time.Now()
+	if err := node.Stop(); err != nil {
+		t.Error(err)
+	}
+	t.Logf("node stopped in %s", time.Since(start).Round(time.Millisecond))
+	after := snapshotHost(t)
+	// What is on the host now and was not before the node started. (Not the other way round: a
+	// node of an earlier, killed test process may have left things that this one cleaned up.)
+	// The nodes of other test processes, running beside this one, are not this one's.
+	slot := strings.TrimPrefix(node.Name, "housekeeper-node-")
+	// The kubelet's sysctls (and the file with the host's values) are the host's nodes' together:
+	// the last node to stop restores them.
+	othersRun := othersRanAtStop || otherNodesRun(slot)
+	crashed := strings.Contains(before["paths"], "/run/housekeeper-node-sysctls")
+	for _, what := range sortedKeys(before) {
+		added := notOtherNodes(addedLines(before[what], after[what]), slot)
+		if othersRun || crashed {
+			added = slices.DeleteFunc(added, func(l string) bool {
+				return what == "sysctls" || l == "/run/housekeeper-node-sysctls"
+			})
+		}
+		if len(added) > 0 {
+			t.Errorf("the node left something on the host: %s: %s", what, strings.Join(added, "\n"))
+		}
+	}
+	// Whatever was there before: the node's own names are gone.
+	if cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/" + node.Name); len(cgroups) > 0 {
+		t.Errorf("cgroups left: %v", cgroups)
+	}
+	if _, err := net.InterfaceByName(node.Link); err == nil {
+		t.Errorf("the host's end of the node's link, %s, is left", node.Link)
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), nodeDir) {
+		t.Errorf("mounts left under %s", nodeDir)
+	}
+	if procs := processesMentioning(nodeDir); len(procs) > 0 {
+		t.Errorf("processes left naming %s: %s", nodeDir, strings.Join(procs, "\n"))
 	}
 }

@@ -4,12 +4,17 @@
 // token and the cluster's CA from /var/run/secrets/kubernetes.io/serviceaccount.
 //
 //	probe [serve]            :8080 — /healthz, / (hello from $POD_NAME), /whoami (the API
-//	                         server's SelfSubjectReview of the pod's token), /fetch?url=
+//	                         server's SelfSubjectReview of the pod's token), /fetch?url=,
+//	                         /resolve?name=[&tcp=1] (the addresses of name, asked over UDP or TCP)
 //	probe fetch URL WANT     GET URL; exit 0 if its body contains WANT
+//
+// Every request of /whoami and /fetch is a new connection: a NetworkPolicy judges connections
+// when they open.
 package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -87,12 +92,30 @@ func serve() {
 		fmt.Fprintln(w, user)
 	})
 	mux.HandleFunc("/fetch", func(w http.ResponseWriter, r *http.Request) {
-		body, err := get(&http.Client{Timeout: 5 * time.Second}, r.URL.Query().Get("url"))
+		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		body, err := get(client, r.URL.Query().Get("url"))
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		fmt.Fprint(w, body)
+	})
+	mux.HandleFunc("/resolve", func(w http.ResponseWriter, r *http.Request) {
+		resolver := &net.Resolver{PreferGo: true}
+		if r.URL.Query().Get("tcp") != "" {
+			resolver.Dial = func(ctx context.Context, _, address string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", address)
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 4*time.Second)
+		defer cancel()
+		addrs, err := resolver.LookupHost(ctx, r.URL.Query().Get("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		fmt.Fprintln(w, strings.Join(addrs, " "))
 	})
 	fmt.Println("serving on :8080")
 	if err := http.ListenAndServe(":8080", mux); err != nil {
@@ -121,7 +144,7 @@ func whoami() (string, error) {
 	if !pool.AppendCertsFromPEM(ca) {
 		return "", fmt.Errorf("no certificate in %s/ca.crt", sa)
 	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
 	req, err := http.NewRequest(http.MethodPost, "https://"+net.JoinHostPort(host, port)+"/apis/authentication.k8s.io/v1/selfsubjectreviews",
 		bytes.NewBufferString(`{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`))
 	if err != nil {
