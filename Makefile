@@ -47,7 +47,7 @@ IMAGES_TAR ?= .local/images.tar
 images: ## build every image (no Docker, nothing pulled) into IMAGES_TAR (.local/images.tar) for ctr/docker load, or PUSH=1 to REGISTRY/<name>:TAG; ONLY=a,b ARCH=arm64
 	$(GO) run ./scripts/cmd/images -registry '$(REGISTRY)' $(if $(TAG),-tag '$(TAG)') $(if $(PUSH),-push,-o '$(IMAGES_TAR)') $(if $(ONLY),-only '$(ONLY)') $(if $(ARCH),-arch '$(ARCH)')
 
-tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw), the GCS server (fake-gcs-server), Swift with Keystone (Debian packages), nats-server, KEDA's scaler and the test node (containerd, runc, CNI plugins, iptables from Debian; kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS) into the cache (once), side by side
+tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw), the GCS server (fake-gcs-server), Swift with Keystone (Debian packages), nats-server, KEDA's operator and scaler and the test node (containerd, runc, CNI plugins, iptables, nftables from Debian; kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, kube-network-policies) into the cache (once), side by side
 	@GO=$(GO) scripts/install-tools.sh
 
 controlplane:

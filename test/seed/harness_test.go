@@ -104,7 +104,8 @@ func startSeed(t *testing.T) *seed {
 		}
 	})
 	start = time.Now()
-	node, err := stack.StartNode(k, stack.NodeOptions{Dir: t.TempDir(), Logs: logFile, Images: tarballs})
+	// NetworkPolicies enforced: the chart's default policies and NATS's stay on throughout.
+	node, err := stack.StartNode(k, stack.NodeOptions{Dir: t.TempDir(), Logs: logFile, Images: tarballs, NetworkPolicies: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +386,9 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	s.values = map[string]any{
 		"cluster": "seed-e2e", "types": []any{"local"}, "local": map[string]any{"hostPath": s.root},
 		"stream": map[string]any{"replicas": 3},
+		// Policies see the API server's real port, after kube-proxy's translation of the
+		// kubernetes Service (infra/README: networkPolicy.apiServerPorts).
+		"networkPolicy": map[string]any{"apiServerPorts": []any{s.node.APIServerPort}},
 		// A killed function's events come back after the ack wait: 6 s rather than 30 s.
 		"consumer":  map[string]any{"ackWait": "6s"},
 		"functions": functions,
