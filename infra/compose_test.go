@@ -282,7 +282,7 @@ func TestComposeFile(t *testing.T) {
 		}
 		// The bridge announces the types the examples use.
 		types, _ := svc("bridge").Environment["HOUSEKEEPER_TYPES"]
-		for _, typ := range []string{"azure", "local", "aws"} {
+		for _, typ := range []string{"azure", "local", "aws", "gcp"} {
 			if types == nil || !slices.Contains(strings.Split(*types, ","), typ) {
 				t.Errorf("bridge: HOUSEKEEPER_TYPES=%v, want %s among them (the examples' types)", types, typ)
 			}

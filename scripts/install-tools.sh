@@ -10,7 +10,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 declare -A jobs=()
-for tool in controlplane azurite etcdbr s3 gcs swift nats keda node; do
+for tool in controlplane azurite etcdbr s3 gcs swift nats keda node docker; do
   "$here/install-$tool.sh" >/dev/null &
   jobs[$tool]=$!
 done
