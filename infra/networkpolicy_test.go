@@ -14,7 +14,8 @@ import (
 
 // What each workload reaches besides NATS: every one resolves names; the bridge and the
 // functions read and write the Kubernetes API; what opens object stores reaches them (entry
-// too: it purges an entry due when it is deleted). setup and the forwarder talk to NATS only.
+// too: it purges an entry due when it is deleted). setup talks to NATS only; so does the
+// forwarder, but for Knative's gateway in knative mode (knative.gateway, test/knative).
 var (
 	apiClients  = []string{"bridge", "bucket", "entry", "purge", "schedule", "snapshot"}
 	storeOpener = []string{"bucket", "entry", "purge", "snapshot"}

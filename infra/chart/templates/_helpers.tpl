@@ -202,6 +202,18 @@ priorityClassName: {{ .Values.priorityClassName }}
 {{- end }}
 {{- end -}}
 
+{{/* priorityClassName on a Knative Service: Knative refuses it unless its config-features has
+kubernetes.podspec-priorityclassname on, which knative.features declares. */}}
+{{- define "housekeeper.knativePriorityClass" -}}
+{{- if .Values.priorityClassName }}
+{{- $flag := index (.Values.knative.features | default dict) "kubernetes.podspec-priorityclassname" | default "disabled" }}
+{{- if not (has $flag (list "enabled" "allowed")) }}
+{{- fail (printf "priorityClassName %q with mode knative: Knative Serving refuses it (\"must not set the field(s): spec.template.spec.priorityClassName\") unless its config-features has kubernetes.podspec-priorityclassname: enabled; turn the flag on and set knative.features, or unset priorityClassName" .Values.priorityClassName) }}
+{{- end }}
+priorityClassName: {{ .Values.priorityClassName }}
+{{- end }}
+{{- end -}}
+
 {{/* retention.byPurpose as the flag's purpose=duration list. */}}
 {{- define "housekeeper.byPurpose" -}}
 {{- $pairs := list -}}
