@@ -16,6 +16,9 @@ for tool in controlplane azurite etcdbr s3 gcs swift nats keda node docker; do
 done
 (cd "$here/.." && ${GO:-go} mod download) &
 jobs[modules]=$!
+# test/knative's modules (Knative's, about 500 MB) download beside the builds, not at test time.
+(cd "$here/../test/knative" && ${GO:-go} mod download) &
+jobs[knative-modules]=$!
 
 failed=()
 for name in "${!jobs[@]}"; do
