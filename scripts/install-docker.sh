@@ -28,6 +28,8 @@ log() { printf '[docker] %s\n' "$*" >&2; }
 
 # shellcheck source=progress.sh
 source "$here/progress.sh"
+# shellcheck source=apt.sh
+source "$here/apt.sh"
 
 build_compose() {
   local out="$dir/compose-$DOCKER_COMPOSE_VERSION"
@@ -100,52 +102,8 @@ GO
 }
 
 install_packages() {
-  local packages=(docker.io busybox-static)
-  local missing=() p
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if (( ${#missing[@]} == 0 )); then
-    log "$(dpkg-query -W -f='docker.io ${Version}' docker.io), $(dpkg-query -W -f='busybox-static ${Version}' busybox-static) installed"
-    return
-  fi
-  command -v apt-get >/dev/null || { log "apt-get not found: Docker comes from the Debian archive (packages: ${packages[*]})"; exit 1; }
-  (( EUID == 0 )) || { log "installing ${missing[*]} needs root"; exit 1; }
-  # Packages must not start their services (docker.service, containerd's): the test starts its
-  # own dockerd (scripts/stack/docker.go).
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-  fi
-  # make tools runs install-swift.sh and install-node.sh beside this script, and `apt-get update`
-  # fails at once when another apt holds its lock: let Swift's apt go first, and retry ours
-  # while some other apt holds a lock.
-  if pgrep -f 'install-swift\.sh' >/dev/null; then
-    log "waiting for install-swift.sh (its apt-get) to finish"
-    while pgrep -f 'install-swift\.sh' >/dev/null; do sleep 2; done
-  fi
-  log "installing ${missing[*]} from the Debian archive (once)"
-  export DEBIAN_FRONTEND=noninteractive
-  mkdir -p "$dir"
-  apt_log="$dir/apt.log"
-  : >"$apt_log"
-  local start=$SECONDS
-  if ! { apt_get update -qq && apt_get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${packages[@]}"; }; then
-    tail -20 "$apt_log" >&2
-    log "apt-get failed; its whole output is in $apt_log"
-    exit 1
-  fi
-  log "installed in $((SECONDS - start)) s (apt's output in $apt_log)"
-}
-
-# apt_get runs apt-get into $apt_log, again (for 5 minutes at most) while another apt holds a lock.
-apt_get() {
-  local try
-  for try in $(seq 60); do
-    if apt-get "$@" >>"$apt_log" 2>&1; then return 0; fi
-    tail -3 "$apt_log" | grep -q -e 'Could not get lock' -e 'Unable to lock' || return 1
-    sleep 5
-  done
-  return 1
+  apt_install "$dir" "Docker" docker.io busybox-static || exit 1
+  log "$(dpkg-query -W -f='docker.io ${Version}' docker.io), $(dpkg-query -W -f='busybox-static ${Version}' busybox-static) installed"
 }
 
 # `docker compose` in a shell: the plugin where the docker CLI looks for it, unless another

@@ -27,55 +27,14 @@ log() { printf '[node] %s\n' "$*" >&2; }
 
 # shellcheck source=progress.sh
 source "$here/progress.sh"
+# shellcheck source=apt.sh
+source "$here/apt.sh"
 
 install_packages() {
   # iproute2 and util-linux (nsenter) are in every Debian; listed because the node runs them.
   # nftables: nft, with which StartNode sees the NetworkPolicy enforcer's table in place.
-  local packages=(containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux nftables)
-  local missing=() p
-  for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if (( ${#missing[@]} == 0 )); then
-    log "$(dpkg-query -W -f='containerd ${Version}' containerd), $(dpkg-query -W -f='runc ${Version}' runc), $(dpkg-query -W -f='CNI plugins ${Version}' containernetworking-plugins), $(dpkg-query -W -f='iptables ${Version}' iptables), $(dpkg-query -W -f='nftables ${Version}' nftables) installed"
-    return
-  fi
-  command -v apt-get >/dev/null || { log "apt-get not found: the node's runtime comes from the Debian archive (packages: ${packages[*]})"; exit 1; }
-  (( EUID == 0 )) || { log "installing ${missing[*]} needs root"; exit 1; }
-  # Packages must not start their services (containerd's): the node runs its own containerd.
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-  fi
-  # make tools runs install-swift.sh beside this script, and `apt-get update` fails at once when
-  # another apt holds its lock (DPkg::Lock::Timeout does not cover it): let Swift's apt go first,
-  # and retry ours while some other apt holds a lock.
-  if pgrep -f 'install-swift\.sh' >/dev/null; then
-    log "waiting for install-swift.sh (its apt-get) to finish"
-    while pgrep -f 'install-swift\.sh' >/dev/null; do sleep 2; done
-  fi
-  log "installing ${missing[*]} from the Debian archive (once)"
-  export DEBIAN_FRONTEND=noninteractive
-  mkdir -p "$cache/node"
-  apt_log="$cache/node/apt.log"
-  : >"$apt_log"
-  local start=$SECONDS
-  if ! { apt_get update -qq && apt_get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends "${packages[@]}"; }; then
-    tail -20 "$apt_log" >&2
-    log "apt-get failed; its whole output is in $apt_log"
-    exit 1
-  fi
-  log "installed in $((SECONDS - start)) s (apt's output in $apt_log)"
-}
-
-# apt_get runs apt-get into $apt_log, again (for 5 minutes at most) while another apt holds a lock.
-apt_get() {
-  local try
-  for try in $(seq 60); do
-    if apt-get "$@" >>"$apt_log" 2>&1; then return 0; fi
-    tail -3 "$apt_log" | grep -q -e 'Could not get lock' -e 'Unable to lock' || return 1
-    sleep 5
-  done
-  return 1
+  apt_install "$cache/node" "the node's runtime" containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux nftables || exit 1
+  log "$(dpkg-query -W -f='containerd ${Version}' containerd), $(dpkg-query -W -f='runc ${Version}' runc), $(dpkg-query -W -f='CNI plugins ${Version}' containernetworking-plugins), $(dpkg-query -W -f='iptables ${Version}' iptables), $(dpkg-query -W -f='nftables ${Version}' nftables) installed"
 }
 
 kube_bins=(kubelet kube-controller-manager kube-scheduler kube-proxy)
