@@ -484,11 +484,18 @@ func addedLines(before, after string) []string {
 // otherNodeNames match the names and addresses of a node's slot (scripts/stack/nodenet.go).
 var otherNodeNames = regexp.MustCompile(`hk-node-(\d+)|housekeeper-node-(\d+)|100\.64\.(\d+)\.|10\.96\.(\d+)\.|10\.244\.(\d+)\.`)
 
-// notOtherNodes drops the lines naming another slot than slot.
+// otherTestsEngines match what a Docker engine of another test process (test/compose,
+// scripts/stack/docker.go) puts on the host while it runs beside this one: its cgroups.
+var otherTestsEngines = regexp.MustCompile(`housekeeper-docker-\d+`)
+
+// notOtherNodes drops the lines naming another slot than slot, or another test's Docker engine.
 func notOtherNodes(lines []string, slot string) []string {
 	var out []string
 line:
 	for _, l := range lines {
+		if otherTestsEngines.MatchString(l) {
+			continue
+		}
 		for _, m := range otherNodeNames.FindAllStringSubmatch(l, -1) {
 			for _, g := range m[1:] {
 				if g != "" && g != slot {
