@@ -472,7 +472,7 @@ func cleanupDocker(dir string, st dockerState) error {
 		errs = append(errs, err.Error())
 	}
 	if st.Cgroup != "" && strings.HasPrefix(st.Cgroup, "/housekeeper-docker-") {
-		for _, h := range dockerCgroupHierarchies() {
+		for _, h := range cgroupHierarchies() {
 			var dirs []string
 			_ = filepath.Walk(filepath.Join(h, st.Cgroup), func(path string, info os.FileInfo, err error) error {
 				if err == nil && info.IsDir() {
@@ -506,20 +506,7 @@ func cleanupDocker(dir string, st dockerState) error {
 func dockerProcesses(dir string, st dockerState) []int {
 	found := map[int]bool{}
 	if st.Cgroup != "" {
-		for _, h := range dockerCgroupHierarchies() {
-			_ = filepath.Walk(filepath.Join(h, st.Cgroup), func(path string, info os.FileInfo, err error) error {
-				if err != nil || !info.IsDir() {
-					return nil
-				}
-				data, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
-				for _, f := range strings.Fields(string(data)) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						found[pid] = true
-					}
-				}
-				return nil
-			})
-		}
+		cgroupProcs(st.Cgroup, found)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
@@ -602,7 +589,7 @@ func DockerLeftovers(dir, cgroup string) []string {
 	for _, m := range dockerMountsUnder(dir) {
 		out = append(out, "mount "+m)
 	}
-	for _, h := range dockerCgroupHierarchies() {
+	for _, h := range cgroupHierarchies() {
 		if _, err := os.Stat(filepath.Join(h, cgroup)); err == nil && cgroup != "" {
 			out = append(out, "cgroup "+filepath.Join(h, cgroup))
 		}
@@ -636,26 +623,6 @@ func dockerMountsUnder(dir string) []string {
 	for _, line := range strings.Split(string(data), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) >= 5 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			out = append(out, fields[4])
-		}
-	}
-	return out
-}
-
-// dockerCgroupHierarchies are the mount points of the cgroup hierarchies.
-func dockerCgroupHierarchies() []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		fields, fs := strings.Fields(pre), strings.Fields(post)
-		if len(fields) >= 5 && len(fs) >= 1 && (fs[0] == "cgroup" || fs[0] == "cgroup2") {
 			out = append(out, fields[4])
 		}
 	}

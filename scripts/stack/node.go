@@ -668,20 +668,7 @@ func (n *Node) killAll(except int) error {
 
 func (n *Node) nodeProcesses(except int) []int {
 	found := map[int]bool{}
-	for _, h := range cgroupHierarchies() {
-		_ = filepath.Walk(filepath.Join(h, n.cgroup), func(path string, info os.FileInfo, err error) error {
-			if err != nil || !info.IsDir() {
-				return nil
-			}
-			data, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					found[pid] = true
-				}
-			}
-			return nil
-		})
-	}
+	cgroupProcs(n.cgroup, found)
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
 		pid, err := strconv.Atoi(filepath.Base(p))
@@ -717,6 +704,24 @@ func nsInode(pid int, ns string) (uint64, error) {
 		return 0, err
 	}
 	return st.Ino, nil
+}
+
+// cgroupProcs adds to found the processes in cgroup and below it, in every hierarchy.
+func cgroupProcs(cgroup string, found map[int]bool) {
+	for _, h := range cgroupHierarchies() {
+		_ = filepath.Walk(filepath.Join(h, cgroup), func(path string, info os.FileInfo, err error) error {
+			if err != nil || !info.IsDir() {
+				return nil
+			}
+			data, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					found[pid] = true
+				}
+			}
+			return nil
+		})
+	}
 }
 
 // cgroupHierarchies are the mount points of the cgroup hierarchies (v1 controllers and named
