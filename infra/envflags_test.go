@@ -234,7 +234,7 @@ func binaryOf(c container) (binary, error) {
 	switch {
 	case len(c.Command) == 0 && len(c.Args) >= 1 && c.Args[0] == "forward":
 		return binary{}, errForwarder
-	case len(c.Command) == 0 && slices.Equal(c.Args, []string{"setup"}):
+	case len(c.Command) == 0 && len(c.Args) >= 1 && c.Args[0] == "setup":
 		return binary{setup: true}, nil
 	case len(c.Command) == 1 && c.Command[0] == "/usr/local/bin/housekeeper-bridge":
 		return binary{bridge: true}, nil

@@ -58,10 +58,11 @@ func TestNonKubernetesFiles(t *testing.T) {
 // named in nonKubernetes, or one of the few listed here.
 func TestEveryFileIsChecked(t *testing.T) {
 	others := map[string]string{
-		"README.md":         "compose_test.go (links)",
-		"chart/Chart.yaml":  "TestChartAsGardenletInstallsIt (versions), TestChartRenders",
-		"chart/values.yaml": "TestChartRenders, TestChartRefusesUnsafeValues",
-		"chart/.helmignore": "TestChartRenders (the chart archive)",
+		"README.md":                "compose_test.go (links)",
+		"chart/Chart.yaml":         "TestChartAsGardenletInstallsIt (versions), TestChartRenders",
+		"chart/values.yaml":        "TestChartRenders, TestChartRefusesUnsafeValues",
+		"chart/.helmignore":        "TestChartRenders (the chart archive)",
+		"chart/values.schema.json": "TestChartSchemaRefusesWrongValuesByName, TestChartSchemaCoversTheValues",
 	}
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

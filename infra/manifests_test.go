@@ -127,7 +127,9 @@ func TestChartRenders(t *testing.T) {
 
 // The chart refuses what would be unsafe or meaningless, at render time and naming the value:
 // no types (an empty list would serve nothing; it must never mean every type), a type
-// housekeeper does not implement, no cluster name outside Gardener, an unknown mode.
+// housekeeper does not implement, no cluster name outside Gardener, an unknown mode. What a
+// type or an enum says is refused by values.schema.json (its message names the value's path);
+// what takes more than one value, or says why, by the templates.
 func TestChartRefusesUnsafeValues(t *testing.T) {
 	base := func() map[string]any { return map[string]any{"cluster": "seed-1", "types": []any{"azure"}} }
 	for _, tc := range []struct {
@@ -137,16 +139,16 @@ func TestChartRefusesUnsafeValues(t *testing.T) {
 	}{
 		{"no types", func(v map[string]any) { delete(v, "types") }, "types is required"},
 		{"empty types", func(v map[string]any) { v["types"] = []any{} }, "types is required"},
-		{"unknown type", func(v map[string]any) { v["types"] = []any{"azrue"} }, `does not implement "azrue"`},
+		{"unknown type", func(v map[string]any) { v["types"] = []any{"azrue"} }, `at '/types/0': value must be one of 'aws', 'azure', 'gcp', 'local', 'openstack'`},
 		{"no cluster", func(v map[string]any) { delete(v, "cluster") }, "cluster is required"},
-		{"unknown mode", func(v map[string]any) { v["mode"] = "lambda" }, `mode "lambda"`},
+		{"unknown mode", func(v map[string]any) { v["mode"] = "lambda" }, `at '/mode': value must be one of 'keda', 'knative'`},
 		{"local without its directory", func(v map[string]any) { v["types"] = []any{"local"} }, "set local.hostPath"},
 		{"identities in NATS's global account", func(v map[string]any) { v["nats"] = map[string]any{"account": "$G"} }, "nats.account $G"},
 		{"jwt identities without their account", func(v map[string]any) { v["nats"] = map[string]any{"credentials": "jwt"} }, "nats.account is required with jwt credentials"},
 		{"jwt identities in an account that is no public key", func(v map[string]any) {
 			v["nats"] = map[string]any{"credentials": "jwt", "account": "HOUSEKEEPER"}
 		}, "the account is its public key"},
-		{"an unknown credentials form", func(v map[string]any) { v["nats"] = map[string]any{"credentials": "yaml"} }, `nats.credentials "yaml"`},
+		{"an unknown credentials form", func(v map[string]any) { v["nats"] = map[string]any{"credentials": "yaml"} }, `at '/nats/credentials': value must be one of 'config', 'jwt'`},
 		{"an Azure authority without its Resource Manager", func(v map[string]any) {
 			v["azure"] = map[string]any{"authorityHost": "https://login.example.com"}
 		}, "azure.authorityHost and azure.resourceManager go together"},
@@ -521,6 +523,10 @@ func filesUnder(t *testing.T, exts ...string) []string {
 // it from infra/gardener/controller-registration.yaml, and "local", with the local provider.
 var renderings = []string{"keda", "knative", "gardener", "local"}
 
+// withoutEtcdBackups is the "keda" rendering with etcdBackupConfig.enabled false: without the
+// EtcdBackupConfig feature's functions, rights and CRDs.
+const withoutEtcdBackups = "keda-without-etcdbackups"
+
 // localNamespace is the "local" rendering's, where Pod Security admits the hostPath volume.
 const localNamespace = "housekeeper-local"
 
@@ -539,6 +545,11 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 			"azure": map[string]any{"authorityHost": "https://login.stack.example.com", "resourceManager": "https://management.stack.example.com",
 				"blobServiceURL": "https://{account}.blob.stack.example.com"},
 		}
+	case withoutEtcdBackups:
+		// Not among renderings: every check of those expects the five functions.
+		_, values := variant(t, "keda")
+		values["etcdBackupConfig"] = map[string]any{"enabled": false}
+		return namespace, values
 	case "local":
 		// The local provider's buckets are a hostPath volume, which no Pod Security level but
 		// privileged admits: a development set-up, in a namespace of its own.

@@ -42,21 +42,24 @@ var functionTypes = func() map[string][]string {
 // as its container runs it — the image's entrypoint (the housekeeper binary, built here) with
 // the Job's arguments and environment, its ConfigMap included — against a real nats-server,
 // creates every consumer the overlay reads (each ScaledObject's stream and consumer, each
-// forwarder's function) with the subjects its function takes and the ConfigMap's settings. No
-// function is started. Before the Job ran, the same check finds nothing. NATS is secured as
-// the chart expects: TLS, and the Job connects as the identity setup from the Secret
-// housekeeper-nats, which holds what `housekeeper nats-auth` issued in the chart's default form
-// (config), mounted as the Job mounts it.
+// forwarder's function) with the subjects its function takes and the ConfigMap's settings, and
+// no other (without the EtcdBackupConfig feature, none for schedule and snapshot). No function
+// is started. Before the Job ran, the same check finds nothing. NATS is secured as the chart
+// expects: TLS, and the Job connects as the identity setup from the Secret housekeeper-nats,
+// which holds what `housekeeper nats-auth` issued in the chart's default form (config), mounted
+// as the Job mounts it.
 func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 	bin := buildHousekeeper(t)
 	// The gardener rendering asks for three stream replicas, which one nats-server cannot hold
 	// (these tests run no JetStream cluster); otherwise its configuration is the keda rendering's.
-	for _, overlay := range []string{"keda", "knative"} {
+	for overlay, functions := range map[string][]string{
+		"keda": all.Names(), "knative": all.Names(), withoutEtcdBackups: all.NamesOf(all.Gardener),
+	} {
 		t.Run(overlay, func(t *testing.T) {
 			objs := render(t, overlay)
 			readers := consumersRead(t, objs)
-			if len(readers) != len(functionTypes) {
-				t.Fatalf("the overlay reads the consumers %v, want one per function %v", slices.Sorted(maps.Keys(readers)), slices.Sorted(maps.Keys(functionTypes)))
+			if got := slices.Sorted(maps.Keys(readers)); !slices.Equal(got, slices.Sorted(slices.Values(functions))) {
+				t.Fatalf("the overlay reads the consumers %v, want one per function it runs %v", got, functions)
 			}
 			url, secret, js := startSecuredNATS(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -99,6 +102,14 @@ func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 				}
 				if info.Delivered.Consumer != 0 || info.NumWaiting != 0 {
 					t.Errorf("consumer %s has been read from: %+v", name, info.Delivered)
+				}
+			}
+			for name := range functionTypes {
+				if _, read := readers[name]; read {
+					continue
+				}
+				if _, err := js.Consumer(ctx, events.RecordStream, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					t.Errorf("consumer %s, of a function the overlay does not run: %v, want none", name, err)
 				}
 			}
 			record, err := js.Stream(ctx, events.RecordStream)
@@ -277,6 +288,8 @@ func TestSetupJobIsRenamedByWhatItRuns(t *testing.T) {
 			v["nats"] = map[string]any{"credentials": "jwt", "account": "A" + strings.Repeat("B", 55)}
 		},
 		"stream replicas": func(v map[string]any) { v["stream"] = map[string]any{"replicas": 3} },
+		// Its consumers: the functions it runs.
+		"EtcdBackupConfig feature": func(v map[string]any) { v["etcdBackupConfig"] = map[string]any{"enabled": false} },
 	} {
 		if got := jobName(change); got == base {
 			t.Errorf("a change of the %s keeps the setup Job's name %s: its pod template would not change", what, base)

@@ -26,17 +26,23 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/version"
 )
 
-var usage = fmt.Sprintf(`usage: housekeeper [--nats-url URL ...] COMMAND
+var usage = fmt.Sprintf(`usage: housekeeper [--nats-url URL ...] COMMAND [flags]
+       housekeeper --version
+
+The NATS flags (--nats-url, --nats-creds, ...) go before or after the command; a command's own
+flags after it.
 
 commands:
   nats-auth --out DIR [--form config|jwt] [--account-seed FILE]
                          issue a NATS identity per component (bridge, setup, operator, each
                          function) with its least-privilege permissions, and the server's side
-  setup [--stream-replicas N] [--stream-max-age D] [--ack-wait D] [--max-deliver N] ...
-                         create or update the streams and every function's durable consumer;
-                         run it before the bridge and the functions, and again after a change
+  setup [--functions F,...] [--stream-replicas N] [--stream-max-age D] [--ack-wait D] ...
+                         create or update the streams and every function's durable consumer (or
+                         those of --functions); run it before the bridge and the functions, and
+                         again after a change
   function NAME [--mode pull|http] [--kubeconfig FILE] [--local-root DIR] ...
                          run a function (%s) until interrupted
   forward --function F --url URL
@@ -51,6 +57,7 @@ commands:
                          re-drive dead letters to their function
   deadletters discard [--function F] (--seq N[,N...] | --resolved | --all) [--timeout D]
                          remove dead letters, e.g. those whose object converged or is gone
+  version                print housekeeper's version (as --version does)
 
 replay and deadletters give up once JetStream has not answered for --timeout (default %s: a
 leader election takes seconds), saying what they waited for and how far they got.
@@ -82,27 +89,40 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, provider
 var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, out io.Writer, providers []objectstore.Plugin) error {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(out, version.String("housekeeper"))
+		return nil
+	}
 	var nopts natsconn.Options
-	global := flag.NewFlagSet("housekeeper", flag.ContinueOnError)
-	global.SetOutput(io.Discard)
-	global.Usage = func() {}
-	nopts.BindFlags(global)
+	global := globalFlags(&nopts)
 	err := config.Parse(global, args)
 	if errors.Is(err, flag.ErrHelp) || err == nil && global.NArg() > 0 && isHelp(global.Arg(0)) {
 		var flags strings.Builder
 		global.SetOutput(&flags)
 		global.PrintDefaults()
-		return helpError(usage + "\nNATS flags (every command):\n" + flags.String())
+		return helpError(usage + "\nNATS flags (every command, before or after it):\n" + flags.String())
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return fmt.Errorf("%w: %v", errUsage, describeFlagError(err, "before the command"))
 	}
-	rest := global.Args()
+	// The NATS flags given after the command are parsed as if given before it: on the command
+	// line they win over the environment, and the last of a flag given twice wins.
+	rest, after := splitGlobalFlags(global, global.Args())
+	if err := global.Parse(after); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, describeFlagError(err, "after the command"))
+	}
 	if len(rest) == 0 {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
 	connect := natsConnector(nopts)
 	switch rest[0] {
+	case "version":
+		fs := newFlags("version", "", "Print housekeeper's version: the chart's appVersion, whose images are tagged v<version>.")
+		if err := fs.parse(rest[1:]); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, version.String("housekeeper"))
+		return nil
 	case "nats-auth":
 		return runNATSAuth(rest[1:], out)
 	case "setup":
@@ -130,6 +150,74 @@ func run(ctx context.Context, args []string, out io.Writer, providers []objectst
 		return fmt.Errorf("%w: deadletters %s", errUsage, rest[1])
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, rest[0])
+}
+
+// globalFlags are the flags every command takes, before or after the command: NATS's.
+func globalFlags(nopts *natsconn.Options) *flag.FlagSet {
+	global := flag.NewFlagSet("housekeeper", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	global.Usage = func() {}
+	nopts.BindFlags(global)
+	return global
+}
+
+// globalFlagNames lists the global flags as --name, for messages.
+func globalFlagNames() string {
+	var names []string
+	globalFlags(&natsconn.Options{}).VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+	return strings.Join(names, ", ")
+}
+
+// splitGlobalFlags takes the global flags out of rest, the command and what follows it: a
+// global flag is -name, --name, -name=value or --name=value, and the next argument is its value
+// unless it has one or is boolean. It returns rest without them and them, in their order.
+// Arguments after "--" stay as they are. An argument equal to a global flag's name is taken as
+// that flag even where it would be another flag's value (--url --nats-url): write such a value
+// as --url=--nats-url.
+func splitGlobalFlags(global *flag.FlagSet, rest []string) (command, flags []string) {
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			command = append(command, rest[i:]...)
+			break
+		}
+		name, hasValue := flagName(a)
+		f := global.Lookup(name)
+		if i == 0 || f == nil {
+			command = append(command, a)
+			continue
+		}
+		flags = append(flags, a)
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && !(ok && b.IsBoolFlag()) && i+1 < len(rest) {
+			i++
+			flags = append(flags, rest[i])
+		}
+	}
+	return command, flags
+}
+
+// flagName is the name of the flag arg is (-name, --name, with =value or not), or "" if arg is
+// no flag.
+func flagName(arg string) (name string, hasValue bool) {
+	if len(arg) < 2 || arg[0] != '-' {
+		return "", false
+	}
+	name = strings.TrimPrefix(arg[1:], "-")
+	if name == "" || name[0] == '-' || name[0] == '=' {
+		return "", false
+	}
+	name, _, hasValue = strings.Cut(name, "=")
+	return name, hasValue
+}
+
+// describeFlagError says which flag the flag package did not know, and where flags go.
+func describeFlagError(err error, where string) error {
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+		name = "--" + strings.TrimLeft(name, "-")
+		return fmt.Errorf("unknown flag %s %s: the NATS flags (%s) go before or after the command, the command's own after it (housekeeper COMMAND --help lists them)",
+			name, where, globalFlagNames())
+	}
+	return err
 }
 
 // connector connects to NATS as an identity (events.Identity*).

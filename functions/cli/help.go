@@ -37,6 +37,11 @@ func (c *commandFlags) parse(args []string) error {
 	case errors.Is(err, flag.ErrHelp):
 		return helpError(c.help())
 	case err != nil:
+		if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+			name = "--" + strings.TrimLeft(name, "-")
+			return fmt.Errorf("%w: %s: unknown flag %s (housekeeper %s --help lists its flags; the NATS flags %s go before or after the command)",
+				errUsage, c.Name(), name, c.Name(), globalFlagNames())
+		}
 		return fmt.Errorf("%w: %s: %v", errUsage, c.Name(), err)
 	case c.NArg() > 0:
 		return fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, c.Name(), c.Args())
@@ -55,7 +60,8 @@ func (c *commandFlags) help() string {
 		c.PrintDefaults()
 		c.SetOutput(io.Discard)
 	}
-	b.WriteString("\nEvery flag can also be set as HOUSEKEEPER_<FLAG> in the environment (--max-deliver: HOUSEKEEPER_MAX_DELIVER).\n")
+	b.WriteString("\nThe NATS flags (" + globalFlagNames() + "; housekeeper --help) go before or after the command.\n")
+	b.WriteString("Every flag can also be set as HOUSEKEEPER_<FLAG> in the environment (--max-deliver: HOUSEKEEPER_MAX_DELIVER).\n")
 	return b.String()
 }
 

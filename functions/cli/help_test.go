@@ -20,7 +20,8 @@ const unreachable = "nats://127.0.0.1:1"
 func TestEveryCommandHasHelp(t *testing.T) {
 	commands := map[string][]string{ // command → flags its help must show
 		"nats-auth":           {"-out", "-form", "-account-seed"},
-		"setup":               {"-stream-replicas", "-max-deliver", "-ack-wait"},
+		"setup":               {"-functions", "-stream-replicas", "-max-deliver", "-ack-wait"},
+		"version":             nil,
 		"forward":             {"-function", "-url", "-addr"},
 		"replay":              {"-function", "-since", "-from-seq", "-until", "-timeout"},
 		"resync":              nil,

@@ -4,23 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
-// runSetup creates or updates the streams and the durable consumer of every function, with
-// one set of settings. It is the only thing that does: the bridge and the functions require
-// them and never create them, so it runs first (a Kubernetes Job, a compose service, the first
-// step of every test harness). Running it again changes only what differs.
+// runSetup creates or updates the streams and the durable consumer of every function (or of
+// those of --functions), with one set of settings. It is the only thing that does: the bridge
+// and the functions require them and never create them, so it runs first (a Kubernetes Job, a
+// compose service, the first step of every test harness). Running it again changes only what
+// differs; the consumer of a function left out is neither created nor removed.
 func runSetup(ctx context.Context, args []string, connect connector) error {
-	fs := newFlags("setup", "[--stream-replicas N] [--stream-max-age D] [--ack-wait D] ...", "Create or update the streams and every function's durable consumer. Run it before the bridge\nand the functions, and again after a change; it changes only what differs.")
+	fs := newFlags("setup", "[--functions F,...] [--stream-replicas N] [--stream-max-age D] [--ack-wait D] ...", "Create or update the streams and every function's durable consumer (those of --functions). Run it\nbefore the bridge and the functions, and again after a change; it changes only what differs.")
+	functions := config.List(all.Names())
+	fs.Var(&functions, "functions", "the functions whose consumers to create or update, comma-separated, of: "+functionNames()+"; a consumer of another is left as it is")
 	var logOpts logging.Options
 	logOpts.BindFlags(fs.FlagSet)
 	maxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events: the window replay reaches back into (pending schedules are kept until they fire, however long)")
@@ -37,6 +42,19 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	}
 	if err := cs.Validate(); err != nil {
 		return fmt.Errorf("%w: setup: --ack-wait, --max-deliver, --max-ack-pending: %v", errUsage, err)
+	}
+	if len(functions) == 0 {
+		return fmt.Errorf("%w: setup: --functions is empty: give one or more of %s", errUsage, functionNames())
+	}
+	defs := make([]runtime.Definition, 0, len(functions))
+	for _, name := range functions {
+		def, ok := all.Lookup(name)
+		if !ok {
+			return fmt.Errorf("%w: setup: --functions: no function %q: one of %s", errUsage, name, functionNames())
+		}
+		if !slices.ContainsFunc(defs, func(d runtime.Definition) bool { return d.Name == name }) {
+			defs = append(defs, def)
+		}
 	}
 	log, err := logging.New(logOpts)
 	if err != nil {
@@ -63,7 +81,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 			return err
 		}
 	}
-	for _, def := range all.Functions {
+	for _, def := range defs {
 		name := def.Name
 		cons, err := runtime.EnsureConsumer(ctx, js, runtime.Function{Name: name, Types: def.Types}, cs)
 		if err != nil {
@@ -73,6 +91,9 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 		log.Info("consumer ready", zap.String("function", name), zap.String("stream", events.RecordStream),
 			zap.String("consumer", cfg.Durable), zap.Strings("subjects", cfg.FilterSubjects),
 			zap.Duration("ack_wait", cfg.AckWait), zap.Int("max_deliver", cfg.MaxDeliver), zap.Int("max_ack_pending", cfg.MaxAckPending))
+	}
+	if left := slices.DeleteFunc(all.Names(), func(name string) bool { return slices.Contains(functions, name) }); len(left) > 0 {
+		log.Info("no consumer set up for these functions (not in --functions); one that exists is left as it is", zap.Strings("functions", left))
 	}
 	log.Info("set up: the bridge and the functions can start", zap.String("url", nc.ConnectedUrlRedacted()))
 	return nil

@@ -117,6 +117,7 @@ func TestSetupUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"--max-deliver", "0"}, {"--ack-wait", "0s"}, {"--max-ack-pending", "-1"},
 		{"--stream-replicas", "0"}, {"--stream-max-age", "0s"}, {"--stream-replicas", "three"}, {"--log-format", "xml"},
+		{"--functions", "nope"}, {"--functions", ""}, {"--functions", ","},
 	} {
 		var out, errOut bytes.Buffer
 		// No NATS listens there: a usage error must come before connecting.

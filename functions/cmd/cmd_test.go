@@ -3,6 +3,7 @@
 package cmd_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -13,6 +14,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/housekeeper-dev/housekeeper/functions/version"
+	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/images"
 )
 
 // sdks are the object store SDKs, by provider type: the package each provider imports.
@@ -49,6 +60,81 @@ func TestEachDeployableLinksOnlyItsProviders(t *testing.T) {
 				t.Errorf("%s links %s: %t, want %t", filepath.Base(d.pkg), sdk, got, want)
 			}
 		}
+	}
+}
+
+// The chart and the images are released together: housekeeper --version and
+// housekeeper-bridge --version print the chart's appVersion (infra/chart/Chart.yaml), and the
+// images `make images` builds with its default tag, v<appVersion> — built here by its own
+// command, read back from its tarball by their tags — carry binaries that print it.
+func TestImagesReportTheChartsAppVersion(t *testing.T) {
+	var meta struct{ AppVersion string }
+	data, err := chart.FS.ReadFile("Chart.yaml")
+	if err == nil {
+		err = sigsyaml.Unmarshal(data, &meta)
+	}
+	if err != nil || meta.AppVersion == "" {
+		t.Fatalf("infra/chart/Chart.yaml: no appVersion (%v)", err)
+	}
+	if version.Version != meta.AppVersion {
+		t.Errorf("functions/version.Version is %q, the chart's appVersion %q: release them together", version.Version, meta.AppVersion)
+	}
+
+	file := filepath.Join(t.TempDir(), "images.tar")
+	build := exec.Command("go", "run", "./scripts/cmd/images", "-only", "housekeeper,housekeeper-bridge", "-o", file) // make images, default registry and tag
+	build.Dir = filepath.Join("..", "..")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make images: %v\n%s", err, out)
+	}
+	tag := "v" + meta.AppVersion
+	for _, d := range images.Deployables() {
+		if d.Name != "housekeeper" && d.Name != "housekeeper-bridge" {
+			continue
+		}
+		ref, err := name.NewTag("ghcr.io/housekeeper-dev/" + d.Name + ":" + tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := tarball.ImageFromPath(file, &ref)
+		if err != nil {
+			t.Errorf("%s is not in what make images built: %v", ref, err)
+			continue
+		}
+		if cfg, err := img.ConfigFile(); err != nil || cfg.Config.Labels["org.opencontainers.image.version"] != tag {
+			t.Errorf("%s: label org.opencontainers.image.version of %v, want %s (%v)", ref, cfg.Config.Labels, tag, err)
+		}
+		bin := filepath.Join(t.TempDir(), filepath.Base(d.Path))
+		extract(t, img, strings.TrimPrefix(d.Path, "/"), bin)
+		out, err := exec.Command(bin, "--version").CombinedOutput()
+		if want := filepath.Base(d.Path) + " " + meta.AppVersion + "\n"; err != nil || string(out) != want {
+			t.Errorf("%s: %s --version: %v, %q; want %q", ref, d.Path, err, out, want)
+		}
+	}
+}
+
+// extract writes the file at path (without its leading /) of img's filesystem to dst,
+// executable.
+func extract(t *testing.T, img v1.Image, path, dst string) {
+	t.Helper()
+	fs := mutate.Extract(img)
+	defer fs.Close()
+	tr := tar.NewReader(fs)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s in the image: %v", path, err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != path {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err == nil {
+			err = os.WriteFile(dst, data, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
 }
 

@@ -20,9 +20,10 @@ import (
 // Name is the chart's name, and the release name gardenlet gives it: the ControllerRegistration's.
 const Name = "housekeeper"
 
-// FS holds the chart's files as `helm package` takes them (this Go file aside, .helmignore).
+// FS holds the chart's files as `helm package` takes them (this Go file aside, .helmignore):
+// values.schema.json among them, against which Helm, and Render, check the values.
 //
-//go:embed Chart.yaml values.yaml .helmignore all:templates all:files
+//go:embed Chart.yaml values.yaml values.schema.json .helmignore all:templates all:files
 var FS embed.FS
 
 // Render renders the chart's Archive into namespace with values, as gardenlet does for a

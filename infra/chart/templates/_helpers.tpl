@@ -236,8 +236,20 @@ networking.gardener.cloud/to-public-networks: allowed
 {{- end }}
 {{- end -}}
 
+{{/* The functions this installation runs, sorted (a JSON list, for fromJsonArray): every one of
+.Values.functions, but schedule and snapshot (the EtcdBackupConfig feature) only with
+etcdBackupConfig.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
+--functions), ServiceAccounts and rights follow this list. */}}
+{{- define "housekeeper.functionNames" -}}
+{{- $names := keys .Values.functions | sortAlpha -}}
+{{- if not .Values.etcdBackupConfig.enabled -}}
+{{- $names = without $names "schedule" "snapshot" -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
 {{/* The components that talk to the Kubernetes API, each with its ServiceAccount: the bridge and
-every function (a JSON list, for fromJsonArray). */}}
+every function run (a JSON list, for fromJsonArray). */}}
 {{- define "housekeeper.apiClients" -}}
-{{- prepend (keys .Values.functions | sortAlpha) "bridge" | toJson -}}
+{{- prepend (include "housekeeper.functionNames" . | fromJsonArray) "bridge" | toJson -}}
 {{- end -}}

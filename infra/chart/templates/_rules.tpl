@@ -9,6 +9,8 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
   resources: ["backupbuckets", "backupentries"]
   verbs: ["list", "watch"]
 # housekeeper's own EtcdBackupConfigs (where the CRD is installed: the bridge asks discovery).
+# Kept with etcdBackupConfig.enabled off: the CRDs outlive the feature (keep), and a bridge that
+# finds the kind served but may not list it would never finish its initial lists.
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["etcdbackupconfigs"]
   verbs: ["list", "watch"]
