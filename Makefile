@@ -5,7 +5,7 @@ STATICCHECK_VERSION ?= v0.8.2
 FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench faults lint crds apis images tools controlplane azurite s3 gcs swift etcdbr nats node docker
+.PHONY: help run test fuzz bench faults lint crds apis images release tools controlplane azurite s3 gcs swift etcdbr nats node docker
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,13 @@ IMAGES_TAR ?= .local/images.tar
 
 images: ## build every image (no Docker, nothing pulled) into IMAGES_TAR (.local/images.tar) for ctr/docker load, or PUSH=1 to REGISTRY/<name>:TAG; ONLY=a,b ARCH=arm64
 	$(GO) run ./scripts/cmd/images -registry '$(REGISTRY)' $(if $(TAG),-tag '$(TAG)') $(if $(PUSH),-push,-o '$(IMAGES_TAR)') $(if $(ONLY),-only '$(ONLY)') $(if $(ARCH),-arch '$(ARCH)')
+
+# make release: VERSION must be the tree's (infra/chart/Chart.yaml, functions/version); the images go
+# to REGISTRY (as for images), the chart to CHART_REPOSITORY (default REGISTRY/charts), the Gardener
+# registrations and the chart's .tgz into RELEASE_DIR.
+RELEASE_DIR ?= .local/release
+release: ## push VERSION's images and chart (as helm push does) to REGISTRY and write its Gardener registration into RELEASE_DIR (.local/release); CHART_REPOSITORY, ONLY, ARCH, ALLOW_DIRTY=1
+	$(GO) run ./scripts/cmd/release -version '$(VERSION)' -registry '$(REGISTRY)' -o '$(RELEASE_DIR)' $(if $(CHART_REPOSITORY),-chart-repository '$(CHART_REPOSITORY)') $(if $(ONLY),-only '$(ONLY)') $(if $(ARCH),-arch '$(ARCH)') $(if $(ALLOW_DIRTY),-allow-dirty)
 
 tools: ## build/install kube-apiserver, etcd, etcdbrctl with its etcd, Azurite, the S3 server (versitygw), the GCS server (fake-gcs-server), Swift with Keystone (Debian packages), nats-server, KEDA's operator and scaler and the test node (containerd, runc, CNI plugins, iptables, nftables from Debian; kubelet, kube-controller-manager, kube-scheduler, kube-proxy, CoreDNS, kube-network-policies), Docker Engine (Debian) with Docker Compose v2, kubectl and etcdctl built from their modules into the cache (once), side by side
 	@GO=$(GO) scripts/install-tools.sh
