@@ -1,5 +1,11 @@
 package images
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Deployable is one of housekeeper's images: a main package of this module, built static into
 // the binary its entrypoint runs.
 type Deployable struct {
@@ -24,4 +30,32 @@ func Deployables() []Deployable {
 		{"housekeeper-gcp", "./functions/cmd/housekeeper-gcp", "/usr/local/bin/housekeeper", fn + ", linking only the gcp provider"},
 		{"housekeeper-openstack", "./functions/cmd/housekeeper-openstack", "/usr/local/bin/housekeeper", fn + ", linking only the openstack provider"},
 	}
+}
+
+// Select are the deployables named, in that order, each once; none named: every one.
+func Select(names ...string) ([]Deployable, error) {
+	all := Deployables()
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []Deployable
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(d Deployable) bool { return d.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("no image %q (there are %s)", n, strings.Join(Names(all), ", "))
+		}
+		if !slices.ContainsFunc(out, func(d Deployable) bool { return d.Name == n }) {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}
+
+// Names are ds' names.
+func Names(ds []Deployable) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Name
+	}
+	return out
 }

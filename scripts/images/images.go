@@ -202,15 +202,20 @@ func (s Spec) withDefaults() (Spec, error) {
 	if s.Arch == "" {
 		s.Arch = runtime.GOARCH
 	}
-	if s.Created.IsZero() {
-		t, err := Epoch()
-		if err != nil {
-			return s, err
-		}
-		s.Created = t
+	created, err := orEpoch(s.Created)
+	if err != nil {
+		return s, err
 	}
-	s.Created = s.Created.UTC().Truncate(time.Second)
+	s.Created = created.UTC().Truncate(time.Second)
 	return s, nil
+}
+
+// orEpoch is t, or Epoch() when t is zero.
+func orEpoch(t time.Time) (time.Time, error) {
+	if t.IsZero() {
+		return Epoch()
+	}
+	return t, nil
 }
 
 // env is PATH and SSL_CERT_FILE (as distroless sets them) with extra added, an entry of extra

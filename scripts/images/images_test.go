@@ -620,6 +620,165 @@ func TestDeployables(t *testing.T) {
 	}
 }
 
+// Build, on a module of two main packages standing in for the deployables: each image is
+// exactly Binary's of the binary go build made, with the labels, port and time make images and
+// make release rely on; the same options give the same digests; Check sees every binary
+// before anything is assembled, and its error stops the Build.
+func TestBuild(t *testing.T) {
+	t.Setenv("GOWORK", "off")
+	root := t.TempDir()
+	src := map[string]string{"go.mod": "module buildtest\n"}
+	for _, n := range []string{"alpha", "beta"} {
+		src["cmd/"+n+"/main.go"] = "package main\n\nfunc main() { println(\"" + n + "\") }\n"
+	}
+	for f, s := range src {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds := []Deployable{
+		{Name: "alpha", Package: "./cmd/alpha", Path: "/usr/local/bin/alpha", Description: "the first"},
+		{Name: "beta", Package: "./cmd/beta", Path: "/usr/local/bin/housekeeper", Description: "the second"},
+	}
+	created := time.Unix(1700000000, 0).UTC()
+	kept := t.TempDir() // the binaries as Check saw them: Build removes its own
+	var checked []string
+	o := BuildOptions{
+		Root:        root,
+		Version:     "v1.2.3",
+		Revision:    "0123456789abcdef0123456789abcdef01234567",
+		Deployables: ds,
+		Created:     created,
+		Log:         t.Logf,
+		Check: func(d Deployable, binary string) error {
+			checked = append(checked, d.Name)
+			if filepath.Base(binary) != filepath.Base(d.Package) {
+				t.Errorf("Check(%s, %s): the binary is not named after its package", d.Name, binary)
+			}
+			data, err := os.ReadFile(binary)
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(kept, d.Name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, filepath.Base(binary)), data, 0o755)
+		},
+	}
+	ctx := context.Background()
+	imgs, err := Build(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(checked, []string{"alpha", "beta"}) {
+		t.Errorf("Check saw %v, want alpha and beta in order", checked)
+	}
+	if got := slices.Sorted(maps.Keys(imgs)); !slices.Equal(got, []string{"alpha", "beta"}) {
+		t.Fatalf("images %v, want alpha and beta", got)
+	}
+	base, err := Base(HostCACerts, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseDigest, _ := base.Digest()
+	digests := map[string]v1.Hash{}
+	for _, d := range ds {
+		img := imgs[d.Name]
+		if err := validate.Image(img); err != nil {
+			t.Fatalf("%s does not validate: %v", d.Name, err)
+		}
+		binary := filepath.Join(kept, d.Name, filepath.Base(d.Package))
+		want := mustImage(t, Spec{
+			Binary:  binary,
+			Path:    d.Path,
+			Ports:   []string{"8080/tcp"},
+			Arch:    runtime.GOARCH,
+			Created: created,
+			Labels: map[string]string{
+				"org.opencontainers.image.title":       d.Name,
+				"org.opencontainers.image.description": d.Description,
+				"org.opencontainers.image.source":      "https://github.com/housekeeper-dev/housekeeper",
+				"org.opencontainers.image.version":     o.Version,
+				"org.opencontainers.image.revision":    o.Revision,
+			},
+		})
+		sameContent(t, d.Name, img, want)
+		if digests[d.Name], err = img.Digest(); err != nil {
+			t.Fatal(err)
+		}
+		if w, _ := want.Digest(); digests[d.Name] != w {
+			t.Errorf("%s: digest %s, Binary's of the same spec %s", d.Name, digests[d.Name], w)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cfg.Created.Equal(created) || cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
+			t.Errorf("%s: created %s, platform %s/%s", d.Name, cfg.Created, cfg.OS, cfg.Architecture)
+		}
+		if layers, err := img.Layers(); err != nil || len(layers) != 2 {
+			t.Fatalf("%s: %d layers (%v), want the base and the binary", d.Name, len(layers), err)
+		} else if got, _ := layers[0].Digest(); got != baseDigest {
+			t.Errorf("%s: base layer %s, want Base's %s", d.Name, got, baseDigest)
+		}
+		data, err := os.ReadFile(binary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := layerContents(t, img, 1)[strings.TrimPrefix(d.Path, "/")]; !slices.Equal(got, data) {
+			t.Errorf("%s: %s in the image is not the binary built (%d bytes, want %d)", d.Name, d.Path, len(got), len(data))
+		}
+		if runtime.GOOS == "linux" {
+			out, err := exec.Command(binary).CombinedOutput()
+			if err != nil || strings.TrimSpace(string(out)) != d.Name {
+				t.Errorf("%s's binary prints %q (%v), want its package's %q", d.Name, out, err, d.Name)
+			}
+		}
+	}
+
+	// The same options again: the same digests. Nothing of this machine's or of the moment
+	// (the temporary directory, the time) gets in.
+	o.Check = nil
+	again, err := Build(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, img := range again {
+		if d, _ := img.Digest(); d != digests[n] {
+			t.Errorf("%s built again: %s, first %s", n, d, digests[n])
+		}
+	}
+
+	stop := errors.New("refused")
+	o.Check = func(d Deployable, _ string) error { return stop }
+	if _, err := Build(ctx, o); !errors.Is(err, stop) {
+		t.Errorf("Check refusing: Build says %v", err)
+	}
+	o.Check = nil
+	o.Deployables = append(o.Deployables, Deployable{Name: "gamma", Package: "./cmd/gamma", Path: "/gamma"})
+	if _, err := Build(ctx, o); err == nil || !strings.Contains(err.Error(), "cmd/gamma") {
+		t.Errorf("a package that does not exist: Build says %v, want go build's error naming it", err)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	all := Deployables()
+	if got, err := Select(); err != nil || !slices.Equal(Names(got), Names(all)) {
+		t.Errorf("Select(): %v, %v; want every deployable", Names(got), err)
+	}
+	got, err := Select("housekeeper-aws", "housekeeper-bridge", "housekeeper-aws")
+	if err != nil || !slices.Equal(Names(got), []string{"housekeeper-aws", "housekeeper-bridge"}) {
+		t.Errorf("Select(aws, bridge, aws): %v, %v; want aws and bridge, once each, in that order", Names(got), err)
+	}
+	if _, err := Select("housekeeper-bridge", "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) || !strings.Contains(err.Error(), "housekeeper-bridge") {
+		t.Errorf("Select(nope): %v, want an error naming it and the images there are", err)
+	}
+}
+
 // dynamic says whether file is an ELF executable asking for an interpreter.
 func dynamic(file string) bool {
 	f, err := elf.Open(file)

@@ -1,6 +1,6 @@
 // Package release is `make release`: one version of housekeeper published to an OCI registry
 // and registered for Gardener. It builds the images as `make images` does (package images:
-// Deployables, Binary, Push), packages the chart (infra/chart's Archive) as the OCI artifact
+// Deployables, Build, Push), packages the chart (infra/chart's Archive) as the OCI artifact
 // `helm push` makes, pushes both, and writes the garden's registration for that registry —
 // infra/gardener/controller-registration.yaml's with the chart's reference pinned by digest
 // and the images by digest — once with the chart in the registry and once inline. It then
@@ -153,7 +153,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.logf("housekeeper %s (%s) to %s: images %s, chart %s", o.Version, o.Revision, o.Registry, strings.Join(names(deployables), ", "), images.FullName(chartRef))
+	o.logf("housekeeper %s (%s) to %s: images %s, chart %s", o.Version, o.Revision, o.Registry, strings.Join(images.Names(deployables), ", "), images.FullName(chartRef))
 
 	built, err := buildImages(ctx, &o, deployables, created)
 	if err != nil {
@@ -292,7 +292,7 @@ func (o *Options) defaults() error {
 		o.Arch = runtime.GOARCH
 	}
 	if o.Root == "" {
-		root, err := moduleRoot()
+		root, err := images.ModuleRoot()
 		if err != nil {
 			return err
 		}
@@ -311,28 +311,18 @@ func (o *Options) defaults() error {
 // deployables are the images o selects, refused when the registration's chart runs one that is
 // not among them (the registration would name an image this release does not push).
 func (o *Options) deployables(shipped []byte) ([]images.Deployable, error) {
-	all := images.Deployables()
-	selected := all
-	if len(o.Only) > 0 {
-		selected = nil
-		for _, n := range o.Only {
-			i := slices.IndexFunc(all, func(d images.Deployable) bool { return d.Name == n })
-			if i < 0 {
-				return nil, fmt.Errorf("no image %q (there are %s)", n, strings.Join(names(all), ", "))
-			}
-			if !slices.Contains(names(selected), n) {
-				selected = append(selected, all[i])
-			}
-		}
+	selected, err := images.Select(o.Only...)
+	if err != nil {
+		return nil, err
 	}
 	needed, err := o.neededImages(shipped)
 	if err != nil {
 		return nil, err
 	}
 	for _, n := range needed {
-		if !slices.Contains(names(selected), n) {
+		if !slices.Contains(images.Names(selected), n) {
 			return nil, fmt.Errorf("the registration's chart runs the image %s, which is not among the images selected (%s): the registration would name an image this release does not push",
-				n, strings.Join(names(selected), ", "))
+				n, strings.Join(images.Names(selected), ", "))
 		}
 	}
 	return selected, nil
@@ -442,14 +432,6 @@ func (o *Options) push(ctx context.Context, imgs map[name.Reference]v1.Image) er
 	return nil
 }
 
-func names(ds []images.Deployable) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = d.Name
-	}
-	return out
-}
-
 // pinned is key's value in scripts/versions.env.
 func pinned(root, key string) (string, error) {
 	f, err := os.Open(filepath.Join(root, "scripts", "versions.env"))
@@ -467,22 +449,4 @@ func pinned(root, key string) (string, error) {
 		return "", err
 	}
 	return "", fmt.Errorf("scripts/versions.env pins no %s", key)
-}
-
-// moduleRoot is the directory of housekeeper's go.mod, at or above the working directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module github.com/housekeeper-dev/housekeeper\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("not inside the housekeeper module: run from the repository")
-		}
-		dir = parent
-	}
 }

@@ -183,7 +183,9 @@ func TestImagesPulledBack(t *testing.T) {
 }
 
 // The release builds its images as `make images` does (scripts/cmd/images, which it does not
-// import): the same commit and tag give the same digests, so the two cannot drift apart.
+// import): both call images.Build (whose images scripts/images checks), and this checks they
+// give it the same inputs — tag, revision, time, architecture — so that the same commit and tag
+// give the same digests and the two cannot drift apart.
 func TestSameImagesAsMakeImages(t *testing.T) {
 	f := released(t)
 	p := f.res.Images[slices.IndexFunc(f.res.Images, func(p Pushed) bool { return p.Name == "housekeeper-bridge" })]

@@ -25,7 +25,7 @@ func main() {
 	flag.StringVar(&o.Registry, "registry", "", "the images' registry and path: <registry>/<image>:v<version>")
 	flag.StringVar(&o.ChartRepository, "chart-repository", "", "the chart's repository: <chart-repository>/housekeeper:<version> (default <registry>/charts)")
 	flag.StringVar(&o.OutDir, "o", ".local/release", "the directory for the registrations and the chart archive")
-	flag.StringVar(&only, "only", "", "publish only these images, comma-separated (of "+strings.Join(deployableNames(), ", ")+"); the registration's must be among them")
+	flag.StringVar(&only, "only", "", "publish only these images, comma-separated (of "+strings.Join(images.Names(images.Deployables()), ", ")+"); the registration's must be among them")
 	flag.StringVar(&o.Arch, "arch", runtime.GOARCH, "GOARCH of the images (GOOS is linux)")
 	flag.BoolVar(&o.AllowDirty, "allow-dirty", false, "release a work tree with uncommitted changes (the revision label gets -dirty)")
 	flag.Parse()
@@ -44,12 +44,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "[release] error:", err)
 		os.Exit(1)
 	}
-}
-
-func deployableNames() []string {
-	var out []string
-	for _, d := range images.Deployables() {
-		out = append(out, d.Name)
-	}
-	return out
 }
