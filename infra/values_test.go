@@ -329,3 +329,28 @@ func archiveFiles(t *testing.T) []string {
 		files = append(files, h.Name)
 	}
 }
+
+// Under gardenlet, gardener-resource-manager judges the ManagedResource's objects, and a
+// function Deployment KEDA scales between zero and some is, for moments, not Available or still
+// has a terminating pod: the ControllerInstallation would flap unhealthy on every event
+// (test/seed shows it on a node). The functions carry gardener's skip-health-check; the bridge
+// and everything else stay judged, and outside a seed nothing carries it.
+func TestOnlyScaledFunctionsSkipTheHealthCheck(t *testing.T) {
+	for _, name := range renderings {
+		skipped := 0
+		for _, m := range render(t, name) {
+			skip := m.obj.GetAnnotations()[resourcesv1alpha1.SkipHealthCheck] == "true"
+			function := m.obj.GetKind() == "Deployment" && m.obj.GetLabels()["app.kubernetes.io/component"] != "bridge"
+			want := name == "gardener" && function
+			if skip != want {
+				t.Errorf("%s: %s annotation %v, want %v", m, resourcesv1alpha1.SkipHealthCheck, skip, want)
+			}
+			if skip {
+				skipped++
+			}
+		}
+		if name == "gardener" && skipped == 0 {
+			t.Errorf("%s: no function Deployment rendered to check", name)
+		}
+	}
+}

@@ -8,44 +8,33 @@ package conformance
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gardener/gardener/pkg/client/kubernetes"
-	gardenerenvtest "github.com/gardener/gardener/test/envtest"
 	"github.com/go-logr/logr"
-	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	stackgarden "github.com/housekeeper-dev/housekeeper/scripts/stack/garden"
 )
 
 // gardenerModuleDir is where the gardener module's source is, for its seed CRDs.
 func gardenerModuleDir(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gardener/gardener").Output()
+	dir, err := stackgarden.ModuleDir()
 	if err != nil {
-		t.Fatalf("locating the gardener module: %v", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return dir
 }
 
 // garden is the garden cluster shared by every implementation's run.
@@ -124,14 +113,12 @@ func (l *logs) file(t testing.TB, name string) *os.File {
 
 // logger is a zap logger (as logr) writing to the named file in the log directory.
 func (l *logs) logger(t testing.TB, name string) logr.Logger {
-	return zapr.NewLogger(l.zap(t, name))
+	return stackgarden.Logger(l.file(t, name))
 }
 
 // zap is a human-readable zap logger writing to the named file in the log directory.
 func (l *logs) zap(t testing.TB, name string) *zap.Logger {
-	f := l.file(t, name)
-	enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(f), zapcore.DebugLevel))
+	return stackgarden.ZapLogger(l.file(t, name))
 }
 
 var routeOnce sync.Once
@@ -146,70 +133,23 @@ func routeLibraryLogs() {
 }
 
 // startGarden starts kube-apiserver and etcd from housekeeper's control-plane cache and
-// gardener-apiserver in-process.
+// gardener-apiserver in-process (scripts/stack/garden).
 func startGarden(t *testing.T, l *logs) *garden {
 	t.Helper()
-	assets, err := stack.ControlPlaneDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := l.file(t, "garden-apiservers.log")
-	signingKey := filepath.Join(l.dir, "workload-identity-signing.key")
-	if err := writeSigningKey(signingKey); err != nil {
-		t.Fatal(err)
-	}
-	env := &gardenerenvtest.GardenerTestEnvironment{
-		Environment: &envtest.Environment{
-			BinaryAssetsDirectory:    assets,
-			ControlPlaneStartTimeout: 2 * time.Minute,
-			ControlPlane: envtest.ControlPlane{
-				APIServer: &envtest.APIServer{Out: out, Err: out},
-				Etcd:      &envtest.Etcd{Out: out, Err: out},
-			},
-		},
-		GardenerAPIServer: &gardenerenvtest.GardenerAPIServer{
-			// as upstream's gardenlet integration tests: no admission plugins that need a whole
-			// landscape (cloud profiles, DNS, quotas).
-			// It issues WorkloadIdentity tokens, signed with a key of the test's own.
-			Args: []string{"--disable-admission-plugins=DeletionConfirmation,Bastion,ResourceReferenceManager,ExtensionValidator,ShootDNS,ShootQuotaValidator,ShootTolerationRestriction,ShootValidator,ShootMutator",
-				"--workload-identity-token-issuer=" + workloadIdentityIssuer, "--workload-identity-signing-key-file=" + signingKey},
-			Out: out,
-			Err: out,
-		},
-	}
-	cfg, err := env.Start()
+	g, err := stackgarden.Start(stackgarden.Options{Dir: l.dir, Output: l.file(t, "garden-apiservers.log"), WorkloadIdentityIssuer: workloadIdentityIssuer})
 	if err != nil {
 		t.Fatalf("starting the garden: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
+		if err := g.Stop(); err != nil {
 			t.Errorf("stopping the garden: %v", err)
 		}
 	})
-	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: kubernetes.GardenScheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// gardenlet keeps its garden copies of generated bucket secrets in the garden's `garden`
-	// namespace.
-	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}}); err != nil {
-		t.Fatal(err)
-	}
-	return &garden{cfg: cfg, client: c}
+	return &garden{cfg: g.Config, client: g.Client}
 }
 
 // workloadIdentityIssuer is the iss claim of the garden's workload identity tokens.
 const workloadIdentityIssuer = "https://issuer.housekeeper-conformance.test"
-
-// writeSigningKey writes a new RSA key for gardener-apiserver's workload identity tokens.
-func writeSigningKey(path string) error {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
-}
 
 // buildHousekeeper compiles the housekeeper and housekeeper-bridge binaries into dir/bin, of
 // this module or of the checkout HOUSEKEEPER_CONFORMANCE_SOURCE names (e.g. a git worktree at an

@@ -1,33 +1,23 @@
 package conformance
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/gardener/gardener/pkg/api/indexer"
-	gardenletconfigv1alpha1 "github.com/gardener/gardener/pkg/apis/config/gardenlet/v1alpha1"
-	gardencorev1 "github.com/gardener/gardener/pkg/apis/core/v1"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
 	resourcesv1alpha1 "github.com/gardener/gardener/pkg/apis/resources/v1alpha1"
-	"github.com/gardener/gardener/pkg/chartrenderer"
 	"github.com/gardener/gardener/pkg/client/kubernetes"
-	kubernetesfake "github.com/gardener/gardener/pkg/client/kubernetes/fake"
-	"github.com/gardener/gardener/pkg/gardenlet/controller/controllerinstallation/care"
-	"github.com/gardener/gardener/pkg/gardenlet/controller/controllerinstallation/controllerinstallation"
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -36,28 +26,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	controllerconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	stackgarden "github.com/housekeeper-dev/housekeeper/scripts/stack/garden"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/grm"
 )
-
-// registrationFile is housekeeper's ControllerRegistration and ControllerDeployment.
-const registrationFile = "../../infra/gardener/controller-registration.yaml"
 
 // housekeeper enters a landscape the Gardener way. gardener-apiserver accepts its
 // ControllerRegistration beside a provider extension's that no longer claims the backup kinds
@@ -74,13 +52,11 @@ const registrationFile = "../../infra/gardener/controller-registration.yaml"
 func testRegistration(t *testing.T, g *garden, l *logs) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg, dep := readRegistration(t)
 	// No OCI registry here: the chart travels in the ControllerDeployment, as helm.rawChart.
-	archive, err := chart.Archive()
+	reg, dep, err := stackgarden.ReadRegistration()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dep.Helm.OCIRepository, dep.Helm.RawChart = nil, archive
 	for _, obj := range []client.Object{dep, reg} {
 		if err := g.client.Create(ctx, obj); err != nil {
 			t.Fatalf("gardener-apiserver refuses housekeeper's %T: %v", obj, err)
@@ -124,25 +100,13 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	if err := g.client.Create(ctx, installation); err != nil {
 		t.Fatal(err)
 	}
-	// gardenlet's own client set refuses a Kubernetes newer than this gardener knows; its holder
-	// for tests takes the seed's real client and gardener's chart renderer as they are.
-	seedVersion, err := discovery.NewDiscoveryClientForConfigOrDie(seedClient.cfg).ServerVersion()
-	if err != nil {
+	if err := seedClient.gardenlet.ReconcileInstallation(ctx, installation.Name); err != nil {
 		t.Fatal(err)
-	}
-	seedSet := kubernetesfake.NewClientSetBuilder().WithClient(seedClient.client).WithRESTConfig(seedClient.cfg).
-		WithChartRenderer(chartrenderer.NewWithServerVersion(seedVersion)).WithVersion(seedVersion.GitVersion).Build()
-	r := &controllerinstallation.Reconciler{
-		GardenClient: g.client, GardenConfig: g.cfg, SeedClientSet: seedSet, Clock: clock.RealClock{},
-		Identity: &gardencorev1beta1.Gardener{Version: "v1.150.0"}, GardenClusterIdentity: "garden", GardenNamespace: "garden",
-	}
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: installation.Name}}); err != nil {
-		t.Fatalf("gardenlet's ControllerInstallation reconciler: %v", err)
 	}
 	if err := g.client.Get(ctx, client.ObjectKeyFromObject(installation), installation); err != nil {
 		t.Fatal(err)
 	}
-	valid := conditionOf(installation.Status.Conditions, gardencorev1beta1.ControllerInstallationValid)
+	valid := stackgarden.ConditionOf(installation.Status.Conditions, gardencorev1beta1.ControllerInstallationValid)
 	if valid == nil || valid.Status != gardencorev1beta1.ConditionTrue {
 		t.Fatalf("ControllerInstallation Valid = %+v, want True (the chart rendered)", valid)
 	}
@@ -164,12 +128,12 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	w := &installationWatch{t: t, seed: seedClient, garden: g.client, gardenRest: g.cfg,
 		mr: client.ObjectKey{Namespace: v1beta1constants.GardenNamespace, Name: installation.Name}, installation: installation.Name}
 	w.expectMR("gardener-resource-manager refuses the ScaledObjects without KEDA's CRD", func(mr *resourcesv1alpha1.ManagedResource) error {
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesApplied, gardencorev1beta1.ConditionFalse, resourcesv1alpha1.ConditionApplyFailed, `no matches for kind "ScaledObject"`)
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesApplied, gardencorev1beta1.ConditionFalse, resourcesv1alpha1.ConditionApplyFailed, `no matches for kind "ScaledObject"`)
 	})
 	// gardenlet's care controller reads the ManagedResource's observed generation before its
 	// conditions: a ManagedResource never applied in full says only that, not why.
 	w.expectInstallation("the installation is not Installed without KEDA", func(ci *gardencorev1beta1.ControllerInstallation) error {
-		return expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationInstalled, gardencorev1beta1.ConditionFalse, "InstallationPending",
+		return stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationInstalled, gardencorev1beta1.ConditionFalse, "InstallationPending",
 			fmt.Sprintf("observed generation of managed resource %s outdated (0/1)", w.mr))
 	})
 	w.log("without KEDA")
@@ -180,10 +144,10 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	// setup-job-deleted deletes again.
 	seedClient.startResourceManager(t)
 	mr := w.expectMR("gardener-resource-manager applies every object", func(mr *resourcesv1alpha1.ManagedResource) error {
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesApplied, gardencorev1beta1.ConditionTrue, resourcesv1alpha1.ConditionApplySucceeded, "All resources are applied.")
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesApplied, gardencorev1beta1.ConditionTrue, resourcesv1alpha1.ConditionApplySucceeded, "All resources are applied.")
 	})
 	w.expectInstallation("the installation is Installed", func(ci *gardencorev1beta1.ControllerInstallation) error {
-		return expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationInstalled, gardencorev1beta1.ConditionTrue, "InstallationSuccessful", "")
+		return stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationInstalled, gardencorev1beta1.ConditionTrue, "InstallationSuccessful", "")
 	})
 
 	// What it applied is on the seed, marked as the ManagedResource's.
@@ -217,17 +181,17 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	// checks status.resources in order (group/kind/namespace/name) and reports the first
 	// unhealthy object: a Deployment whose rollout was never observed.
 	w.expectMR("gardener-resource-manager finds the Deployments unhealthy", func(mr *resourcesv1alpha1.ManagedResource) error {
-		if err := expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionFalse, "DeploymentUnhealthy", "observed generation outdated (0/1)"); err != nil {
+		if err := stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionFalse, "DeploymentUnhealthy", "observed generation outdated (0/1)"); err != nil {
 			return err
 		}
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesProgressing, gardencorev1beta1.ConditionTrue, "DeploymentProgressing", "observed generation outdated (0/1)")
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesProgressing, gardencorev1beta1.ConditionTrue, "DeploymentProgressing", "observed generation outdated (0/1)")
 	})
 	w.expectInstallation("the installation is not Healthy", func(ci *gardencorev1beta1.ControllerInstallation) error {
 		// The care controller copies the ManagedResource's message, not its reason.
-		if err := expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionFalse, "ControllerNotHealthy", "is unhealthy: observed generation outdated (0/1)"); err != nil {
+		if err := stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionFalse, "ControllerNotHealthy", "is unhealthy: observed generation outdated (0/1)"); err != nil {
 			return err
 		}
-		return expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationProgressing, gardencorev1beta1.ConditionTrue, "ControllerNotRolledOut", "")
+		return stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationProgressing, gardencorev1beta1.ConditionTrue, "ControllerNotRolledOut", "")
 	})
 	w.log("no node")
 
@@ -317,17 +281,17 @@ func testSetupJobDeleted(ctx context.Context, w *installationWatch) {
 		return jobAbsent(ctx, c, jobKey)
 	})
 	w.expectMR("gardener-resource-manager still reports a Deployment", func(mr *resourcesv1alpha1.ManagedResource) error {
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionFalse, "DeploymentUnhealthy", "")
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionFalse, "DeploymentUnhealthy", "")
 	})
 
 	// 2. The Deployments roll out (standing in for kube-controller-manager and a node): the
 	// health controller gets to the Job.
 	rollOutDeployments(ctx, t, c, mr)
 	w.expectMR("gardener-resource-manager reports the Job missing", func(mr *resourcesv1alpha1.ManagedResource) error {
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionFalse, "JobMissing", missing)
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionFalse, "JobMissing", missing)
 	})
 	w.expectInstallation("the installation is not Healthy for the missing Job", func(ci *gardencorev1beta1.ControllerInstallation) error {
-		return expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionFalse, "ControllerNotHealthy", missing)
+		return stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionFalse, "ControllerNotHealthy", missing)
 	})
 	w.log("Job deleted, Deployments rolled out")
 	// ResourcesHealthy went from False to False: the managedresource controller is not woken;
@@ -341,10 +305,10 @@ func testSetupJobDeleted(ctx context.Context, w *installationWatch) {
 		t.Fatal(err)
 	}
 	w.expectMR("gardener-resource-manager finds everything healthy", func(mr *resourcesv1alpha1.ManagedResource) error {
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionTrue, "ResourcesHealthy", "All resources are healthy.")
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionTrue, "ResourcesHealthy", "All resources are healthy.")
 	})
 	w.expectInstallation("the installation is Healthy", func(ci *gardencorev1beta1.ControllerInstallation) error {
-		return expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionTrue, "ControllerHealthy", "")
+		return stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionTrue, "ControllerHealthy", "")
 	})
 	w.log("after the next apply")
 
@@ -370,12 +334,12 @@ func testSetupJobDeleted(ctx context.Context, w *installationWatch) {
 		return nil
 	})
 	w.expectMR("gardener-resource-manager finds everything healthy again", func(mr *resourcesv1alpha1.ManagedResource) error {
-		return expectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionTrue, "ResourcesHealthy", "")
+		return stackgarden.ExpectCondition(mr.Status.Conditions, resourcesv1alpha1.ResourcesHealthy, gardencorev1beta1.ConditionTrue, "ResourcesHealthy", "")
 	})
 	w.expectInstallation("the installation is Healthy again", func(ci *gardencorev1beta1.ControllerInstallation) error {
-		return expectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionTrue, "ControllerHealthy", "")
+		return stackgarden.ExpectCondition(ci.Status.Conditions, gardencorev1beta1.ControllerInstallationHealthy, gardencorev1beta1.ConditionTrue, "ControllerHealthy", "")
 	})
-	mrStates, ciStates := mrSeen.stop(), ciSeen.stop()
+	mrStates, ciStates := mrSeen.Stop(), ciSeen.Stop()
 	t.Logf("ManagedResource while the Job was deleted while healthy: %s", strings.Join(mrStates, " → "))
 	t.Logf("ControllerInstallation meanwhile: %s", strings.Join(ciStates, " → "))
 	if !slices.ContainsFunc(mrStates, func(s string) bool { return strings.Contains(s, "ResourcesHealthy=False/JobMissing") }) {
@@ -487,15 +451,10 @@ func (w *installationWatch) never(what string, d time.Duration, f func() error) 
 // expectMR waits until f accepts the ManagedResource and returns it.
 func (w *installationWatch) expectMR(what string, f func(*resourcesv1alpha1.ManagedResource) error) *resourcesv1alpha1.ManagedResource {
 	w.t.Helper()
-	mr := &resourcesv1alpha1.ManagedResource{}
-	w.eventually(what, func() error {
-		if err := w.seed.client.Get(context.Background(), w.mr, mr); err != nil {
-			return err
-		}
-		if err := f(mr); err != nil {
-			return fmt.Errorf("%v (conditions: %s)", err, describeConditions(mr.Status.Conditions, true))
-		}
-		return nil
+	var mr *resourcesv1alpha1.ManagedResource
+	w.eventually(what, func() (err error) {
+		mr, err = w.operator().ManagedResource(context.Background(), f)
+		return err
 	})
 	return mr
 }
@@ -504,15 +463,14 @@ func (w *installationWatch) expectMR(what string, f func(*resourcesv1alpha1.Mana
 func (w *installationWatch) expectInstallation(what string, f func(*gardencorev1beta1.ControllerInstallation) error) {
 	w.t.Helper()
 	w.eventually(what, func() error {
-		ci := &gardencorev1beta1.ControllerInstallation{}
-		if err := w.garden.Get(context.Background(), client.ObjectKey{Name: w.installation}, ci); err != nil {
-			return err
-		}
-		if err := f(ci); err != nil {
-			return fmt.Errorf("%v (conditions: %s)", err, describeConditions(ci.Status.Conditions, true))
-		}
-		return nil
+		_, err := w.operator().ControllerInstallation(context.Background(), f)
+		return err
 	})
+}
+
+// operator reads the installation as an operator does.
+func (w *installationWatch) operator() stackgarden.Installation {
+	return stackgarden.Installation{Name: w.installation, Seed: w.seed.client, Garden: w.garden}
 }
 
 // log logs both objects' conditions, with their messages.
@@ -522,96 +480,8 @@ func (w *installationWatch) log(when string) {
 	if err := w.garden.Get(context.Background(), client.ObjectKey{Name: w.installation}, ci); err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Logf("%s: ManagedResource %s: %s", when, w.mr, describeConditions(w.getMR().Status.Conditions, true))
-	w.t.Logf("%s: ControllerInstallation %s: %s", when, w.installation, describeConditions(ci.Status.Conditions, true))
-}
-
-// expectCondition checks a condition's status and reason, and that its message contains
-// message.
-func expectCondition(conditions []gardencorev1beta1.Condition, typ gardencorev1beta1.ConditionType, status gardencorev1beta1.ConditionStatus, reason, message string) error {
-	c := conditionOf(conditions, typ)
-	if c == nil {
-		return fmt.Errorf("no condition %s", typ)
-	}
-	if c.Status != status || c.Reason != reason || !strings.Contains(c.Message, message) {
-		return fmt.Errorf("%s=%s/%s %q, want %s/%s containing %q", typ, c.Status, c.Reason, c.Message, status, reason, message)
-	}
-	return nil
-}
-
-// describeConditions is "Type=Status/Reason" for each condition, with the message if asked.
-func describeConditions(conditions []gardencorev1beta1.Condition, messages bool, only ...gardencorev1beta1.ConditionType) string {
-	var out []string
-	for _, c := range conditions {
-		if len(only) > 0 && !slices.Contains(only, c.Type) {
-			continue
-		}
-		s := fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason)
-		if messages {
-			s += fmt.Sprintf(" %q", c.Message)
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, "; ")
-}
-
-// conditionRecorder records every distinct state of an object's conditions that a watch
-// delivers: states that last only milliseconds too.
-type conditionRecorder struct {
-	mu     sync.Mutex
-	seen   []string
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func recordConditions(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, list client.ObjectList, key client.ObjectKey, types ...gardencorev1beta1.ConditionType) *conditionRecorder {
-	t.Helper()
-	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := []client.ListOption{client.MatchingFields{"metadata.name": key.Name}}
-	if key.Namespace != "" {
-		opts = append(opts, client.InNamespace(key.Namespace))
-	}
-	watcher, err := wc.Watch(ctx, list, opts...)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	r := &conditionRecorder{cancel: func() { watcher.Stop(); cancel() }, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		for ev := range watcher.ResultChan() {
-			var conditions []gardencorev1beta1.Condition
-			switch o := ev.Object.(type) {
-			case *resourcesv1alpha1.ManagedResource:
-				conditions = o.Status.Conditions
-			case *gardencorev1beta1.ControllerInstallation:
-				conditions = o.Status.Conditions
-			default:
-				continue
-			}
-			s := describeConditions(conditions, false, types...)
-			r.mu.Lock()
-			if len(r.seen) == 0 || r.seen[len(r.seen)-1] != s {
-				r.seen = append(r.seen, s)
-			}
-			r.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { r.stop() })
-	return r
-}
-
-// stop ends the watch and returns the states seen, in order.
-func (r *conditionRecorder) stop() []string {
-	r.cancel()
-	<-r.done
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.seen)
+	w.t.Logf("%s: ManagedResource %s: %s", when, w.mr, stackgarden.DescribeConditions(w.getMR().Status.Conditions, true))
+	w.t.Logf("%s: ControllerInstallation %s: %s", when, w.installation, stackgarden.DescribeConditions(ci.Status.Conditions, true))
 }
 
 // checkInstalled checks what gardenlet's values and mutations make of the chart: the cluster is
@@ -637,10 +507,11 @@ func checkInstalled(t *testing.T, obj *unstructured.Unstructured, seed string) {
 // seedAPI is a seed's API server, as a client and its configuration, and the seed's
 // gardener-resource-manager.
 type seedAPI struct {
-	client client.Client
-	cfg    *rest.Config
-	grm    *grm.ResourceManager
-	grmLog logr.Logger
+	client    client.Client
+	cfg       *rest.Config
+	grm       *grm.ResourceManager
+	grmLog    logr.Logger
+	gardenlet *stackgarden.Gardenlet
 }
 
 // startResourceManager starts the seed's gardener-resource-manager, stopping the one running.
@@ -672,14 +543,8 @@ func registrationSeed(ctx context.Context, t *testing.T, g *garden, l *logs) (*g
 		t.Fatalf("seed %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = kube.Stop() })
-	crds := filepath.Join(gardenerModuleDir(t), "example", "seed-crds")
-	var paths []string
-	for _, f := range []string{"resources.gardener.cloud_managedresources", "autoscaling.k8s.io_verticalpodautoscalers",
-		"monitoring.coreos.com_podmonitors", "monitoring.coreos.com_prometheusrules"} {
-		paths = append(paths, filepath.Join(crds, "10-crd-"+f+".yaml"))
-	}
-	if _, err := envtest.InstallCRDs(kube.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, MaxTime: time.Minute}); err != nil {
-		t.Fatalf("seed %s: installing %v: %v", name, paths, err)
+	if err := stackgarden.InstallSeedCRDs(kube.Config, stackgarden.ExtensionCRDs...); err != nil {
+		t.Fatalf("seed %s: %v", name, err)
 	}
 	c, err := client.New(kube.Config, client.Options{Scheme: kubernetes.SeedScheme})
 	if err != nil {
@@ -705,42 +570,20 @@ func registrationSeed(ctx context.Context, t *testing.T, g *garden, l *logs) (*g
 		}
 	})
 
-	// gardenlet's ControllerInstallation care controller, as gardenlet adds it
-	// (pkg/gardenlet/controller/controllerinstallation.AddToManager), with its default
-	// configuration.
-	log := l.logger(t, name+"-gardenlet.log")
-	mgr, err := manager.New(kube.Config, manager.Options{
-		Scheme:                 kubernetes.SeedScheme,
-		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             controllerconfig.Controller{SkipNameValidation: ptr.To(true)},
+	// gardenlet's ControllerInstallation reconciler and care controller, as gardenlet adds them,
+	// with their default configuration.
+	gl, err := stackgarden.StartGardenlet(stackgarden.GardenletOptions{
+		Garden: g.cfg, Seed: kube.Config, Logger: l.logger(t, name+"-gardenlet.log"),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gardenCluster, err := cluster.New(g.cfg, func(o *cluster.Options) {
-		o.Scheme = kubernetes.GardenScheme
-		o.Logger = log
+	t.Cleanup(func() {
+		if err := gl.Stop(); err != nil {
+			t.Errorf("gardenlet %s: %v", name, err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(gardenCluster); err != nil {
-		t.Fatal(err)
-	}
-	if err := indexer.AddControllerInstallationRegistrationRefName(ctx, gardenCluster.GetFieldIndexer()); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&care.Reconciler{
-		Config: gardenletconfigv1alpha1.ControllerInstallationCareControllerConfiguration{
-			ConcurrentSyncs: ptr.To(gardenletconfigv1alpha1.DefaultControllerConcurrentSyncs), SyncPeriod: &metav1.Duration{Duration: 30 * time.Second},
-		},
-		ManagedResourceNamespace: v1beta1constants.GardenNamespace,
-	}).AddToManager(mgr, gardenCluster, mgr); err != nil {
-		t.Fatal(err)
-	}
-	runManager(t, mgr, "gardenlet "+name)
+	s.gardenlet = gl
 	return seed, s
 }
 
@@ -803,49 +646,14 @@ func managedObjects(ctx context.Context, t *testing.T, c client.Client, name str
 	return objs
 }
 
-// readRegistration decodes infra/gardener/controller-registration.yaml with the garden's scheme.
-func readRegistration(t *testing.T) (*gardencorev1beta1.ControllerRegistration, *gardencorev1.ControllerDeployment) {
+// recordConditions records the object's conditions (stackgarden.RecordConditions) until Stop or
+// the end of the test.
+func recordConditions(t *testing.T, cfg *rest.Config, scheme *runtime.Scheme, list client.ObjectList, key client.ObjectKey, types ...gardencorev1beta1.ConditionType) *stackgarden.ConditionRecorder {
 	t.Helper()
-	data, err := os.ReadFile(registrationFile)
+	r, err := stackgarden.RecordConditions(cfg, scheme, list, key, types...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoder := serializer.NewCodecFactory(kubernetes.GardenScheme).UniversalDeserializer()
-	var reg *gardencorev1beta1.ControllerRegistration
-	var dep *gardencorev1.ControllerDeployment
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := decoder.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", registrationFile, err)
-		}
-		switch o := obj.(type) {
-		case *gardencorev1beta1.ControllerRegistration:
-			reg = o
-		case *gardencorev1.ControllerDeployment:
-			dep = o
-		default:
-			t.Fatalf("%s: unexpected %T", registrationFile, obj)
-		}
-	}
-	if reg == nil || dep == nil || dep.Helm == nil {
-		t.Fatalf("%s lacks the registration or the deployment's helm section", registrationFile)
-	}
-	return reg, dep
-}
-
-func conditionOf(conditions []gardencorev1beta1.Condition, t gardencorev1beta1.ConditionType) *gardencorev1beta1.Condition {
-	for i := range conditions {
-		if conditions[i].Type == t {
-			return &conditions[i]
-		}
-	}
-	return nil
+	t.Cleanup(func() { r.Stop() })
+	return r
 }

@@ -15,11 +15,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	controllerconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gardener/gardener/pkg/api/indexer"
@@ -32,6 +29,7 @@ import (
 	tokenrequestorworkloadidentity "github.com/gardener/gardener/pkg/gardenlet/controller/tokenrequestor/workloadidentity"
 
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	stackgarden "github.com/housekeeper-dev/housekeeper/scripts/stack/garden"
 )
 
 // gardenlet's configuration in the suite: a 24 h grace period for production shoots only, so an
@@ -94,24 +92,8 @@ func startSeed(t *testing.T, g *garden, l *logs, clk *shiftClock, name string) *
 	}
 
 	log := l.logger(t, name+"-gardenlet.log")
-	mgr, err := manager.New(kube.Config, manager.Options{
-		Scheme:                 kubernetes.SeedScheme,
-		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             controllerconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, gardenCluster, err := stackgarden.NewManager(g.cfg, kube.Config, log)
 	if err != nil {
-		t.Fatal(err)
-	}
-	gardenCluster, err := cluster.New(g.cfg, func(o *cluster.Options) {
-		o.Scheme = kubernetes.GardenScheme
-		o.Logger = log
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(gardenCluster); err != nil {
 		t.Fatal(err)
 	}
 	if err := indexer.AddBackupEntryBucketName(ctx, gardenCluster.GetFieldIndexer()); err != nil {

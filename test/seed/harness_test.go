@@ -50,20 +50,27 @@ const (
 // seed is a cluster with one real node, NATS and KEDA's operator as pods, and housekeeper's
 // chart installed from the images `make images` builds.
 type seed struct {
-	t    *testing.T
+	t    testing.TB
 	kube *stack.Kube
 	node *stack.Node
 	c    client.Client
 	cs   kubernetes.Interface
 	// root is the host directory of the local provider's buckets (the chart's local.hostPath).
 	root string
-	// values are the chart's values as installed.
+	// values are the chart's values as installed: by hand, then in the ControllerDeployment.
 	values map[string]any
+	// namespace is the namespace of housekeeper's release: hkNamespace installed by hand,
+	// extension-<installation> installed by gardenlet.
+	namespace string
+	// issued are the NATS identities `housekeeper nats-auth` issued (installNATS).
+	issued natsconn.Issued
+	// logFile is the writer of a component's log in the directory kept when the test fails.
+	logFile func(name string) io.Writer
 }
 
 // startSeed starts it all and waits until housekeeper is installed: the setup Job complete,
 // the bridge ready.
-func startSeed(t *testing.T) *seed {
+func startSeed(t testing.TB) *seed {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("the node needs root (network and mount namespaces, cgroups, iptables): run the tests as root")
@@ -119,7 +126,7 @@ func startSeed(t *testing.T) *seed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seed{t: t, kube: k, node: node, c: c, cs: node.Client(), root: t.TempDir()}
+	s := &seed{t: t, kube: k, node: node, c: c, cs: node.Client(), root: t.TempDir(), namespace: hkNamespace, logFile: logFile}
 	// Registered after the node's Stop, so it runs before it: the pods' logs while they exist.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -132,13 +139,13 @@ func startSeed(t *testing.T) *seed {
 	}
 
 	start = time.Now()
-	issued := s.installNATS(ctx)
+	s.issued = s.installNATS(ctx)
 	t.Logf("NATS: 3 pods ready in %s", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	s.installKEDA(ctx)
 	t.Logf("KEDA's operator ready in %s", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	s.installHousekeeper(ctx, issued)
+	s.installHousekeeper(ctx, s.issued)
 	t.Logf("housekeeper installed (setup Job complete, bridge ready) in %s", time.Since(start).Round(time.Millisecond))
 	return s
 }
@@ -147,7 +154,7 @@ func startSeed(t *testing.T) *seed {
 // its default registry and tag, the chart's), and the third-party images no registry here
 // serves, from the same binaries the rest of the tests run: nats-server (as the NATS project's
 // image, the server at /nats-server) and KEDA's operator (as KEDA's, at /keda).
-func buildImages(t *testing.T, ctx context.Context) []string {
+func buildImages(t testing.TB, ctx context.Context) []string {
 	t.Helper()
 	// The release's tag, and the one the upgrade scenario moves to.
 	ours := buildHousekeeperImages(t, ctx, "")
@@ -187,7 +194,7 @@ func buildImages(t *testing.T, ctx context.Context) []string {
 // buildHousekeeperImages runs `make images`'s command for the images the seed runs, with the
 // chart's registry and tag (the chart's default, v<appVersion>, when tag is empty), and returns
 // the tarball.
-func buildHousekeeperImages(t *testing.T, ctx context.Context, tag string) string {
+func buildHousekeeperImages(t testing.TB, ctx context.Context, tag string) string {
 	t.Helper()
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -207,7 +214,7 @@ func buildHousekeeperImages(t *testing.T, ctx context.Context, tag string) strin
 }
 
 // chartAppVersion is infra/chart/Chart.yaml's appVersion: the images' default tag is v<it>.
-func chartAppVersion(t *testing.T) string {
+func chartAppVersion(t testing.TB) string {
 	t.Helper()
 	data, err := chart.FS.ReadFile("Chart.yaml")
 	if err != nil {
@@ -221,7 +228,7 @@ func chartAppVersion(t *testing.T) string {
 }
 
 // natsVersion is the nats-server version go.mod pins, without its v: the NATS image's tag.
-func natsVersion(t *testing.T) string {
+func natsVersion(t testing.TB) string {
 	t.Helper()
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -353,7 +360,7 @@ spec:
 }
 
 // kedaModuleDir is where the KEDA module test/keda builds from lies in the module cache.
-func kedaModuleDir(t *testing.T) string {
+func kedaModuleDir(t testing.TB) string {
 	t.Helper()
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -371,12 +378,7 @@ func kedaModuleDir(t *testing.T) string {
 // rendered with the local provider, applied; it waits for the setup Job and the bridge.
 func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hkNamespace}})
-	identities := map[string][]byte{"ca.pem": s.read(issued.CA)}
-	for _, p := range hkcli.Permissions() {
-		file := issued.CredentialsFile(p.Identity)
-		identities[filepath.Base(file)] = s.read(file)
-	}
-	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "housekeeper-nats", Namespace: hkNamespace}, Data: identities})
+	s.createIdentities(ctx, hkNamespace, issued)
 
 	fast := map[string]any{"pollingInterval": 2, "cooldownPeriod": 5}
 	functions := map[string]any{}
@@ -398,18 +400,21 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	s.awaitPods(ctx, hkNamespace, "app.kubernetes.io/component=bridge", 2, 3*time.Minute)
 }
 
+// createIdentities creates the identities Secret in the release's namespace, as infra/README
+// ("NATS identities") tells operators to: each identity's credentials that nats-auth issued
+// (config form, the chart's default) and NATS's CA.
+func (s *seed) createIdentities(ctx context.Context, namespace string, issued natsconn.Issued) {
+	identities := map[string][]byte{"ca.pem": s.read(issued.CA)}
+	for _, p := range hkcli.Permissions() {
+		file := issued.CredentialsFile(p.Identity)
+		identities[filepath.Base(file)] = s.read(file)
+	}
+	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "housekeeper-nats", Namespace: namespace}, Data: identities})
+}
+
 // installChart renders the chart with values and applies every object, CRDs first.
 func (s *seed) installChart(ctx context.Context, values map[string]any) {
-	t := s.t
-	versions, err := stack.Versions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := chart.Render(hkNamespace, values, versions["KUBERNETES_VERSION"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := decodeYAML(t, r.Manifest())
+	objs := s.renderChart(values)
 	for _, crdsFirst := range []bool{true, false} {
 		for _, obj := range objs {
 			if (obj.GetKind() == "CustomResourceDefinition") == crdsFirst {
@@ -420,6 +425,20 @@ func (s *seed) installChart(ctx context.Context, values map[string]any) {
 			time.Sleep(2 * time.Second) // established
 		}
 	}
+}
+
+// renderChart renders the chart by hand into hkNamespace, as installChart installs it.
+func (s *seed) renderChart(values map[string]any) []*unstructured.Unstructured {
+	t := s.t
+	versions, err := stack.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := chart.Render(hkNamespace, values, versions["KUBERNETES_VERSION"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeYAML(t, r.Manifest())
 }
 
 func (s *seed) create(ctx context.Context, obj client.Object) {
@@ -445,7 +464,7 @@ func (s *seed) read(path string) []byte {
 	return data
 }
 
-func decodeYAML(t *testing.T, data []byte) []*unstructured.Unstructured {
+func decodeYAML(t testing.TB, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
@@ -544,7 +563,11 @@ func (s *seed) eventually(timeout time.Duration, what string, cond func() (bool,
 func (s *seed) savePodLogs(dir string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, ns := range []string{natsNamespace, kedaNamespace, hkNamespace} {
+	namespaces := []string{natsNamespace, kedaNamespace, hkNamespace}
+	if s.namespace != hkNamespace {
+		namespaces = append(namespaces, s.namespace)
+	}
+	for _, ns := range namespaces {
 		pods, err := s.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			s.t.Logf("pods of %s: %v", ns, err)

@@ -49,27 +49,7 @@ func TestSeed(t *testing.T) {
 	// from the images, the entry is Succeeded with etcd-backup; then back to zero.
 	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
 	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
-	bucketCreated := time.Now()
-	s.create(ctx, &extensionsv1alpha1.BackupBucket{
-		ObjectMeta: metav1.ObjectMeta{Name: bucketName},
-		Spec: extensionsv1alpha1.BackupBucketSpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local",
-			SecretRef: corev1.SecretReference{Name: "local-credentials", Namespace: "garden"}},
-	})
-	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupBucket{}, bucketName, 3*time.Minute)
-	t.Logf("BackupBucket created → Succeeded in %s", time.Since(bucketCreated).Round(time.Millisecond))
-	if info, err := os.Stat(filepath.Join(s.root, bucketName)); err != nil || !info.IsDir() {
-		t.Errorf("the bucket's directory in the store: %v", err)
-	}
-	created := s.newEntry(ctx, entryName)
-	t.Logf("BackupEntry created → Succeeded in %s", time.Since(created).Round(time.Millisecond))
-	backup := &corev1.Secret{}
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: shootNamespace(entryName), Name: entry.SecretName}, backup); err != nil {
-		t.Errorf("the shoot's %s Secret: %v", entry.SecretName, err)
-	} else if string(backup.Data["bucketName"]) != bucketName {
-		t.Errorf("%s/%s names bucket %q, want %q", shootNamespace(entryName), entry.SecretName, backup.Data["bucketName"], bucketName)
-	}
-	s.ranFromImage(ctx, "bucket", bucketCreated, s.image())
-	s.ranFromImage(ctx, "entry", created, s.image())
+	s.newBucketAndEntry(ctx, bucketName, entryName)
 	s.awaitAtRest(ctx, "back at rest after the cooldown")
 
 	// 3. The entry deleted with a retention: the purge comes due with its function at zero, KEDA
@@ -118,6 +98,9 @@ func TestSeed(t *testing.T) {
 	if time.Until(due) < 3*time.Second {
 		t.Fatalf("the upgrade took until %s before the purge was due: it did not happen while the purge was pending", time.Until(due).Round(time.Second))
 	}
+	// The garden of the last scenario comes up while the purge comes due, not earlier: the
+	// scenarios before are timed.
+	gardenStarting := s.startGarden()
 	s.atZeroUntil(ctx, due, upgraded, 20)
 	s.awaitPurged(ctx, upgraded, 2*time.Minute)
 	if late := time.Since(due); late > 30*time.Second {
@@ -130,6 +113,12 @@ func TestSeed(t *testing.T) {
 		t.Errorf("the neighbour's prefix %s holds %d objects at the end, want its 20", neighbour, n)
 	}
 	s.awaitAtRest(ctx, "back at rest at the end")
+
+	// 8. The Gardener install path on the same node: the by-hand release uninstalled, gardenlet
+	// installs housekeeper from its registration, gardener-resource-manager applies it, and the
+	// installation reads Installed and Healthy as an operator reads it, through a bucket and an
+	// entry and the resource manager's next apply.
+	s.installTheGardenerWay(ctx, gardenStarting)
 }
 
 // image is the functions' image as installed: the chart's registry and name, the values' tag.
@@ -146,18 +135,60 @@ func shootNamespace(entryName string) string {
 	return entryName[:strings.LastIndex(entryName, "--")]
 }
 
+// newBucketAndEntry creates a BackupBucket of type local (its credentials the Secret
+// garden/local-credentials) and then a BackupEntry in it, each waited for until Succeeded by a
+// function pod of the release started after the change: the bucket's directory in the store,
+// etcd-backup in the shoot's namespace naming the bucket.
+func (s *seed) newBucketAndEntry(ctx context.Context, bucket, name string) {
+	t := s.t
+	t.Helper()
+	bucketCreated := time.Now()
+	s.create(ctx, &extensionsv1alpha1.BackupBucket{
+		ObjectMeta: metav1.ObjectMeta{Name: bucket},
+		Spec: extensionsv1alpha1.BackupBucketSpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local",
+			SecretRef: corev1.SecretReference{Name: "local-credentials", Namespace: "garden"}},
+	})
+	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupBucket{}, bucket, 3*time.Minute)
+	t.Logf("BackupBucket %s created → Succeeded in %s", bucket, time.Since(bucketCreated).Round(time.Millisecond))
+	if info, err := os.Stat(filepath.Join(s.root, bucket)); err != nil || !info.IsDir() {
+		t.Errorf("the bucket's directory in the store: %v", err)
+	}
+	created := s.newEntryIn(ctx, bucket, name)
+	t.Logf("BackupEntry %s created → Succeeded in %s", name, time.Since(created).Round(time.Millisecond))
+	backup := &corev1.Secret{}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: shootNamespace(name), Name: entry.SecretName}, backup); err != nil {
+		t.Errorf("the shoot's %s Secret: %v", entry.SecretName, err)
+	} else if string(backup.Data["bucketName"]) != bucket {
+		t.Errorf("%s/%s names bucket %q, want %q", shootNamespace(name), entry.SecretName, backup.Data["bucketName"], bucket)
+	}
+	s.ranFromImage(ctx, "bucket", bucketCreated, s.image())
+	s.ranFromImage(ctx, "entry", created, s.image())
+}
+
 // newEntry creates a BackupEntry in the bucket (and its shoot's namespace) and waits until it is
 // Succeeded; it returns when it was created.
 func (s *seed) newEntry(ctx context.Context, name string) time.Time {
 	s.t.Helper()
+	return s.newEntryIn(ctx, bucketName, name)
+}
+
+// newEntryIn is newEntry in the named bucket.
+func (s *seed) newEntryIn(ctx context.Context, bucket, name string) time.Time {
+	s.t.Helper()
 	s.create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: shootNamespace(name)}})
 	created := time.Now()
-	s.create(ctx, newBackupEntry(name))
+	s.create(ctx, newBackupEntryIn(bucket, name))
 	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupEntry{}, name, 3*time.Minute)
 	return created
 }
 
 func newBackupEntry(name string) *extensionsv1alpha1.BackupEntry {
+	return newBackupEntryIn(bucketName, name)
+}
+
+// newBackupEntryIn is a BackupEntry of type local in the bucket, with the bucket's generated
+// secret, as gardenlet creates it.
+func newBackupEntryIn(bucketName, name string) *extensionsv1alpha1.BackupEntry {
 	return &extensionsv1alpha1.BackupEntry{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: extensionsv1alpha1.BackupEntrySpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, BucketName: bucketName, Region: "local",
@@ -239,7 +270,7 @@ func (s *seed) killMidPurge(ctx context.Context, name string, n int) {
 			s.t.Fatalf("the purge of %d objects finished before its container could be killed: nothing observed", n)
 		}
 		if left < n {
-			pods, err := s.cs.CoreV1().Pods(hkNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=purge"})
+			pods, err := s.cs.CoreV1().Pods(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=purge"})
 			if err != nil {
 				s.t.Fatal(err)
 			}
@@ -247,7 +278,7 @@ func (s *seed) killMidPurge(ctx context.Context, name string, n int) {
 				if p.Status.Phase != corev1.PodRunning {
 					continue
 				}
-				if err := s.node.KillContainer(ctx, hkNamespace, p.Name, "purge"); err != nil {
+				if err := s.node.KillContainer(ctx, s.namespace, p.Name, "purge"); err != nil {
 					s.t.Fatalf("killing the purge container of %s: %v", p.Name, err)
 				}
 				s.t.Logf("killed the purge function's container in %s with %d of %d objects left", p.Name, left, n)
@@ -303,7 +334,7 @@ func (s *seed) burstWithNATSPodDeleted(ctx context.Context, n int) {
 func (s *seed) awaitRolledOut(ctx context.Context, name, tag string, timeout time.Duration) {
 	s.t.Helper()
 	s.eventually(timeout, name+" rolled out with "+tag, func() (bool, string) {
-		d, err := s.cs.AppsV1().Deployments(hkNamespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := s.cs.AppsV1().Deployments(s.namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -323,7 +354,7 @@ func (s *seed) awaitAtRest(ctx context.Context, what string) {
 		var state []string
 		ok := true
 		for _, fn := range all.Names() {
-			d, err := s.cs.AppsV1().Deployments(hkNamespace).Get(ctx, "housekeeper-"+fn, metav1.GetOptions{})
+			d, err := s.cs.AppsV1().Deployments(s.namespace).Get(ctx, "housekeeper-"+fn, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}
@@ -336,7 +367,7 @@ func (s *seed) awaitAtRest(ctx context.Context, what string) {
 			ok = ok && replicas == 0 && d.Status.Replicas == 0 && ready == "Ready"
 		}
 		// No pod left either, terminating ones included: one could still take an event.
-		pods, err := s.cs.CoreV1().Pods(hkNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component in (" + strings.Join(all.Names(), ",") + ")"})
+		pods, err := s.cs.CoreV1().Pods(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component in (" + strings.Join(all.Names(), ",") + ")"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -353,7 +384,7 @@ func (s *seed) scaledObjectReady(ctx context.Context, fn string) string {
 	so := &unstructured.Unstructured{}
 	so.SetAPIVersion("keda.sh/v1alpha1")
 	so.SetKind("ScaledObject")
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-" + fn}, so); err != nil {
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: "housekeeper-" + fn}, so); err != nil {
 		return err.Error()
 	}
 	conditions, _, _ := unstructured.NestedSlice(so.Object, "status", "conditions")
@@ -376,7 +407,7 @@ func (s *seed) scaledObjectReady(ctx context.Context, fn string) string {
 
 // replicas is fn's Deployment's spec.replicas.
 func (s *seed) replicas(ctx context.Context, fn string) int32 {
-	d, err := s.cs.AppsV1().Deployments(hkNamespace).Get(ctx, "housekeeper-"+fn, metav1.GetOptions{})
+	d, err := s.cs.AppsV1().Deployments(s.namespace).Get(ctx, "housekeeper-"+fn, metav1.GetOptions{})
 	if err != nil || d.Spec.Replicas == nil {
 		return -1
 	}
@@ -387,7 +418,7 @@ func (s *seed) replicas(ctx context.Context, fn string) int32 {
 // of one of its pods (the image it found, then the container started).
 func (s *seed) ranFromImage(ctx context.Context, fn string, since time.Time, image string) {
 	s.t.Helper()
-	events, err := s.cs.CoreV1().Events(hkNamespace).List(ctx, metav1.ListOptions{})
+	events, err := s.cs.CoreV1().Events(s.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -441,7 +472,7 @@ func (s *seed) patchEntry(ctx context.Context, name string, change func(*extensi
 }
 
 // count is the number of files under dir (0 when it is gone).
-func count(t *testing.T, dir string) int {
+func count(t testing.TB, dir string) int {
 	n := 0
 	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -458,7 +489,7 @@ func count(t *testing.T, dir string) int {
 	return n
 }
 
-func chownTree(t *testing.T, dir string, uid int) {
+func chownTree(t testing.TB, dir string, uid int) {
 	err := filepath.WalkDir(dir, func(path string, _ os.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -5,7 +5,9 @@ package providerlocal
 
 import (
 	"context"
+	"slices"
 
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/gardener/gardener/pkg/client/kubernetes"
 	localbackupbucket "github.com/gardener/gardener/pkg/provider-local/controller/backupbucket"
 	localbackupentry "github.com/gardener/gardener/pkg/provider-local/controller/backupentry"
@@ -24,8 +26,9 @@ const Concurrency = 5
 // NewManager returns a manager of cfg running both controllers for buckets under root. opts
 // give leader election and the controllers' settings; the scheme, the logger, and metrics and
 // probes (off: the benchmarks count requests themselves) are set here. ctx bounds what the
-// controllers start.
-func NewManager(ctx context.Context, cfg *rest.Config, root string, log logr.Logger, opts manager.Options) (manager.Manager, error) {
+// controllers start. classes are the extension classes served, as provider-local's
+// --extension-classes (none: shoot, upstream's default).
+func NewManager(ctx context.Context, cfg *rest.Config, root string, log logr.Logger, opts manager.Options, classes ...extensionsv1alpha1.ExtensionClass) (manager.Manager, error) {
 	opts.Scheme = kubernetes.SeedScheme
 	opts.Logger = log
 	opts.Metrics = metricsserver.Options{BindAddress: "0"}
@@ -39,9 +42,12 @@ func NewManager(ctx context.Context, cfg *rest.Config, root string, log logr.Log
 		ContainerMountPath: root,
 		Controller:         controller.Options{MaxConcurrentReconciles: Concurrency},
 	}
+	// Each controller filters the slice it is given in place: a copy each.
+	add.ExtensionClasses = slices.Clone(classes)
 	if err := localbackupbucket.AddToManagerWithOptions(ctx, mgr, add); err != nil {
 		return nil, err
 	}
+	add.ExtensionClasses = slices.Clone(classes)
 	if err := localbackupentry.AddToManagerWithOptions(ctx, mgr, add); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@
 // a process, as gardener's extension process runs them: a controller-runtime manager with
 // leader election on a Lease, reacting to gardenlet's operation annotation. test/bench starts
 // it beside housekeeper's processes to compare what each costs at rest and how long each takes
-// from exec to its first reconcile. It counts its API requests as housekeeper's processes do
-// (kube.Instrument), served on --addr's /metrics.
+// from exec to its first reconcile; test/seed runs it as a Deployment on the node (an image of
+// it built static). It counts its API requests as housekeeper's processes do (kube.Instrument),
+// served on --addr's /metrics, beside provider-local's probes: /healthz (ping) and /readyz (its
+// informers synced, gardener's informer-sync check).
 package main
 
 import (
@@ -13,14 +15,18 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	gardenerhealthz "github.com/gardener/gardener/pkg/healthz"
 	"github.com/go-logr/zapr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
@@ -29,18 +35,20 @@ import (
 )
 
 func main() {
+	begin := time.Now()
 	root := flag.String("root", "", "directory of the local provider's buckets")
-	addr := flag.String("addr", "127.0.0.1:0", "address of /metrics (API requests sent)")
+	addr := flag.String("addr", "127.0.0.1:0", "address of /metrics (API requests sent), /healthz and /readyz")
 	leaderElect := flag.Bool("leader-elect", true, "elect a leader on a Lease, as deployed")
 	namespace := flag.String("leader-election-namespace", "garden", "namespace of the Lease")
+	classes := flag.String("extension-classes", "", "extension classes served, comma-separated, as provider-local's flag (empty: shoot)")
 	flag.Parse()
-	if err := run(*root, *addr, *leaderElect, *namespace); err != nil {
+	if err := run(begin, *root, *addr, *leaderElect, *namespace, *classes); err != nil {
 		fmt.Fprintln(os.Stderr, "upstream:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, addr string, leaderElect bool, namespace string) error {
+func run(begin time.Time, root, addr string, leaderElect bool, namespace, classList string) error {
 	log, err := logging.New(logging.Options{})
 	if err != nil {
 		return err
@@ -53,21 +61,32 @@ func run(root, addr string, leaderElect bool, namespace string) error {
 	cfg.QPS, cfg.Burst = -1, 0 // no client limit: the benchmarks measure latency at rest
 	reg := prometheus.NewRegistry()
 	cfg = kube.Instrument(cfg, reg)
-	go func() {
-		err := http.ListenAndServe(addr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		log.Error("metrics server ended", zap.Error(err))
-	}()
 
+	var classes []extensionsv1alpha1.ExtensionClass
+	for c := range strings.SplitSeq(classList, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			classes = append(classes, extensionsv1alpha1.ExtensionClass(c))
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	mgr, err := providerlocal.NewManager(ctx, cfg, root, zapr.NewLogger(log), manager.Options{
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "provider-local-leader-election",
 		LeaderElectionNamespace: namespace,
-	})
+	}, classes...)
 	if err != nil {
 		return err
 	}
-	log.Info("starting", zap.Time("at", time.Now()))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// As the manager serves its probes: the handler serves its checks below the prefix.
+	mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
+	mux.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"informer-sync": gardenerhealthz.NewCacheSyncHealthz(mgr.GetCache())}}))
+	go func() {
+		err := http.ListenAndServe(addr, mux)
+		log.Error("metrics server ended", zap.Error(err))
+	}()
+	log.Info("starting", zap.Time("at", time.Now()), zap.Int64("started_at_unix_nano", begin.UnixNano()))
 	return mgr.Start(ctx)
 }

@@ -1,0 +1,72 @@
+package garden
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	gardencorev1 "github.com/gardener/gardener/pkg/apis/core/v1"
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	"github.com/gardener/gardener/pkg/client/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// RegistrationFile is housekeeper's ControllerRegistration and ControllerDeployment, relative to
+// the repository's root.
+const RegistrationFile = "infra/gardener/controller-registration.yaml"
+
+// ReadRegistration decodes RegistrationFile with the garden's scheme, the chart inline: no OCI
+// registry serves it here, so it travels in the ControllerDeployment as helm.rawChart (the chart
+// of this checkout, chart.Archive) in place of helm.ociRepository.
+func ReadRegistration() (*gardencorev1beta1.ControllerRegistration, *gardencorev1.ControllerDeployment, error) {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(root, RegistrationFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	decoder := serializer.NewCodecFactory(kubernetes.GardenScheme).UniversalDeserializer()
+	var reg *gardencorev1beta1.ControllerRegistration
+	var dep *gardencorev1.ControllerDeployment
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", RegistrationFile, err)
+		}
+		obj, _, err := decoder.Decode(doc, nil, nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", RegistrationFile, err)
+		}
+		switch o := obj.(type) {
+		case *gardencorev1beta1.ControllerRegistration:
+			reg = o
+		case *gardencorev1.ControllerDeployment:
+			dep = o
+		default:
+			return nil, nil, fmt.Errorf("%s: unexpected %T", RegistrationFile, obj)
+		}
+	}
+	if reg == nil || dep == nil || dep.Helm == nil {
+		return nil, nil, fmt.Errorf("%s lacks the registration or the deployment's helm section", RegistrationFile)
+	}
+	archive, err := chart.Archive()
+	if err != nil {
+		return nil, nil, err
+	}
+	dep.Helm.OCIRepository, dep.Helm.RawChart = nil, archive
+	return reg, dep, nil
+}
