@@ -50,47 +50,24 @@ const (
 	careSyncPeriod = 10 * time.Second
 )
 
-// gardenStart is the garden starting beside a scenario: a node costs minutes to start, so
-// housekeeper's Gardener install reuses TestSeed's, and its garden comes up while the scenario
-// before it waits for a purge.
-type gardenStart struct {
-	done   chan struct{}
-	garden *garden.Garden
-	err    error
-	took   time.Duration
-}
-
-// startGarden starts the garden (gardener-apiserver, kube-apiserver, etcd) in the background and
-// stops it when the test ends.
-func (s *seed) startGarden() *gardenStart {
-	gs := &gardenStart{done: make(chan struct{})}
-	dir, out := s.t.TempDir(), s.logFile("garden-apiservers")
-	go func() {
-		defer close(gs.done)
-		start := time.Now()
-		gs.garden, gs.err = garden.Start(garden.Options{Dir: dir, Output: out})
-		gs.took = time.Since(start)
-	}()
+// startGarden starts the garden (gardener-apiserver in-process, kube-apiserver, etcd) and stops it
+// when the test ends. Not beside a scenario: gardener-apiserver, starting, sets klog's global
+// configuration, which the test's clients read (the race detector caught it when the garden
+// came up while scenario 6 waited for its purge).
+func (s *seed) startGarden() *garden.Garden {
+	s.t.Helper()
+	start := time.Now()
+	g, err := garden.Start(garden.Options{Dir: s.t.TempDir(), Output: s.logFile("garden-apiservers")})
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	s.t.Cleanup(func() {
-		<-gs.done
-		if gs.garden != nil {
-			if err := gs.garden.Stop(); err != nil {
-				s.t.Errorf("stopping the garden: %v", err)
-			}
+		if err := g.Stop(); err != nil {
+			s.t.Errorf("stopping the garden: %v", err)
 		}
 	})
-	return gs
-}
-
-// wait waits for the garden and returns it.
-func (gs *gardenStart) wait(s *seed) *garden.Garden {
-	s.t.Helper()
-	<-gs.done
-	if gs.err != nil {
-		s.t.Fatal(gs.err)
-	}
-	s.t.Logf("garden up (gardener-apiserver) in %s, beside the scenario before", gs.took.Round(time.Millisecond))
-	return gs.garden
+	s.t.Logf("garden up (gardener-apiserver) in %s", time.Since(start).Round(time.Millisecond))
+	return g
 }
 
 // installTheGardenerWay is the Gardener install path, end to end, on the node: the by-hand
@@ -104,16 +81,16 @@ func (gs *gardenStart) wait(s *seed) *garden.Garden {
 // KEDA's replicas — has a bucket and an entry converge through the release, and checks that the
 // installation stays installed and healthy across the resource manager's next apply, the
 // completed setup Job still there.
-func (s *seed) installTheGardenerWay(ctx context.Context, gs *gardenStart) {
+func (s *seed) installTheGardenerWay(ctx context.Context) {
 	t := s.t
 	began := time.Now()
 	start := time.Now()
 	s.uninstallByHand(ctx)
 	t.Logf("the by-hand release uninstalled (its objects and namespace gone) in %s", time.Since(start).Round(time.Millisecond))
+	g := s.startGarden()
 
 	start = time.Now()
 	s.prepareSeed(ctx)
-	g := gs.wait(s)
 	reg, dep := s.registerInGarden(ctx, g)
 	seedClient, err := client.New(s.kube.Config, client.Options{Scheme: kubernetes.SeedScheme})
 	if err != nil {

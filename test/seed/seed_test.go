@@ -98,9 +98,6 @@ func TestSeed(t *testing.T) {
 	if time.Until(due) < 3*time.Second {
 		t.Fatalf("the upgrade took until %s before the purge was due: it did not happen while the purge was pending", time.Until(due).Round(time.Second))
 	}
-	// The garden of the last scenario comes up while the purge comes due, not earlier: the
-	// scenarios before are timed.
-	gardenStarting := s.startGarden()
 	s.atZeroUntil(ctx, due, upgraded, 20)
 	s.awaitPurged(ctx, upgraded, 2*time.Minute)
 	if late := time.Since(due); late > 30*time.Second {
@@ -118,7 +115,7 @@ func TestSeed(t *testing.T) {
 	// installs housekeeper from its registration, gardener-resource-manager applies it, and the
 	// installation reads Installed and Healthy as an operator reads it, through a bucket and an
 	// entry and the resource manager's next apply.
-	s.installTheGardenerWay(ctx, gardenStarting)
+	s.installTheGardenerWay(ctx)
 }
 
 // image is the functions' image as installed: the chart's registry and name, the values' tag.
