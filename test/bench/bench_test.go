@@ -5,26 +5,16 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // burstEntries is N, the entries of a burst in BenchmarkBurst: def, or
 // HOUSEKEEPER_BENCH_ENTRIES for a quick try (the tables show N).
-func burstEntries(b *testing.B, def int) int { return envInt(b, "HOUSEKEEPER_BENCH_ENTRIES", def) }
-
-// envInt is the number in the environment variable name, or def when it is unset.
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive number", name, v)
-	}
-	return n
+func burstEntries(b *testing.B, def int) int {
+	return testenv.EnvInt(b, "HOUSEKEEPER_BENCH_ENTRIES", def)
 }
 
 // upstreamRow runs provider-local's controllers with the given client limits.

@@ -27,6 +27,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // BenchmarkAtRest measures what housekeeper costs while nothing happens, and how long a single
@@ -53,12 +54,12 @@ import (
 // scale it down for a trial.
 func BenchmarkAtRest(b *testing.B) {
 	var (
-		entries = envInt(b, "HOUSEKEEPER_BENCH_REST_ENTRIES", 5000)
-		secrets = envInt(b, "HOUSEKEEPER_BENCH_REST_SECRETS", 10000)
-		starts  = envInt(b, "HOUSEKEEPER_BENCH_REST_STARTS", 20)
-		serialN = envInt(b, "HOUSEKEEPER_BENCH_REST_SERIAL", 100)
-		idle    = envDuration(b, "HOUSEKEEPER_BENCH_REST_IDLE", 5*time.Minute)
-		kedaN   = envInt(b, "HOUSEKEEPER_BENCH_REST_KEDA", 5)
+		entries = testenv.EnvInt(b, "HOUSEKEEPER_BENCH_REST_ENTRIES", 5000)
+		secrets = testenv.EnvInt(b, "HOUSEKEEPER_BENCH_REST_SECRETS", 10000)
+		starts  = testenv.EnvInt(b, "HOUSEKEEPER_BENCH_REST_STARTS", 20)
+		serialN = testenv.EnvInt(b, "HOUSEKEEPER_BENCH_REST_SERIAL", 100)
+		idle    = testenv.EnvDuration(b, "HOUSEKEEPER_BENCH_REST_IDLE", 5*time.Minute)
+		kedaN   = testenv.EnvInt(b, "HOUSEKEEPER_BENCH_REST_KEDA", 5)
 	)
 	for b.Loop() {
 		w := startRestWorld(b)
@@ -782,17 +783,4 @@ func printLatency(out io.Writer, n int, hk, up latency) {
 		float64(percentile(hk.delete, 0.5)-percentile(up.delete, 0.5))/float64(time.Millisecond),
 		float64(percentile(hk.create, 0.99))/float64(percentile(up.create, 0.99)),
 		float64(percentile(hk.delete, 0.99))/float64(percentile(up.delete, 0.99)))
-}
-
-// envDuration is the duration in the environment variable name, or def when it is unset.
-func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		b.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 const (
@@ -96,9 +97,9 @@ const (
 // samples of each measurement, the deleted entries' retention and the idle window.
 func BenchmarkSeed(b *testing.B) {
 	cfg := seedBenchConfig{
-		samples:   seedBenchInt(b, "HOUSEKEEPER_BENCH_SEED_SAMPLES", 3),
-		retention: seedBenchDuration(b, "HOUSEKEEPER_BENCH_SEED_RETENTION", 30*time.Second),
-		idle:      seedBenchDuration(b, "HOUSEKEEPER_BENCH_SEED_IDLE", 60*time.Second),
+		samples:   testenv.EnvInt(b, "HOUSEKEEPER_BENCH_SEED_SAMPLES", 3),
+		retention: testenv.EnvDuration(b, "HOUSEKEEPER_BENCH_SEED_RETENTION", 30*time.Second),
+		idle:      testenv.EnvDuration(b, "HOUSEKEEPER_BENCH_SEED_IDLE", 60*time.Second),
 	}
 	for b.Loop() {
 		runSeedBench(b, cfg)
@@ -1168,29 +1169,3 @@ func p50max(ds []time.Duration) string {
 }
 
 func ms(d time.Duration) string { return d.Round(time.Millisecond).String() }
-
-// seedBenchInt is the number in the environment variable name, or def when it is unset.
-func seedBenchInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive number", name, v)
-	}
-	return n
-}
-
-// seedBenchDuration is the duration in the environment variable name, or def when it is unset.
-func seedBenchDuration(b *testing.B, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		b.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
-}
