@@ -6,6 +6,10 @@ const (
 	// HeaderAttempts counts the deliveries of an event before its retry was scheduled, so a
 	// retried event's attempts add up across retries.
 	HeaderAttempts = "Housekeeper-Attempts"
+	// HeaderUnavailable counts those of the attempts that failed only because a dependency was
+	// away (an API server, an object store, NATS): they do not count against the dead-letter
+	// budget, so an outage of any length dead-letters nothing.
+	HeaderUnavailable = "Housekeeper-Unavailable"
 	// HeaderFiredAt is when a schedule fired the event (RFC 3339), kept on its retries so a
 	// retried fire is the same fire; HeaderFireNext is the schedule's next fire, when known.
 	HeaderFiredAt  = "Housekeeper-Fired-At"

@@ -26,7 +26,7 @@ func TestStoreError(t *testing.T) {
 		{fmt.Errorf("x: %w", objectstore.ErrUnauthorized), runtime.ClassPermanent, gardencorev1beta1.ErrorInfraUnauthorized},
 		{fmt.Errorf("x: %w", objectstore.ErrInvalidConfig), runtime.ClassPermanent, gardencorev1beta1.ErrorConfigurationProblem},
 		{fmt.Errorf("x: %w", objectstore.ErrQuotaExceeded), runtime.ClassRetryable, gardencorev1beta1.ErrorInfraQuotaExceeded},
-		{fmt.Errorf("x: %w", objectstore.ErrThrottled), runtime.ClassRetryable, gardencorev1beta1.ErrorInfraRateLimitsExceeded},
+		{fmt.Errorf("x: %w", objectstore.ErrThrottled), runtime.ClassUnavailable, gardencorev1beta1.ErrorInfraRateLimitsExceeded},
 		{fmt.Errorf("x: %w", objectstore.ErrNotReady), runtime.ClassWaiting, ""},
 		{fmt.Errorf("x: %w", objectstore.ErrObjectLocked), runtime.ClassPermanent, gardencorev1beta1.ErrorConfigurationProblem},
 		{&objectstore.LockedError{Bucket: "b", Count: 2}, runtime.ClassPermanent, gardencorev1beta1.ErrorConfigurationProblem}, // a legal hold: someone must lift it

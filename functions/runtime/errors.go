@@ -1,19 +1,36 @@
 package runtime
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
 // Class says what to do about a failed event.
 type Class string
 
 const (
-	// ClassRetryable failures are redelivered later with backoff (the default for any error).
+	// ClassRetryable failures are redelivered later with backoff (the default for any error);
+	// after the consumer's max deliver they are dead-lettered.
 	ClassRetryable Class = "retryable"
+	// ClassUnavailable failures are retryable ones caused by a dependency that could not be
+	// reached or said it is overloaded (an API server restarting, an object store throttling).
+	// They are retried with backoff for as long as the outage lasts and never dead-lettered for
+	// it: an outage says nothing about the event, and a dead letter waits for an operator.
+	ClassUnavailable Class = "unavailable"
 	// ClassPermanent failures can never succeed as they are: dead-letter them with the reason.
 	ClassPermanent Class = "permanent"
 	// ClassWaiting means the object waits for something else to happen (another object to go
@@ -44,6 +61,11 @@ func Retryable(err error) error {
 	return &Error{Class: ClassRetryable, Err: err}
 }
 
+// Unavailable marks err as caused by a dependency that cannot be reached now.
+func Unavailable(err error) error {
+	return &Error{Class: ClassUnavailable, Err: err}
+}
+
 // RetryAfter asks for the event again after d (say, while waiting for another object),
 // without counting as a failure of the function.
 func RetryAfter(d time.Duration, err error) error {
@@ -58,17 +80,53 @@ func Waiting(err error) error {
 // Permanentf is Permanent(fmt.Errorf(...)).
 func Permanentf(format string, args ...any) error { return Permanent(fmt.Errorf(format, args...)) }
 
-// ClassOf classifies err: invalid events are permanent, unclassified errors retryable.
+// ClassOf classifies err: invalid events are permanent, unclassified errors retryable, and a
+// retryable error that a dependency's outage caused is unavailable.
 func ClassOf(err error) Class {
 	var e *Error
+	class := ClassRetryable
 	switch {
 	case errors.As(err, &e):
-		return e.Class
+		class = e.Class
 	case errors.Is(err, events.ErrInvalidEvent), errors.Is(err, events.ErrUnknownType):
 		return ClassPermanent
-	default:
-		return ClassRetryable
 	}
+	if class == ClassRetryable && outage(err) {
+		return ClassUnavailable
+	}
+	return class
+}
+
+// outage reports whether err says a dependency could not be reached or is overloaded: the
+// connection failed or timed out, the Kubernetes API server answered 429, 500, 503 or 504
+// (etcd away, the server starting), an object store throttled, NATS did not answer. A
+// certificate that does not verify is no outage: it stays wrong until someone fixes it.
+func outage(err error) bool {
+	var (
+		netErr    net.Error
+		apiStatus apierrors.APIStatus
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verify):
+		return false
+	case errors.Is(err, objectstore.ErrThrottled), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return true
+	case errors.As(err, &apiStatus):
+		switch apiStatus.Status().Code {
+		case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	case errors.As(err, &netErr):
+		return true
+	}
+	return false
 }
 
 func retryAfterOf(err error) time.Duration {

@@ -14,13 +14,11 @@ func TestForwarderMapsHTTPModeAnswersBackToClasses(t *testing.T) {
 	srv := serveOutcomes(t)
 	f := &Forwarder{URL: srv.URL, Client: srv.Client()}
 
-	for name, want := range map[string]Class{"ok": "", "waiting": "", "permanent": ClassPermanent, "retryable": ClassRetryable} {
+	for name, want := range map[string]Class{"ok": classSucceeded, "waiting": ClassWaiting, "permanent": ClassPermanent,
+		"retryable": ClassRetryable, "unavailable": ClassUnavailable} {
 		err := f.Handle(context.Background(), bucketEvent(t, events.OpCreated, name, 1))
-		switch {
-		case want == "" && err != nil:
-			t.Errorf("%s: %v, want success", name, err)
-		case want != "" && (err == nil || ClassOf(err) != want):
-			t.Errorf("%s: %v (class %s), want %s", name, err, ClassOf(err), want)
+		if got, _ := settle(err); got != want {
+			t.Errorf("%s: %v settles as %q, want %q", name, err, got, want)
 		}
 	}
 	err := f.Handle(context.Background(), bucketEvent(t, events.OpCreated, "permanent", 1))
@@ -28,7 +26,7 @@ func TestForwarderMapsHTTPModeAnswersBackToClasses(t *testing.T) {
 		t.Errorf("the function's reason is lost: %v", err)
 	}
 	srv.Close()
-	if err := f.Handle(context.Background(), bucketEvent(t, events.OpCreated, "ok", 1)); err == nil || ClassOf(err) != ClassRetryable {
-		t.Errorf("unreachable function: %v, want a retryable error", err)
+	if err := f.Handle(context.Background(), bucketEvent(t, events.OpCreated, "ok", 1)); err == nil || ClassOf(err) != ClassUnavailable {
+		t.Errorf("unreachable function: %v, want it unavailable", err)
 	}
 }

@@ -14,9 +14,9 @@ import (
 )
 
 // HTTPHandler serves fn over CloudEvents HTTP (binary and structured mode), as Knative
-// delivers events. Knative retries 5xx, 408 and 429 and gives up on other 4xx, so:
-// success → 202, invalid or permanently failing event → 4xx with the reason, retryable
-// failure → 503 (with Retry-After when the function asked for a delay).
+// delivers events. The answer is the outcome table's status (outcome.go): 200 done, 202
+// waiting, 500 retryable, 503 unavailable (both with Retry-After when the function asked for a
+// delay), 422 permanent, and 400 for what is no event of the function's.
 func HTTPHandler(fn Function, reg prometheus.Registerer, log *zap.Logger) (http.Handler, error) {
 	if err := fn.Validate(); err != nil {
 		return nil, err
@@ -64,28 +64,24 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.metrics.duration.WithLabelValues(h.fn.Name).Observe(time.Since(start).Seconds())
 	h.metrics.inFlight.WithLabelValues(h.fn.Name).Dec()
 
-	switch {
-	case err == nil:
-		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeSuccess).Inc()
-		w.WriteHeader(http.StatusAccepted)
-	case ClassOf(err) == ClassWaiting:
-		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeWaiting).Inc()
-		log.Info("waiting for another change", zap.Error(err))
-		w.WriteHeader(http.StatusAccepted)
-	case ClassOf(err) == ClassPermanent:
-		h.metrics.failed.WithLabelValues(h.fn.Name, string(ClassPermanent)).Inc()
-		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeDeadLetter).Inc()
-		log.Warn("permanent failure", zap.Error(err))
-		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
-	default:
-		h.metrics.failed.WithLabelValues(h.fn.Name, string(ClassRetryable)).Inc()
-		h.metrics.handled.WithLabelValues(h.fn.Name, outcomeRetry).Inc()
-		log.Info("retryable failure", zap.Error(err))
-		if d := retryAfterOf(err); d > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(max(d.Seconds(), 1))))
+	class, settled := settle(err)
+	if err != nil {
+		h.metrics.failed.WithLabelValues(h.fn.Name, string(class)).Inc()
+		level := zap.InfoLevel
+		if settled.outcome == outcomeDeadLetter {
+			level = zap.WarnLevel
 		}
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		log.Log(level, "handler failed", zap.String("class", string(class)), zap.String("outcome", settled.outcome), zap.Error(err))
 	}
+	h.metrics.handled.WithLabelValues(h.fn.Name, settled.outcome).Inc()
+	if err == nil {
+		w.WriteHeader(settled.status)
+		return
+	}
+	if d := retryAfterOf(err); d > 0 && settled.outcome == outcomeRetry {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(d.Seconds(), 1))))
+	}
+	http.Error(w, err.Error(), settled.status)
 }
 
 func (h *httpHandler) reject(w http.ResponseWriter, status int, err error) {

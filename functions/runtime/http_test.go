@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,10 +18,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
 // serveOutcomes serves, in HTTP mode, a function whose result is named by the event's subject:
-// permanent, retryable, waiting, or anything else for success.
+// permanent, retryable, unavailable, waiting, or anything else for success.
 func serveOutcomes(t *testing.T) *httptest.Server {
 	t.Helper()
 	fn := Function{Name: "http-fn", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
@@ -28,7 +30,9 @@ func serveOutcomes(t *testing.T) *httptest.Server {
 		case "permanent":
 			return Permanentf("bucket name is not a valid container name")
 		case "retryable":
-			return errors.New("azure is throttling")
+			return errors.New("the container lists blobs it just deleted")
+		case "unavailable":
+			return Retryable(fmt.Errorf("azure is throttling: %w", objectstore.ErrThrottled))
 		case "waiting":
 			return Waiting(errors.New("entries still use the bucket"))
 		}
@@ -77,11 +81,13 @@ func TestHTTPModeStatusCodes(t *testing.T) {
 		status   int
 		phrasing string
 	}{
-		{"binary success", binary(bucketEvent(t, events.OpCreated, "ok", 1)), 202, ""},
-		{"structured success", structured(bucketEvent(t, events.OpCreated, "ok", 1)), 202, ""},
+		{"binary success", binary(bucketEvent(t, events.OpCreated, "ok", 1)), 200, ""},
+		{"structured success", structured(bucketEvent(t, events.OpCreated, "ok", 1)), 200, ""},
+		{"waiting", binary(bucketEvent(t, events.OpCreated, "waiting", 1)), 202, ""},
 		{"binary permanent", binary(bucketEvent(t, events.OpCreated, "permanent", 1)), 422, "not a valid container name"},
-		{"structured retryable", structured(bucketEvent(t, events.OpCreated, "retryable", 1)), 503, "throttling"},
-		{"binary retryable", binary(bucketEvent(t, events.OpCreated, "retryable", 1)), 503, "throttling"},
+		{"structured retryable", structured(bucketEvent(t, events.OpCreated, "retryable", 1)), 500, "lists blobs"},
+		{"binary retryable", binary(bucketEvent(t, events.OpCreated, "retryable", 1)), 500, "lists blobs"},
+		{"unavailable", binary(bucketEvent(t, events.OpCreated, "unavailable", 1)), 503, "throttling"},
 		{"type the function does not take", binary(wrongType), 400, "does not take " + events.TypeBucketDeleted},
 		{"not a CloudEvent", noSpec, 400, "not a CloudEvent"},
 	} {
@@ -134,7 +140,7 @@ func TestServeHTTPModeServesEventsAndProbesOnOnePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || <-handled != e.ID() {
+	if resp.StatusCode != http.StatusOK || <-handled != e.ID() {
 		t.Errorf("POST / = %d", resp.StatusCode)
 	}
 	if _, err := ParseMode("push"); err == nil {

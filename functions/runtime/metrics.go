@@ -6,15 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Outcomes of handling one delivery.
-const (
-	outcomeSuccess    = "success"
-	outcomeRetry      = "retry"
-	outcomeDeadLetter = "deadletter"
-	outcomeShutdown   = "shutdown"
-	outcomeWaiting    = "waiting"
-)
-
 type metrics struct {
 	handled  *prometheus.CounterVec
 	failed   *prometheus.CounterVec
@@ -30,7 +21,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"function", "outcome"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "housekeeper", Subsystem: "function", Name: "failed_total",
-			Help: "Handler failures, by function and class (retryable, permanent).",
+			Help: "Handler failures, by function and class (retryable, unavailable, permanent).",
 		}, []string{"function", "class"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "housekeeper", Subsystem: "function", Name: "handler_duration_seconds",

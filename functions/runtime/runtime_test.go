@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -306,6 +309,48 @@ func TestRetryableFailureIsDeadLetteredAfterMaxDeliver(t *testing.T) {
 	dls := h.deadLetters("doomed")
 	if len(dls) != 1 || dls[0].Reason != "gave up after 3 deliveries: still failing" || dls[0].Deliveries != 3 {
 		t.Fatalf("dead letters %+v", dls)
+	}
+}
+
+// An outage of a dependency (the API server refusing connections, with max deliver 3)
+// dead-letters nothing: "recovers" fails six times for it and is then handled; "fails-after"
+// fails four times for it and then for a reason of its own, and is dead-lettered only after
+// three of those, the budget the outage left whole.
+func TestOutagesDoNotSpendTheDeadLetterBudget(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	settings := DefaultConsumerSettings()
+	settings.MaxDeliver = 3
+	refused := &url.Error{Op: "Get", URL: "https://kube-apiserver:6443/apis", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	var mu sync.Mutex
+	tries := map[string]int{}
+	h.runWith(Function{Name: "outlasting", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		mu.Lock()
+		tries[e.Subject()]++
+		n := tries[e.Subject()]
+		mu.Unlock()
+		switch {
+		case e.Subject() == "recovers" && n <= 6, e.Subject() == "fails-after" && n <= 4:
+			return fmt.Errorf("reading the bucket: %w", refused)
+		case e.Subject() == "recovers":
+			return nil
+		default:
+			return errors.New("still failing")
+		}
+	})}, settings, WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	h.publish(bucketEvent(t, events.OpCreated, "recovers", 1))
+	h.publish(bucketEvent(t, events.OpCreated, "fails-after", 1))
+	c.wait(t, 14, 30*time.Second)
+	c.none(t, time.Second)
+	mu.Lock()
+	if tries["recovers"] != 7 || tries["fails-after"] != 7 {
+		t.Errorf("handled %v, want recovers and fails-after 7 times each", tries)
+	}
+	mu.Unlock()
+	dls := h.deadLetters("outlasting")
+	if len(dls) != 1 || dls[0].Deliveries != 7 || dls[0].Reason != "gave up after 7 deliveries: still failing" {
+		t.Fatalf("dead letters %+v, want only fails-after's, after 7 deliveries", dls)
 	}
 }
 

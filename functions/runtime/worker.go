@@ -153,30 +153,38 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	w.metrics.duration.WithLabelValues(w.fn.Name).Observe(time.Since(start).Seconds())
 	w.metrics.inFlight.WithLabelValues(w.fn.Name).Dec()
 
+	class, settled := settle(err)
 	switch {
-	case err == nil:
-		w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again")
-		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeSuccess).Inc()
-		log.Debug("handled", zap.Duration("took", time.Since(start)))
-	case ctx.Err() != nil:
+	case err != nil && ctx.Err() != nil:
 		// Shutting down: hand the event to another worker now.
 		_ = msg.Nak()
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeShutdown).Inc()
 		log.Info("handed back at shutdown", zap.Error(err))
-	case ClassOf(err) == ClassWaiting:
+		return
+	case err != nil:
+		w.metrics.failed.WithLabelValues(w.fn.Name, string(class)).Inc()
+	}
+	switch settled.outcome {
+	case outcomeSuccess:
 		w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again")
-		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeWaiting).Inc()
+		log.Debug("handled", zap.Duration("took", time.Since(start)))
+	case outcomeWaiting:
+		w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again")
 		log.Info("waiting for another change", zap.Error(err))
-	case ClassOf(err) == ClassPermanent:
-		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
+	case outcomeDeadLetter:
 		w.deadLetter(ctx, log, msg, meta, err.Error())
-	case tried >= uint64(w.maxDeliver):
-		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
-		w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", tried, err))
-	default:
-		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassRetryable)).Inc()
+		return // counted there, once the dead letter is stored
+	case outcomeRetry:
+		outages := outagesOf(msg)
+		if !settled.budgeted {
+			outages++
+		}
+		if tried-outages >= uint64(w.maxDeliver) {
+			w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", tried, err))
+			return
+		}
 		delay := w.backoff(tried, err)
-		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, delay); schedErr != nil {
+		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, outages, delay); schedErr != nil {
 			log.Warn("cannot schedule the retry; holding the event instead", zap.Error(schedErr))
 			if nakErr := msg.NakWithDelay(delay); nakErr != nil {
 				log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
@@ -184,9 +192,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		} else {
 			w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again besides its retry")
 		}
-		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeRetry).Inc()
-		log.Info("will retry", zap.Duration("in", delay), zap.Error(err))
+		log.Info("will retry", zap.Duration("in", delay), zap.String("class", string(class)), zap.Error(err))
 	}
+	w.metrics.handled.WithLabelValues(w.fn.Name, settled.outcome).Inc()
 }
 
 // ackConfirmed acknowledges msg and waits for the server to confirm it, trying again while the
