@@ -122,6 +122,16 @@ func setUp(t testing.TB, nats []string, replicas int, extra ...string) {
 	}
 }
 
+// Setup runs `housekeeper setup` again, as the setup Job does, connected as the setup identity.
+func (p *Pipeline) Setup(extra ...string) {
+	p.T.Helper()
+	replicas := 1
+	if p.Env.NATSCluster != nil {
+		replicas = len(p.Env.NATSCluster.Nodes)
+	}
+	setUp(p.T, p.NATSArgs(events.IdentitySetup), replicas, extra...)
+}
+
 // Run runs fn in pull mode until the test ends, connected as its own identity; its consumer is
 // the one setUp created. A function that publishes is built with p.JSFor(its name).
 func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
