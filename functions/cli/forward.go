@@ -58,6 +58,6 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	}
 	defer proc.Close()
 	// The ack wait outlasts a slow answer; heartbeats keep it alive meanwhile.
-	return runtime.ServePull(ctx, fns, flags.Addr, proc.JetStream, proc.Metrics, proc.Log.Named("forward"),
-		runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup))
+	return runtime.ServePull(ctx, fns, runtime.Serving{Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log.Named("forward"),
+		Worker: []runtime.WorkerOption{runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup)}})
 }

@@ -77,6 +77,6 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 		return err
 	}
 	proc.Startup.Mark("function_built")
-	return runtime.Serve(ctx, fn, m, flags.Addr, proc.JetStream, proc.Metrics, proc.Log, runtime.WithConcurrency(*concurrency),
-		runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup))
+	return runtime.Serve(ctx, fn, runtime.Serving{Mode: m, Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log,
+		Worker: []runtime.WorkerOption{runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup)}})
 }

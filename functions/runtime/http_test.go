@@ -120,7 +120,9 @@ func TestServeHTTPModeServesEventsAndProbesOnOnePort(t *testing.T) {
 	})}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, fn, ModeHTTP, addr, nil, prometheus.NewRegistry(), zaptest.NewLogger(t)) }()
+	go func() {
+		done <- Serve(ctx, fn, Serving{Mode: ModeHTTP, Addr: addr, Metrics: prometheus.NewRegistry(), Log: zaptest.NewLogger(t)})
+	}()
 	defer func() { cancel(); <-done }()
 
 	var resp *http.Response

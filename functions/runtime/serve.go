@@ -32,35 +32,49 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("mode %q: want %s or %s", s, ModePull, ModeHTTP)
 }
 
-// Serve runs fn in mode until ctx is done. addr serves /healthz, /readyz and /metrics, and in
-// HTTP mode the events as well (Knative gives a container one port). js is needed in pull
-// mode, and by functions that publish; /readyz then requires a NATS connection.
-func Serve(ctx context.Context, fn Function, mode Mode, addr string, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts ...WorkerOption) error {
-	srv := healthServer(addr, reg, js) // entry and purge publish to JetStream in either mode
-	switch mode {
+// Serving is how a function process serves: the mode, where, with what.
+type Serving struct {
+	Mode Mode
+	// Addr serves /healthz, /readyz and /metrics, and in HTTP mode the events as well (Knative
+	// gives a container one port).
+	Addr string
+	// JetStream is needed in pull mode, and by functions that publish; /readyz then requires a
+	// NATS connection.
+	JetStream jetstream.JetStream
+	Metrics   *prometheus.Registry
+	Log       *zap.Logger
+	// Worker configures the pull mode's workers (the start's phases: also HTTP mode's).
+	Worker []WorkerOption
+}
+
+// Serve runs fn as s says until ctx is done.
+func Serve(ctx context.Context, fn Function, s Serving) error {
+	srv := healthServer(s.Addr, s.Metrics, s.JetStream) // entry and purge publish to JetStream in either mode
+	switch s.Mode {
 	case ModeHTTP:
-		h, err := HTTPHandler(fn, reg, log)
+		h, err := HTTPHandler(fn, s.Metrics, s.Log)
 		if err != nil {
 			return err
 		}
 		srv.Root = h
 		// Knative's activator holds the first request until the pod is ready: the start is
 		// over once it serves.
-		startup := workerOptionsOf(opts).startup
+		startup := workerOptionsOf(s.Worker).startup
 		startup.Mark("serving")
 		startup.Done()
-		log.Info("serving CloudEvents over HTTP", zap.String("function", fn.Name), zap.String("addr", addr))
+		s.Log.Info("serving CloudEvents over HTTP", zap.String("function", fn.Name), zap.String("addr", s.Addr))
 		return srv.Run(ctx)
 	case ModePull:
-		return servePull(ctx, srv, []Function{fn}, js, reg, log, opts)
+		return servePull(ctx, srv, []Function{fn}, s)
 	}
-	return fmt.Errorf("unknown mode %q", mode)
+	return fmt.Errorf("unknown mode %q", s.Mode)
 }
 
 // ServePull runs fns in pull mode until ctx is done, each from its durable consumer, in one
-// process serving /healthz, /readyz and /metrics on addr: the forwarder of every function.
-func ServePull(ctx context.Context, fns []Function, addr string, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts ...WorkerOption) error {
-	return servePull(ctx, healthServer(addr, reg, js), fns, js, reg, log, opts)
+// process serving /healthz, /readyz and /metrics on s.Addr: the forwarder of every function.
+// s.Mode is not read.
+func ServePull(ctx context.Context, fns []Function, s Serving) error {
+	return servePull(ctx, healthServer(s.Addr, s.Metrics, s.JetStream), fns, s)
 }
 
 // healthServer serves /healthz, /readyz and /metrics on addr; with js, /readyz requires a
@@ -78,13 +92,13 @@ func healthServer(addr string, reg *prometheus.Registry, js jetstream.JetStream)
 	return srv
 }
 
-func servePull(ctx context.Context, srv *health.Server, fns []Function, js jetstream.JetStream, reg *prometheus.Registry, log *zap.Logger, opts []WorkerOption) error {
-	if js == nil {
+func servePull(ctx context.Context, srv *health.Server, fns []Function, s Serving) error {
+	if s.JetStream == nil {
 		return errors.New("pull mode needs a JetStream connection")
 	}
 	workers := make([]*Worker, len(fns))
 	for i, fn := range fns {
-		w, err := NewWorker(js, fn, reg, append([]WorkerOption{WithLogger(log)}, opts...)...)
+		w, err := NewWorker(s.JetStream, fn, s.Metrics, append([]WorkerOption{WithLogger(s.Log)}, s.Worker...)...)
 		if err != nil {
 			return err
 		}
