@@ -241,6 +241,7 @@ func TestEntrySecretLetsEtcdBackupRestoreWrite(t *testing.T) {
 // With a 30 s retention, deleting an entry leaves its blobs until the due time, then removes
 // exactly <entry>/: not <entry>0/, not a neighbour's, not the bucket root's.
 func TestRetentionThenPurgeOfExactlyThePrefix(t *testing.T) {
+	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
 	f := start(t, false)
 	const name = "shoot--dev--app--1"
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--app"}})

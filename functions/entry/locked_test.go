@@ -32,6 +32,7 @@ import (
 // go on), what can be deleted is, the locked snapshots are marked, and a verify purge fires
 // when their lock ends and deletes them. A neighbour's locked snapshots, unmarked, stay.
 func TestLockedSnapshotsArePurgedWhenTheLockEnds(t *testing.T) {
+	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
 	p := pipeline.Start(t, testenv.WithS3())
 	providers := objectstore.NewRegistry(s3.New())
 	p.RunFunction(bucket.Definition, providers)

@@ -17,19 +17,20 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
-// The stream of record keeps events for maxAge; the entry's retention is 20 times that.
+// The stream of record keeps events for maxAge; the entry's retention is 8 times that.
 const (
 	maxAge    = 3 * time.Second
-	retention = 20 * maxAge
+	retention = 8 * maxAge
 	// onTime is how late after its due time a purge may end: the scheduler's floor, the
 	// purge of a few blobs and the watch that sees the entry go, on a loaded machine.
 	onTime = 15 * time.Second
 )
 
-// A purge whose retention is 20 times the stream's max age is done on time: its schedule
+// A purge whose retention is 8 times the stream's max age is done on time: its schedule
 // outlives the stream's limit (events.TTLNever), and nothing publishes it again meanwhile (the
 // bridge's resync is 30 minutes away).
 func TestRetentionLongerThanTheStreamsMaxAge(t *testing.T) {
+	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
 	p := pipeline.StartWithSetup(t, []string{"--stream-max-age", maxAge.String()})
 	purgeOnTime(t, startOn(t, p, false), nil)
 }
@@ -37,6 +38,7 @@ func TestRetentionLongerThanTheStreamsMaxAge(t *testing.T) {
 // The same on a 3-node JetStream cluster whose stream leader is killed (SIGKILL) between the
 // deletion and the due time: the next leader holds the schedule and fires it.
 func TestRetentionLongerThanTheStreamsMaxAgeAcrossALeaderKill(t *testing.T) {
+	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
 	p := pipeline.StartWithSetup(t, []string{"--stream-max-age", maxAge.String()}, testenv.WithNATSCluster(3))
 	purgeOnTime(t, startOn(t, p, false), func(f *fixture) { f.KillStreamLeader() })
 }

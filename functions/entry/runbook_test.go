@@ -28,6 +28,7 @@ import (
 //     was (the deletion time plus the retention, read from the entry), and it is done then, not
 //     before; the held purge stays held.
 func TestRunbooksHoldAPurgeAndLoseNATS(t *testing.T) {
+	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
 	f := start(t, false)
 	ctx := context.Background()
 	const (
