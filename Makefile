@@ -2,6 +2,7 @@
 SHELL := /usr/bin/env bash
 GO    ?= go
 STATICCHECK_VERSION ?= v0.8.2
+GOIMPORTS_VERSION   ?= v0.51.0
 FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
@@ -29,8 +30,10 @@ faults: tools ## the fault suite, full form: faults injected, time to converge, 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
 
-lint: ## gofmt, go vet, staticcheck
+lint: ## gofmt, goimports (housekeeper's imports grouped last), go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt would change: $$out"; exit 1; }
+	@out=$$($(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION) -local github.com/housekeeper-dev/housekeeper -l $$(git ls-files '*.go' ':!:*zz_generated*')); \
+	  [[ -z "$$out" ]] || { echo "goimports -local github.com/housekeeper-dev/housekeeper would change: $$out"; exit 1; }
 	$(GO) vet ./...
 	cd test/keda && $(GO) vet ./...
 	cd test/knative && $(GO) vet ./...

@@ -3,12 +3,13 @@ package infra_test
 import (
 	"context"
 	"fmt"
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -3,11 +3,12 @@ package entry_test
 import (
 	"context"
 	"encoding/json"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"

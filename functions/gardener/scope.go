@@ -4,9 +4,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"slices"
 	"strings"
+
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"io"
 	"io/fs"
 	"os"
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
