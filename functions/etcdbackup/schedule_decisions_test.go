@@ -1,0 +1,337 @@
+package etcdbackup_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap/zaptest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// The decisions of the schedule function, row by row, over the fake API server and a
+// JetStream that records what is published: what goes to the NATS server, in which order
+// with the finalizer and the status, the Scheduled condition afterwards, and the class of
+// the returned error. The real-stack tests (schedule_test.go, forged_test.go) show the same
+// against a NATS server that schedules and fires.
+
+const (
+	fakeNamespace  = "team"
+	fakeName       = "main"
+	fakeUID        = "uid-main"
+	fakeGeneration = 3
+	fakeCron       = "0 */5 * * * *"
+	// Another controller's finalizer: it keeps a deleted config visible after ours is gone.
+	otherFinalizer = "example.com/keep"
+)
+
+// fakeNow is the functions' clock in the fast tests.
+var fakeNow = time.Date(2026, 11, 23, 10, 20, 0, 0, time.UTC)
+
+type scheduleRow struct {
+	name string
+
+	// The config before the run.
+	absent   bool   // there is none
+	oneOff   bool   // spec.schedule is empty: one backup, now
+	timeZone string // spec.timeZone
+	ours     bool   // our finalizer is on it
+	other    bool   // another controller's finalizer is on it
+	deleting bool   // deletionTimestamp set
+	prior    string // the Scheduled condition: "" none, "installed" (True at this generation), "installed before" (True at an older one), "refused" (False at this one)
+
+	// The event and the world while it is handled.
+	eventName string      // the event's name extension, if not <namespace>/<name>
+	eventKind events.Kind // the event's kind, if not EtcdBackupConfig
+	pubErr    error       // the NATS server's answer to every publish
+	changed   bool        // the config's generation moves while the schedule is published
+
+	want scheduleOutcome
+}
+
+type scheduleOutcome struct {
+	// The writes in order: "schedule" or "unschedule" (a publish on that subject), "patch" (the
+	// finalizer), "status".
+	writes    []string
+	finalizer bool   // our finalizer afterwards
+	gone      bool   // the config is gone (then only writes and err are checked)
+	cond      string // the Scheduled condition afterwards, "Status Reason"; "" none
+	says      string // in the condition's message, checked when set
+	err       runtime.Class
+}
+
+func TestScheduleDecisions(t *testing.T) {
+	refused := &jetstream.APIError{Code: http.StatusBadRequest, ErrorCode: 10189, Description: "invalid message schedule"}
+	serverFault := &jetstream.APIError{Code: http.StatusServiceUnavailable, Description: "JetStream system temporarily unavailable"}
+	installed := "True " + backupv1alpha1.ReasonScheduleInstalled
+	for _, tc := range []scheduleRow{
+		// --- Gone: whatever happened, no schedule may outlive the config.
+		{name: "gone/unscheduled", absent: true, want: scheduleOutcome{writes: []string{"unschedule"}, gone: true}},
+		{name: "gone/NATS does not answer", absent: true, pubErr: nats.ErrTimeout,
+			want: scheduleOutcome{writes: []string{"unschedule"}, gone: true, err: runtime.ClassUnavailable}},
+
+		// --- Deleting: the schedule goes first, then the finalizer; never the other way.
+		{name: "deleting/ours last: unscheduled, released", deleting: true, ours: true, prior: "installed",
+			want: scheduleOutcome{writes: []string{"unschedule", "patch"}, gone: true}},
+		{name: "deleting/ours and another: unscheduled, ours released", deleting: true, ours: true, other: true, prior: "installed",
+			want: scheduleOutcome{writes: []string{"unschedule", "patch"}, cond: installed}},
+		{name: "deleting/unschedule fails: finalizer kept", deleting: true, ours: true, other: true, prior: "installed", pubErr: serverFault,
+			want: scheduleOutcome{writes: []string{"unschedule"}, finalizer: true, cond: installed, err: runtime.ClassRetryable}},
+		{name: "deleting/never ours: nothing", deleting: true, other: true, want: scheduleOutcome{}},
+
+		// --- Live, cron: the finalizer first, then the schedule (replacing the one there), then
+		// the status.
+		{name: "cron/new", want: scheduleOutcome{writes: []string{"patch", "schedule", "status"}, finalizer: true, cond: installed,
+			says: `Schedule "0 */5 * * * *" installed on the NATS server`}},
+		{name: "cron/new, time zone", timeZone: "Europe/Berlin", want: scheduleOutcome{writes: []string{"patch", "schedule", "status"},
+			finalizer: true, cond: installed, says: `Schedule "0 */5 * * * *" in Europe/Berlin installed`}},
+		// Installing is idempotent (the server replaces the schedule on its subject): a cron is
+		// installed on every event, the status written only when it changes.
+		{name: "cron/installed at this generation: installed again, status unchanged", ours: true, prior: "installed",
+			want: scheduleOutcome{writes: []string{"schedule"}, finalizer: true, cond: installed}},
+		{name: "cron/installed before: installed for this generation", ours: true, prior: "installed before",
+			want: scheduleOutcome{writes: []string{"schedule", "status"}, finalizer: true, cond: installed}},
+		{name: "cron/refused before, accepted now", ours: true, prior: "refused",
+			want: scheduleOutcome{writes: []string{"schedule", "status"}, finalizer: true, cond: installed}},
+		// A config changed while its schedule was published is left to the event of the change.
+		{name: "cron/changed meanwhile: no status", ours: true, prior: "installed before", changed: true,
+			want: scheduleOutcome{writes: []string{"schedule"}, finalizer: true, cond: installed}},
+
+		// --- Live, one-off: installed once per generation.
+		{name: "one-off/new", oneOff: true, want: scheduleOutcome{writes: []string{"patch", "schedule", "status"}, finalizer: true, cond: installed,
+			says: "One backup, now"}},
+		{name: "one-off/installed at this generation: nothing", oneOff: true, ours: true, prior: "installed",
+			want: scheduleOutcome{finalizer: true, cond: installed}},
+		{name: "one-off/installed at this generation, finalizer lost: only the finalizer", oneOff: true, prior: "installed",
+			want: scheduleOutcome{writes: []string{"patch"}, finalizer: true, cond: installed}},
+		{name: "one-off/installed before: once more for this generation", oneOff: true, ours: true, prior: "installed before",
+			want: scheduleOutcome{writes: []string{"schedule", "status"}, finalizer: true, cond: installed}},
+		{name: "one-off/refused at this generation: tried again", oneOff: true, ours: true, prior: "refused",
+			want: scheduleOutcome{writes: []string{"schedule", "status"}, finalizer: true, cond: installed}},
+
+		// --- The NATS server's answers.
+		{name: "refused/a condition, not a retry", pubErr: refused, want: scheduleOutcome{writes: []string{"patch", "schedule", "status"},
+			finalizer: true, cond: "False " + backupv1alpha1.ReasonInvalidSchedule,
+			says: `the NATS server refuses schedule "0 */5 * * * *": invalid message schedule`}},
+		{name: "refused/in a time zone", timeZone: "Mars/Olympus_Mons", ours: true, prior: "installed", pubErr: refused,
+			want: scheduleOutcome{writes: []string{"schedule", "status"}, finalizer: true, cond: "False " + backupv1alpha1.ReasonInvalidSchedule,
+				says: "in Mars/Olympus_Mons"}},
+		{name: "server fault/retried, no status", pubErr: serverFault,
+			want: scheduleOutcome{writes: []string{"patch", "schedule"}, finalizer: true, err: runtime.ClassRetryable}},
+		{name: "no answer/retried, no status", pubErr: nats.ErrTimeout,
+			want: scheduleOutcome{writes: []string{"patch", "schedule"}, finalizer: true, err: runtime.ClassUnavailable}},
+		{name: "no answer/an older success stays as it was", ours: true, prior: "installed before", pubErr: nats.ErrTimeout,
+			want: scheduleOutcome{writes: []string{"schedule"}, finalizer: true, cond: installed, err: runtime.ClassUnavailable}},
+
+		// --- Events that name no config: dead-lettered, nothing touched.
+		{name: "event/no namespace", eventName: fakeName, want: scheduleOutcome{err: runtime.ClassPermanent}},
+		{name: "event/no namespace, config gone", absent: true, eventName: fakeName, want: scheduleOutcome{gone: true, err: runtime.ClassPermanent}},
+		{name: "event/of no known kind", eventKind: "Pod", want: scheduleOutcome{err: runtime.ClassPermanent}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
+	}
+}
+
+// seed is the config before the run.
+func (tc scheduleRow) seed() *backupv1alpha1.EtcdBackupConfig {
+	cfg := &backupv1alpha1.EtcdBackupConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fakeNamespace, Name: fakeName, UID: fakeUID, Generation: fakeGeneration},
+		Spec: backupv1alpha1.EtcdBackupConfigSpec{Etcd: backupv1alpha1.EtcdReference{Endpoints: []string{"http://127.0.0.1:1"}},
+			Schedule: fakeCron, TimeZone: tc.timeZone, Keep: 3, Destination: "anywhere"},
+	}
+	if tc.oneOff {
+		cfg.Spec.Schedule = ""
+	}
+	if tc.other {
+		cfg.Finalizers = append(cfg.Finalizers, otherFinalizer)
+	}
+	if tc.ours {
+		cfg.Finalizers = append(cfg.Finalizers, backupv1alpha1.Finalizer)
+	}
+	if tc.deleting {
+		cfg.DeletionTimestamp = &metav1.Time{Time: fakeNow.Add(-time.Minute)}
+	}
+	// The message the function writes for the outcome, so that an unchanged one writes nothing.
+	message := fmt.Sprintf("Schedule %q installed on the NATS server", cfg.Spec.Schedule)
+	if tc.oneOff {
+		message = "One backup, now"
+	}
+	cond := metav1.Condition{Type: backupv1alpha1.ConditionScheduled, Status: metav1.ConditionTrue, Reason: backupv1alpha1.ReasonScheduleInstalled,
+		Message: message, ObservedGeneration: fakeGeneration, LastTransitionTime: metav1.NewTime(fakeNow.Add(-time.Hour))}
+	switch tc.prior {
+	case "":
+		return cfg
+	case "installed before":
+		cond.ObservedGeneration = fakeGeneration - 1
+	case "refused":
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, backupv1alpha1.ReasonInvalidSchedule, "the NATS server refuses it"
+	}
+	cfg.Status.ObservedGeneration = cond.ObservedGeneration
+	cfg.Status.Conditions = []metav1.Condition{cond}
+	return cfg
+}
+
+func (tc scheduleRow) event(t *testing.T) cloudevents.Event {
+	t.Helper()
+	op := events.OpUpdated
+	if tc.deleting {
+		op = events.OpDeleting
+	}
+	name := events.ObjectName(fakeNamespace, fakeName)
+	if tc.eventName != "" {
+		name = tc.eventName
+	}
+	e, err := events.NewObjectEvent("test", op, events.Ref{Kind: events.KindEtcdBackupConfig, Name: name, UID: fakeUID,
+		ResourceVersion: "7", Generation: fakeGeneration}, []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc.eventKind != "" {
+		e.SetExtension(events.ExtKind, string(tc.eventKind))
+	}
+	return e
+}
+
+func (tc scheduleRow) run(t *testing.T) {
+	ctx := context.Background()
+	j := &journal{}
+	var c client.Client
+	if tc.absent {
+		c = newFakeClient(j)
+	} else {
+		c = newFakeClient(j, tc.seed())
+	}
+	js := &recordingJetStream{j: j, err: tc.pubErr}
+	if tc.changed {
+		js.onPublish = func() {
+			live := &backupv1alpha1.EtcdBackupConfig{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: fakeNamespace, Name: fakeName}, live); err != nil {
+				t.Fatal(err)
+			}
+			live.Spec.Schedule, live.Generation = "0 0 * * * *", fakeGeneration+1
+			if err := c.Update(ctx, live); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s := &etcdbackup.Scheduler{Client: c, JetStream: js, Cluster: "test", Log: zaptest.NewLogger(t), Now: func() time.Time { return fakeNow }}
+
+	err := s.Handle(ctx, tc.event(t))
+
+	if got := classOf(err); got != tc.want.err {
+		t.Errorf("error %v: class %q, want %q", err, got, tc.want.err)
+	}
+	var writes []string
+	for _, w := range j.all() {
+		switch {
+		case w == "publish "+events.EtcdBackupScheduleSubject(fakeNamespace, fakeName):
+			w = "schedule"
+		case w == "publish "+events.EtcdBackupUnscheduleSubject(fakeNamespace, fakeName):
+			w = "unschedule"
+		}
+		writes = append(writes, w)
+	}
+	if !slices.Equal(writes, tc.want.writes) {
+		t.Errorf("writes %q, want %q", writes, tc.want.writes)
+	}
+	for _, m := range js.msgs {
+		tc.checkMessage(t, m)
+	}
+	live, cond := liveCondition(t, c, fakeNamespace, fakeName, backupv1alpha1.ConditionScheduled)
+	if (live == nil) != tc.want.gone {
+		t.Fatalf("config gone: %v, want %v", live == nil, tc.want.gone)
+	}
+	if live == nil {
+		return
+	}
+	if got := controllerutil.ContainsFinalizer(live, backupv1alpha1.Finalizer); got != tc.want.finalizer {
+		t.Errorf("our finalizer: %v, want %v (finalizers %q)", got, tc.want.finalizer, live.Finalizers)
+	}
+	if tc.other && !controllerutil.ContainsFinalizer(live, otherFinalizer) {
+		t.Errorf("another controller's finalizer is gone: %q", live.Finalizers)
+	}
+	got := ""
+	if cond != nil {
+		got = string(cond.Status) + " " + cond.Reason
+	}
+	if got != tc.want.cond {
+		t.Fatalf("Scheduled %q, want %q (%+v)", got, tc.want.cond, cond)
+	}
+	if cond == nil {
+		return
+	}
+	if !strings.Contains(cond.Message, tc.want.says) {
+		t.Errorf("Scheduled says %q, want it to say %q", cond.Message, tc.want.says)
+	}
+	if slices.Contains(tc.want.writes, "status") && (cond.ObservedGeneration != fakeGeneration || live.Status.ObservedGeneration != fakeGeneration) {
+		t.Errorf("written for generation %d (status %d), want %d", cond.ObservedGeneration, live.Status.ObservedGeneration, fakeGeneration)
+	}
+}
+
+// checkMessage checks what a publish says to the NATS server: an unschedule asks it to purge
+// the schedule's subject; a schedule holds the config's backup-due event and says when to fire
+// it, where, and for how long the fired copy lives.
+func (tc scheduleRow) checkMessage(t *testing.T, m published) {
+	t.Helper()
+	holder := events.EtcdBackupScheduleSubject(fakeNamespace, fakeName)
+	switch m.subject {
+	case events.EtcdBackupUnscheduleSubject(fakeNamespace, fakeName):
+		if m.header.Get(jetstream.SchedulerHeader) != holder || m.header.Get(jetstream.ScheduleNextHeader) != "purge" ||
+			m.header.Get(jetstream.ScheduleHeader) != "" {
+			t.Errorf("unschedule headers %v, want %s: %s and %s: purge", m.header, jetstream.SchedulerHeader, holder, jetstream.ScheduleNextHeader)
+		}
+	case holder:
+		want := map[string]string{
+			jetstream.ScheduleHeader:         fakeCron,
+			jetstream.ScheduleTimeZoneHeader: tc.timeZone,
+			jetstream.ScheduleTTLHeader:      etcdbackup.DueMessageTTL.String(),
+			jetstream.MsgTTLHeader:           events.TTLNever,
+		}
+		if tc.oneOff {
+			want[jetstream.ScheduleHeader] = "@at " + fakeNow.Add(time.Second).Format(time.RFC3339)
+		}
+		target, err := events.Subject(events.TypeEtcdBackupDue, events.ObjectName(fakeNamespace, fakeName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[jetstream.ScheduleTargetHeader] = target
+		for k, v := range want {
+			if got := m.header.Get(k); got != v {
+				t.Errorf("schedule header %s: %q, want %q", k, got, v)
+			}
+		}
+		e, err := events.Decode(m.header, m.data)
+		if err != nil {
+			t.Fatalf("the schedule holds no event: %v", err)
+		}
+		ref, err := events.RefOf(e)
+		if err != nil || e.Type() != events.TypeEtcdBackupDue || ref.UID != fakeUID || ref.Generation != fakeGeneration {
+			t.Errorf("the schedule fires %s about %+v (%v), want %s of uid %s at generation %d", e.Type(), ref, err,
+				events.TypeEtcdBackupDue, fakeUID, fakeGeneration)
+		}
+	default:
+		t.Errorf("published on %s", m.subject)
+	}
+}
+
+// classOf is the class of a handler's error, "" for none.
+func classOf(err error) runtime.Class {
+	if err == nil {
+		return ""
+	}
+	return runtime.ClassOf(err)
+}
