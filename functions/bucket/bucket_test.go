@@ -165,8 +165,9 @@ func TestLocalBucketSucceeds(t *testing.T) {
 	if ref := b.Status.GeneratedSecretRef; ref == nil || ref.Namespace != "shoot-backups" {
 		t.Fatalf("generated secret ignored the namespace annotation: %+v", ref)
 	}
-	if gen := f.secret("shoot-backups", "generated-bucket-seed-local"); string(gen.Data["hostPath"]) != f.localRoot {
-		t.Errorf("generated secret data keys %v", keys(gen.Data))
+	// Empty, as provider-local's: hostPath goes into every entry's etcd-backup instead.
+	if gen := f.secret("shoot-backups", "generated-bucket-seed-local"); len(gen.Data) != 0 {
+		t.Errorf("generated secret data keys %v, want none (provider-local's is empty)", keys(gen.Data))
 	}
 }
 

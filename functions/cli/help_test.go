@@ -33,9 +33,9 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		flags := []string{"-mode", "-kubeconfig", "-concurrency", "-addr", "-log-level"}
 		switch name {
 		case "bucket", "purge":
-			flags = append(flags, "-types", "-extension-classes", "-local-root")
+			flags = append(flags, "-types", "-extension-classes", "-local-root", "-local-host-path")
 		case "entry":
-			flags = append(flags, "-types", "-retention", "-retention-by-purpose")
+			flags = append(flags, "-types", "-retention", "-retention-by-purpose", "-local-host-path")
 		}
 		commands["function "+name] = flags
 	}

@@ -122,21 +122,10 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	if err != nil {
 		return gardener.Reconciliation{}, err
 	}
-	want := maps.Clone(credentials.Data)
-	if wi != nil {
-		// A workload identity's secret has config (and the token the requestor writes into
-		// etcd-backup itself): nothing else is copied.
-		want = map[string][]byte{KeyConfig: credentials.Data[KeyConfig]}
-	}
-	if want == nil {
-		want = map[string][]byte{}
-	}
-	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
-	extra, err := a.providerData(e, credentials, wi)
+	want, err := etcdBackupData(a.Providers, e, credentials, wi)
 	if err != nil {
 		return gardener.Reconciliation{}, gardener.StoreError(err)
 	}
-	maps.Copy(want, extra)
 	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {
 	case err == nil:
@@ -150,9 +139,41 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	}
 }
 
+// EtcdBackupData is the data of e's etcd-backup secret, given the secret its spec.secretRef
+// names (gardenlet's copy of the bucket's generated secret, or of its credentials): as
+// upstream's generic actuator builds it, that secret's data (only config for a workload
+// identity's), bucketName, and what e's provider adds (objectstore.EntrySecret). Every write
+// of etcd-backup is this whole map, never a part of it.
+func EtcdBackupData(providers objectstore.Registry, e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret) (map[string][]byte, error) {
+	wi, err := workloadIdentityOf(credentials)
+	if err != nil {
+		return nil, err
+	}
+	return etcdBackupData(providers, e, credentials, wi)
+}
+
+func etcdBackupData(providers objectstore.Registry, e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret, wi *workloadIdentity) (map[string][]byte, error) {
+	want := maps.Clone(credentials.Data)
+	if wi != nil {
+		// A workload identity's secret has config (and the token the requestor writes into
+		// etcd-backup itself): nothing else is copied.
+		want = map[string][]byte{KeyConfig: credentials.Data[KeyConfig]}
+	}
+	if want == nil {
+		want = map[string][]byte{}
+	}
+	want[DataKeyBucketName] = []byte(e.Spec.BucketName)
+	extra, err := providerData(providers, e, credentials, wi)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(want, extra)
+	return want, nil
+}
+
 // providerData is what e's provider adds to its etcd-backup secret (objectstore.EntrySecret).
-func (a *Actuator) providerData(e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret, wi *workloadIdentity) (map[string][]byte, error) {
-	p, ok := a.Providers[e.Spec.Type].(objectstore.EntrySecret)
+func providerData(providers objectstore.Registry, e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret, wi *workloadIdentity) (map[string][]byte, error) {
+	p, ok := providers[e.Spec.Type].(objectstore.EntrySecret)
 	if !ok {
 		return nil, nil
 	}

@@ -8,6 +8,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -132,20 +133,52 @@ func routeLibraryLogs() {
 	})
 }
 
-// startGarden starts kube-apiserver and etcd from housekeeper's control-plane cache and
-// gardener-apiserver in-process (scripts/stack/garden).
-func startGarden(t *testing.T, l *logs) *garden {
+// sharedGarden is the garden of every test in this binary: gardener-apiserver registers its
+// feature gates process-wide, once, so a second one in the same process panics. Each test
+// works in its own project, namespace and seeds. TestMain stops it.
+var sharedGarden struct {
+	once sync.Once
+	g    *stackgarden.Garden
+	dir  string
+	err  error
+}
+
+// startGarden returns the garden: kube-apiserver and etcd from housekeeper's control-plane
+// cache and gardener-apiserver in-process (scripts/stack/garden), started by the first test
+// that asks.
+func startGarden(t *testing.T, _ *logs) *garden {
 	t.Helper()
-	g, err := stackgarden.Start(stackgarden.Options{Dir: l.dir, Output: l.file(t, "garden-apiservers.log"), WorkloadIdentityIssuer: workloadIdentityIssuer})
-	if err != nil {
-		t.Fatalf("starting the garden: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := g.Stop(); err != nil {
-			t.Errorf("stopping the garden: %v", err)
+	sharedGarden.once.Do(func() {
+		if sharedGarden.dir, sharedGarden.err = os.MkdirTemp("", "housekeeper-conformance-garden-"); sharedGarden.err != nil {
+			return
 		}
+		out, err := os.Create(filepath.Join(sharedGarden.dir, "garden-apiservers.log"))
+		if err != nil {
+			sharedGarden.err = err
+			return
+		}
+		sharedGarden.g, sharedGarden.err = stackgarden.Start(stackgarden.Options{Dir: sharedGarden.dir, Output: out, WorkloadIdentityIssuer: workloadIdentityIssuer})
 	})
-	return &garden{cfg: g.Config, client: g.Client}
+	if sharedGarden.err != nil {
+		t.Fatalf("starting the garden (logs in %s): %v", sharedGarden.dir, sharedGarden.err)
+	}
+	return &garden{cfg: sharedGarden.g.Config, client: sharedGarden.g.Client}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedGarden.g != nil {
+		if err := sharedGarden.g.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping the garden: %v\n", err)
+			code = max(code, 1)
+		}
+	}
+	if code == 0 && sharedGarden.dir != "" {
+		_ = os.RemoveAll(sharedGarden.dir)
+	} else if sharedGarden.dir != "" {
+		fmt.Fprintf(os.Stderr, "garden logs kept in %s\n", sharedGarden.dir)
+	}
+	os.Exit(code)
 }
 
 // workloadIdentityIssuer is the iss claim of the garden's workload identity tokens.

@@ -11,9 +11,12 @@
 // fails. etcd-backup-restore's key layout never does this.
 //
 // The secret for etcd-backup-restore: gardener's provider-local generates an empty bucket
-// secret and gives etcd the key hostPath, the directory that holds the bucket directories;
+// secret and gives each entry's etcd-backup the key hostPath, the directory that holds the
+// bucket directories as the node running etcd sees it (its --container-mount-path);
 // etcd-druid mounts <hostPath>/<bucket> into the etcd pod as a hostPath volume and runs
-// etcd-backup-restore with --storage-provider=Local. BackupSecretData returns that key.
+// etcd-backup-restore with --storage-provider=Local. BackupSecretData returns the same empty
+// data and EntrySecretData that key, so the two extensions hand objects over with no change
+// to either secret (see keys.go).
 package local
 
 import (
@@ -51,9 +54,9 @@ const (
 // Option configures the provider.
 type Option func(*Provider)
 
-// WithHostPath sets the hostPath written to the generated secret, for when the nodes that
+// WithHostPath sets the hostPath written to every etcd-backup secret, for when the nodes that
 // run etcd see the bucket directories at another path than this process (default: the
-// root, made absolute).
+// root, made absolute): provider-local's --container-mount-path.
 func WithHostPath(p string) Option { return func(pr *Provider) { pr.hostPath = p } }
 
 // WithListPageSize sets how many keys a List page (and so a purge round) holds: at most
@@ -69,7 +72,7 @@ type Provider struct {
 	pageSize int
 }
 
-var _ objectstore.Provider = (*Provider)(nil)
+var _ objectstore.EntrySecret = (*Provider)(nil)
 
 // New returns the local provider for buckets under root. The root is created by the first
 // Create.
@@ -102,10 +105,22 @@ func (p *Provider) Open(bucket string, _ map[string][]byte) (objectstore.Store, 
 	return &store{root: p.root, name: bucket, pageSize: p.pageSize}, nil
 }
 
-// BackupSecretData returns hostPath, the directory holding the bucket directories.
+// BackupSecretData returns no keys: provider-local's generated secret is empty, and so is
+// this one, so that a hand-over in either direction leaves it as it was.
 func (p *Provider) BackupSecretData(_ map[string][]byte) (map[string][]byte, error) {
+	return map[string][]byte{}, nil
+}
+
+// EntrySecretData returns hostPath, the directory holding the bucket directories as etcd's
+// node sees it, for every entry, as provider-local's backupentry actuator adds it: every
+// etcd-backup written is complete whatever the generated secret holds (provider-local's empty
+// one at a take-over, or the hostPath of an earlier housekeeper's).
+func (p *Provider) EntrySecretData(objectstore.Entry) (map[string][]byte, error) {
 	return map[string][]byte{KeyHostPath: []byte(p.hostPath)}, nil
 }
+
+// HostPath is the hostPath every etcd-backup secret gets.
+func (p *Provider) HostPath() string { return p.hostPath }
 
 // ValidateKey applies objectstore.ValidateKey and the rules that keep a key a plain relative
 // path inside the bucket directory.

@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -269,6 +270,8 @@ func TestOpenValidatesBucketName(t *testing.T) {
 	}
 }
 
+// The generated secret is empty and every entry's etcd-backup gets hostPath, as
+// provider-local writes them (keys.go).
 func TestBackupSecretData(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -277,17 +280,55 @@ func TestBackupSecretData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(data) != 0 {
+		t.Errorf("BackupSecretData = %q, want no keys (provider-local's generated secret is empty)", data)
+	}
 	want := filepath.Join(dir, "buckets")
+	data, err = p.EntrySecretData(objectstore.Entry{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(data) != 1 || string(data[local.KeyHostPath]) != want {
-		t.Errorf("BackupSecretData = %q, want only hostPath=%s", data, want)
+		t.Errorf("EntrySecretData = %q, want only hostPath=%s", data, want)
 	}
 	if p.Type() != "local" {
 		t.Errorf("Type = %q", p.Type())
 	}
 	p = local.New("buckets", local.WithHostPath("/var/lib/backups"))
-	data, _ = p.BackupSecretData(map[string][]byte{"x": []byte("y")})
+	data, _ = p.EntrySecretData(objectstore.Entry{Region: "x", Source: true})
 	if string(data[local.KeyHostPath]) != "/var/lib/backups" {
 		t.Errorf("hostPath = %q, want the configured one", data[local.KeyHostPath])
+	}
+}
+
+// --local-host-path is the hostPath of every etcd-backup; without it the root is.
+func TestPluginHostPath(t *testing.T) {
+	root := t.TempDir()
+	build := func(args ...string) (objectstore.Provider, error) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		b := local.Plugin.Bind(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return b()
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--local-root", root}, root},
+		{[]string{"--local-root", root, "--local-host-path", "/etc/gardener/local-backupbuckets/"}, "/etc/gardener/local-backupbuckets"},
+	} {
+		p, err := build(c.args...)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got := p.(*local.Provider).HostPath(); got != c.want {
+			t.Errorf("%v: hostPath %q, want %q", c.args, got, c.want)
+		}
+	}
+	if _, err := build("--local-root", root, "--local-host-path", "relative"); err == nil || !strings.Contains(err.Error(), "--local-host-path") {
+		t.Errorf("a relative --local-host-path: %v, want an error naming the flag", err)
 	}
 }
 
