@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 
@@ -99,18 +98,7 @@ func (r Registration) setHelm(obj map[string]any) error {
 	if !ok {
 		return errors.New("no helm.values")
 	}
-	image, _ := values["image"].(map[string]any)
-	if image == nil {
-		image = map[string]any{}
-	}
-	image["registry"] = r.Registry
-	image["tag"] = r.Tag
-	digests := map[string]any{}
-	for _, n := range slices.Sorted(maps.Keys(r.Digests)) {
-		digests[n] = r.Digests[n]
-	}
-	image["digests"] = digests
-	values["image"] = image
+	r.setImage(values)
 	delete(helm, "ociRepository")
 	delete(helm, "rawChart")
 	switch {

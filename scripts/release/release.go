@@ -3,7 +3,8 @@
 // Deployables, Build, Push), packages the chart (infra/chart's Archive) as the OCI artifact
 // `helm push` makes, pushes both, and writes the garden's registration for that registry —
 // infra/gardener/controller-registration.yaml's with the chart's reference pinned by digest
-// and the images by digest — once with the chart in the registry and once inline. It then
+// and the images by digest — once with the chart in the registry and once inline — and
+// gardener-operator's Extension, infra/gardener/extension.yaml's pinned the same way. It then
 // checks what it wrote against the registry (Verify) before saying it is done.
 //
 //	res, err := release.Run(ctx, release.Options{Version: "0.1.0", Registry: "ghcr.io/housekeeper-dev", OutDir: ".local/release"})
@@ -103,16 +104,19 @@ type Result struct {
 	Images  []Pushed `json:"images"`
 	Chart   Pushed   `json:"chart"`
 	// ChartArchive is the chart's .tgz in OutDir (helm install takes it); Registration the
-	// registration with the chart in the registry, InlineRegistration with the chart inline.
+	// registration with the chart in the registry, InlineRegistration with the chart inline;
+	// Extension gardener-operator's Extension, with the chart in the registry.
 	ChartArchive       string `json:"chartArchive"`
 	Registration       string `json:"registration"`
 	InlineRegistration string `json:"inlineRegistration"`
+	Extension          string `json:"extension"`
 }
 
 // The files Run writes into OutDir.
 const (
 	RegistrationName       = "controller-registration.yaml"
 	InlineRegistrationName = "controller-registration-inline.yaml"
+	ExtensionName          = "extension.yaml"
 	ResultName             = "release.json"
 )
 
@@ -131,6 +135,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	shipped, err := os.ReadFile(filepath.Join(o.Root, RegistrationFile))
 	if err != nil {
 		return nil, fmt.Errorf("the shipped registration: %w", err)
+	}
+	shippedExtension, err := os.ReadFile(filepath.Join(o.Root, ExtensionFile))
+	if err != nil {
+		return nil, fmt.Errorf("the shipped Extension: %w", err)
 	}
 	deployables, err := o.deployables(shipped)
 	if err != nil {
@@ -194,7 +202,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Chart = Pushed{Name: chart.Name, Ref: chartRef.String(), Digest: chartDigest}
 
-	if err := o.write(ctx, res, shipped, archive); err != nil {
+	if err := o.write(ctx, res, shipped, shippedExtension, archive); err != nil {
 		return nil, err
 	}
 
@@ -202,15 +210,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.logf("%-22s %s", p.Name, p.Pinned())
 	}
 	o.logf("%-22s %s", "chart", res.Chart.Pinned())
-	o.logf("wrote %s, %s, %s and %s", res.Registration, res.InlineRegistration, res.ChartArchive, ResultName)
-	o.logf("register it in the garden: kubectl apply -f %s", res.Registration)
+	o.logf("wrote %s, %s, %s, %s and %s", res.Registration, res.InlineRegistration, res.Extension, res.ChartArchive, ResultName)
+	o.logf("register it in the garden: kubectl apply -f %s (or, where gardener-operator runs the garden, kubectl apply -f %s in its runtime cluster)", res.Registration, res.Extension)
 	o.logf("done in %s", since(start))
 	return res, nil
 }
 
-// write writes the chart archive, both registrations (each checked against the registry) and
-// the result into o.OutDir, filling in res's file names.
-func (o *Options) write(ctx context.Context, res *Result, shipped, archive []byte) error {
+// write writes the chart archive, both registrations and the Extension (each checked against
+// the registry) and the result into o.OutDir, filling in res's file names.
+func (o *Options) write(ctx context.Context, res *Result, shipped, shippedExtension, archive []byte) error {
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return err
 	}
@@ -245,6 +253,18 @@ func (o *Options) write(ctx context.Context, res *Result, shipped, archive []byt
 			return err
 		}
 	}
+	r.ChartRef, r.Chart = res.Chart.Ref+"@"+res.Chart.Digest.String(), nil
+	data, err := r.WriteExtension(shippedExtension)
+	if err != nil {
+		return err
+	}
+	res.Extension = filepath.Join(o.OutDir, ExtensionName)
+	if err := os.WriteFile(res.Extension, data, 0o644); err != nil {
+		return err
+	}
+	if err := o.verify(ctx, res.Extension, data, res); err != nil {
+		return err
+	}
 
 	summary, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
@@ -256,7 +276,11 @@ func (o *Options) write(ctx context.Context, res *Result, shipped, archive []byt
 // verify checks a registration just written against the registry, and that the images it
 // names are exactly ones this release pushed.
 func (o *Options) verify(ctx context.Context, file string, data []byte, res *Result) error {
-	v, err := Verify(ctx, data, o.KubeVersion, o.Remote...)
+	check := Verify
+	if filepath.Base(file) == ExtensionName {
+		check = VerifyExtension
+	}
+	v, err := check(ctx, data, o.KubeVersion, o.Remote...)
 	if err != nil {
 		return fmt.Errorf("%s does not hold: %w", file, err)
 	}

@@ -28,6 +28,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	helmchart "helm.sh/helm/v4/pkg/chart/v2"
 	helmloader "helm.sh/helm/v4/pkg/chart/v2/loader"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/housekeeper-dev/housekeeper/functions/version"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
@@ -463,7 +465,7 @@ func TestRefusals(t *testing.T) {
 
 	// A work tree with changes, unless allowed.
 	dir := t.TempDir()
-	for _, f := range []string{RegistrationFile, "scripts/versions.env"} {
+	for _, f := range []string{RegistrationFile, ExtensionFile, "scripts/versions.env"} {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -559,3 +561,122 @@ func pushedNames(ps []Pushed) []string {
 }
 
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// The release's Extension decodes strictly into gardener-operator's type, keeps the shipped
+// Extension but the chart and the images, names the chart pushed (by digest, pulled as
+// gardener-operator pulls it) and, in both its values, the images pushed; VerifyExtension,
+// which the release ran on it, holds, and refuses an Extension whose runtime cluster would run
+// an image the seeds' values do not.
+func TestExtensionNamesWhatWasPushed(t *testing.T) {
+	f := released(t)
+	shipped, err := DecodeExtension(mustRead(t, filepath.Join("..", "..", ExtensionFile)))
+	if err != nil {
+		t.Fatalf("%s: %v", ExtensionFile, err)
+	}
+	data := mustRead(t, f.res.Extension)
+	ext, err := DecodeExtension(data)
+	if err != nil {
+		t.Fatalf("%s: %v", f.res.Extension, err)
+	}
+	if ext.Name != shipped.Name || !reflect.DeepEqual(ext.Spec.Resources, shipped.Spec.Resources) {
+		t.Errorf("%s: the name or the resources differ from %s's", f.res.Extension, ExtensionFile)
+	}
+	if got, want := ext.Spec.Deployment.ExtensionDeployment.Helm.OCIRepository.GetURL(), f.res.Chart.Ref+"@"+f.res.Chart.Digest.String(); got != want {
+		t.Errorf("the Extension's chart is %s, the release pushed %s", got, want)
+	}
+	archive, err := gardenoci.NewHelmRegistry(nil).Pull(context.Background(), ext.Spec.Deployment.ExtensionDeployment.Helm.OCIRepository)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if local, _ := chart.Archive(); !bytes.Equal(archive, local) {
+		t.Error("the chart pulled for the Extension is not this tree's")
+	}
+	pushed := map[string]any{}
+	for _, p := range f.res.Images {
+		pushed[p.Name] = p.Digest.String()
+	}
+	for what, pair := range map[string][2]*apiextensionsv1.JSON{
+		"values":               {ext.Spec.Deployment.ExtensionDeployment.Values, shipped.Spec.Deployment.ExtensionDeployment.Values},
+		"runtimeClusterValues": {ext.Spec.Deployment.ExtensionDeployment.RuntimeClusterValues, shipped.Spec.Deployment.ExtensionDeployment.RuntimeClusterValues},
+	} {
+		var got, want map[string]any
+		if err := json.Unmarshal(pair[0].Raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(pair[1].Raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		image, _ := want["image"].(map[string]any)
+		image = maps.Clone(image)
+		if image == nil {
+			image = map[string]any{}
+		}
+		image["registry"], image["tag"], image["digests"] = f.opts.Registry, "v"+version.Version, pushed
+		want["image"] = image
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("the Extension's %s\n%v\nwant the shipped ones with the release's image\n%v", what, got, want)
+		}
+	}
+	v, err := VerifyExtension(context.Background(), data, f.kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pinned []string
+	for _, p := range f.res.Images {
+		pinned = append(pinned, p.Pinned())
+	}
+	if !slices.Equal(v.Images, sorted(pinned)) {
+		t.Errorf("the Extension runs %v, the release pushed %v", v.Images, sorted(pinned))
+	}
+
+	// The runtime cluster's values serving another type: the chart would run housekeeper-aws,
+	// which the seeds' values (and this release) do not.
+	var runtimeValues map[string]any
+	if err := json.Unmarshal(ext.Spec.Deployment.ExtensionDeployment.RuntimeClusterValues.Raw, &runtimeValues); err != nil {
+		t.Fatal(err)
+	}
+	runtimeValues["types"] = []any{"aws"}
+	raw, _ := json.Marshal(runtimeValues)
+	ext.Spec.Deployment.ExtensionDeployment.RuntimeClusterValues = &apiextensionsv1.JSON{Raw: raw}
+	ext.APIVersion, ext.Kind = "operator.gardener.cloud/v1alpha1", "Extension"
+	changed, err := sigsyaml.Marshal(ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyExtension(context.Background(), changed, f.kube); err == nil || !strings.Contains(err.Error(), "runs the image "+f.opts.Registry+"/housekeeper-aws") {
+		t.Errorf("VerifyExtension of an Extension whose runtime cluster runs housekeeper-aws: %v", err)
+	}
+}
+
+// WriteExtension, without a registry: the shipped Extension with the chart and images set
+// decodes strictly; an Extension takes no inline chart.
+func TestWriteExtension(t *testing.T) {
+	shipped := mustRead(t, filepath.Join("..", "..", ExtensionFile))
+	r := Registration{Version: "0.1.0", Registry: "registry.example/hk", Tag: "v0.1.0", Digests: map[string]string{"housekeeper-bridge": "sha256:" + strings.Repeat("a", 64)},
+		ChartRef: "registry.example/hk/charts/housekeeper:0.1.0@sha256:" + strings.Repeat("b", 64)}
+	data, err := r.WriteExtension(shipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := DecodeExtension(data)
+	if err != nil {
+		t.Fatalf("the written Extension: %v\n%s", err, data)
+	}
+	if got := ext.Spec.Deployment.ExtensionDeployment.Helm.OCIRepository.GetURL(); got != r.ChartRef {
+		t.Errorf("chart %s, want %s", got, r.ChartRef)
+	}
+	values, err := RuntimeValues(ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if image := values["image"].(map[string]any); image["registry"] != r.Registry || image["tag"] != r.Tag || image["digests"].(map[string]any)["housekeeper-bridge"] != r.Digests["housekeeper-bridge"] {
+		t.Errorf("runtimeClusterValues' image %v", image)
+	}
+	r.ChartRef, r.Chart = "", []byte("chart")
+	if _, err := r.WriteExtension(shipped); err == nil {
+		t.Error("an Extension with the chart inline was written")
+	}
+	if _, err := DecodeExtension(append(shipped, []byte("  unknownField: 1\n")...)); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("an Extension with an unknown field: %v", err)
+	}
+}

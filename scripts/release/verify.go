@@ -156,10 +156,6 @@ func Verify(ctx context.Context, registration []byte, kubeVersion string, opts .
 // renderForSeed renders archive with values as gardenlet does for a ControllerInstallation:
 // what it adds under gardener (the seed, whose provider is the first registered type).
 func renderForSeed(archive []byte, values map[string]any, resources []gardencorev1beta1.ControllerResource, kubeVersion string) ([]byte, error) {
-	var major, minor, patch int
-	if _, err := fmt.Sscanf(kubeVersion, "v%d.%d.%d", &major, &minor, &patch); err != nil {
-		return nil, fmt.Errorf("kubernetes version %q: %w", kubeVersion, err)
-	}
 	provider := "local"
 	for _, r := range resources {
 		if r.Kind == "BackupBucket" {
@@ -175,8 +171,18 @@ func renderForSeed(archive []byte, values map[string]any, resources []gardencore
 		"garden": map[string]any{"clusterIdentity": "garden"},
 		"seed":   map[string]any{"name": "release-check", "clusterIdentity": "seed-release-check", "provider": provider, "region": "region-1"},
 	}
+	return renderChart(archive, withSeed, "extension-housekeeper-release", kubeVersion)
+}
+
+// renderChart renders archive with values into namespace with gardener's chart renderer, for
+// kubeVersion, as gardenlet and gardener-operator render it.
+func renderChart(archive []byte, values map[string]any, namespace, kubeVersion string) ([]byte, error) {
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(kubeVersion, "v%d.%d.%d", &major, &minor, &patch); err != nil {
+		return nil, fmt.Errorf("kubernetes version %q: %w", kubeVersion, err)
+	}
 	info := &version.Info{GitVersion: kubeVersion, Major: strconv.Itoa(major), Minor: strconv.Itoa(minor)}
-	r, err := chartrenderer.NewWithServerVersion(info).RenderArchive(archive, chart.Name, "extension-housekeeper-release", withSeed)
+	r, err := chartrenderer.NewWithServerVersion(info).RenderArchive(archive, chart.Name, namespace, values)
 	if err != nil {
 		return nil, err
 	}
