@@ -1,0 +1,428 @@
+package entry_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+)
+
+// The fakes the fast tests (decisions_test.go) run the entry Actuator and the Purger over:
+// controller-runtime's fake client, made to answer as the API server does where the functions
+// decide on its answer (a namespace missing or terminating on create, a uid precondition on
+// delete, a conflict), a JetStream that records what is published, and a bucket in memory. No
+// process is started.
+
+// apiWrites is the order in which the fake API server saw the writes of one run: "create
+// Secret ns/name", "patch BackupEntry name", "status BackupEntry name", "delete Secret ns/name".
+type apiWrites struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (w *apiWrites) add(verb string, obj client.Object) {
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, err := apiutil.GVKForObject(obj, kube.Scheme); err == nil {
+		kind = gvk.Kind
+	}
+	name := obj.GetName()
+	if obj.GetNamespace() != "" {
+		name = obj.GetNamespace() + "/" + name
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.all = append(w.all, verb+" "+kind+" "+name)
+}
+
+func (w *apiWrites) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.all)
+}
+
+// apiServer is the fake API server's behaviour beyond the fake client's: conflicts is how many
+// patches of a Secret answer Conflict first (another writer got there between read and patch).
+type apiServer struct {
+	writes    apiWrites
+	conflicts int
+}
+
+// newEntryClient returns the fake API server holding objs; BackupEntry and BackupBucket have
+// their status subresource.
+func (s *apiServer) newEntryClient(objs ...client.Object) client.Client {
+	return fake.NewClientBuilder().WithScheme(kube.Scheme).
+		WithStatusSubresource(&extensionsv1alpha1.BackupBucket{}, &extensionsv1alpha1.BackupEntry{}).
+		WithObjects(objs...).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				s.writes.add("create", obj)
+				if ns := obj.GetNamespace(); ns != "" {
+					live := &corev1.Namespace{}
+					if err := c.Get(ctx, client.ObjectKey{Name: ns}, live); err != nil {
+						return apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
+					}
+					if live.DeletionTimestamp != nil {
+						err := apierrors.NewForbidden(corev1.Resource("secrets"), obj.GetName(), fmt.Errorf("namespace %s is being terminated", ns))
+						err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
+						return err
+					}
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				s.writes.add("patch", obj)
+				if _, ok := obj.(*corev1.Secret); ok && s.conflicts > 0 && patch.Type() == "application/merge-patch+json" {
+					s.conflicts--
+					return apierrors.NewConflict(corev1.Resource("secrets"), obj.GetName(), fmt.Errorf("the object has been modified"))
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				s.writes.add("delete", obj)
+				o := (&client.DeleteOptions{}).ApplyOptions(opts)
+				if o.Preconditions != nil && o.Preconditions.UID != nil {
+					live := &metav1.PartialObjectMetadata{}
+					live.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+					if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err == nil && live.UID != *o.Preconditions.UID {
+						return apierrors.NewConflict(corev1.Resource("secrets"), obj.GetName(), fmt.Errorf("precondition failed: UID in precondition: %s, UID in object meta: %s", *o.Preconditions.UID, live.UID))
+					}
+				}
+				return c.Delete(ctx, obj, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				s.writes.add(sub, obj)
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		}).Build()
+}
+
+// published is one PublishMsg call: the subject and the headers as the server would get them
+// (the publish options applied).
+type published struct {
+	subject string
+	header  nats.Header
+	data    []byte
+}
+
+// recordingJetStream records PublishMsg and answers it with err. Any other method panics.
+type recordingJetStream struct {
+	jetstream.JetStream
+	mu   sync.Mutex
+	err  error
+	msgs []published
+}
+
+func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	h := nats.Header{}
+	maps.Copy(h, msg.Header)
+	for k, v := range publishHeaders(opts) {
+		h.Set(k, v)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, published{subject: msg.Subject, header: h, data: slices.Clone(msg.Data)})
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &jetstream.PubAck{Stream: "fake", Sequence: uint64(len(r.msgs))}, nil
+}
+
+// publishHeaders applies opts as jetstream's PublishMsg does and returns the schedule headers
+// they make. The options' target type is unexported: it is reached by reflection, so a
+// renamed field in a new nats.go fails here, loudly.
+func publishHeaders(opts []jetstream.PublishOpt) map[string]string {
+	if len(opts) == 0 {
+		return nil
+	}
+	o := reflect.New(reflect.TypeOf(opts[0]).In(0).Elem())
+	for _, opt := range opts {
+		if out := reflect.ValueOf(opt).Call([]reflect.Value{o}); !out[0].IsNil() {
+			panic(fmt.Sprintf("publish option: %v", out[0].Interface()))
+		}
+	}
+	fields := map[string]string{
+		"schedule": jetstream.ScheduleHeader, "scheduleTarget": jetstream.ScheduleTargetHeader,
+		"scheduleTTL": jetstream.ScheduleTTLHeader, "scheduleTZ": jetstream.ScheduleTimeZoneHeader,
+	}
+	h := map[string]string{}
+	for field, header := range fields {
+		f := o.Elem().FieldByName(field)
+		if !f.IsValid() {
+			panic("nats.go's publish options have no field " + field)
+		}
+		if v := f.String(); v != "" {
+			h[header] = v
+		}
+	}
+	return h
+}
+
+// memStore is a bucket in memory. listErr fails List; outside is listed under every prefix (a
+// store that lists what it should not); locked keys fail to delete with ErrObjectLocked until
+// lockedUntil, and Mark marks them.
+type memStore struct {
+	mu          sync.Mutex
+	objects     map[string]bool
+	listErr     error
+	outside     string
+	locked      map[string]bool
+	lockedUntil time.Time
+	marked      []string
+}
+
+func newMemStore(keys ...string) *memStore {
+	s := &memStore{objects: map[string]bool{}, locked: map[string]bool{}}
+	for _, k := range keys {
+		s.objects[k] = true
+	}
+	return s
+}
+
+func (s *memStore) Create(context.Context) error { return nil }
+func (s *memStore) Delete(context.Context) error { panic("the entry functions delete no bucket") }
+
+func (s *memStore) List(_ context.Context, prefix string, fn func([]string) error) error {
+	if s.listErr != nil {
+		return s.listErr
+	}
+	var page []string
+	for _, k := range s.keys() {
+		if strings.HasPrefix(k, prefix) || k == s.outside {
+			page = append(page, k)
+		}
+	}
+	if len(page) == 0 {
+		return nil
+	}
+	return fn(page)
+}
+
+func (s *memStore) DeleteKeys(_ context.Context, keys []string) (map[string]error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	failed := map[string]error{}
+	for _, k := range keys {
+		if s.locked[k] {
+			failed[k] = fmt.Errorf("%s: %w", k, objectstore.ErrObjectLocked)
+			continue
+		}
+		delete(s.objects, k)
+	}
+	return failed, nil
+}
+
+func (s *memStore) Put(context.Context, string, []byte) error {
+	panic("the entry functions write no object")
+}
+func (s *memStore) Upload(context.Context, string, io.Reader) (int64, error) {
+	panic("the entry functions write no object")
+}
+
+func (s *memStore) Stat(context.Context, string) (objectstore.ObjectInfo, error) {
+	panic("the entry functions read no object")
+}
+
+// keys lists what the store holds, sorted.
+func (s *memStore) keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.objects))
+}
+
+// lockingStore is memStore with object lock (S3's).
+type lockingStore struct{ *memStore }
+
+func (s lockingStore) Mark(_ context.Context, keys []string) (time.Time, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked = append(s.marked, keys...)
+	return s.lockedUntil, "", nil
+}
+
+func (s lockingStore) Marked(_ context.Context, key string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.marked, key), nil
+}
+
+// memType is the provider type of memProvider.
+const memType = "mem"
+
+// memProvider opens its one store for any bucket; openErr fails Open. It records the
+// credentials Open was given.
+type memProvider struct {
+	mu      sync.Mutex
+	store   objectstore.Store
+	openErr error
+	opened  []string // the credentials' "id" of each Open
+}
+
+func (p *memProvider) Type() string { return memType }
+
+func (p *memProvider) Open(_ string, credentials map[string][]byte) (objectstore.Store, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opened = append(p.opened, string(credentials["id"]))
+	if p.openErr != nil {
+		return nil, p.openErr
+	}
+	return p.store, nil
+}
+
+func (p *memProvider) BackupSecretData(credentials map[string][]byte) (map[string][]byte, error) {
+	return credentials, nil
+}
+
+// world is what the fake API server holds around one entry.
+type world struct {
+	name     string            // the entry's, if not fastEntry
+	typ      string            // spec.type, if not mem
+	ann      map[string]string // the entry's annotations
+	deleting bool
+	ours     bool   // our finalizer on it
+	other    bool   // another controller's finalizer on it
+	ns       string // the namespace: "" plain, "ours" (this shoot's uid), "foreign", "terminating", "missing"
+	noBucket bool   // no BackupBucket (a source- entry's bucket is another seed's)
+	extra    []client.Object
+}
+
+func (w world) entryName() string { return cmpOr(w.name, fastEntry) }
+
+func (w world) objects(t *testing.T) []client.Object {
+	t.Helper()
+	e := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: w.entryName(), UID: fastUID, Annotations: w.ann},
+		Spec: extensionsv1alpha1.BackupEntrySpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: cmpOr(w.typ, memType)}, BucketName: fastBucket,
+			Region: "region-1", SecretRef: corev1.SecretReference{Namespace: "garden", Name: "entry-creds"}}}
+	if w.ours {
+		e.Finalizers = append(e.Finalizers, entry.Finalizer)
+	}
+	if w.other {
+		e.Finalizers = append(e.Finalizers, "example.com/keep")
+	}
+	if w.deleting {
+		e.DeletionTimestamp = &metav1.Time{Time: deletedAt}
+	}
+	objs := append([]client.Object{e, secret("garden", "entry-creds", map[string][]byte{"id": []byte("entry")}, entry.Finalizer),
+		secret("garden", "bucket-creds", map[string][]byte{"id": []byte("bucket")}), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}}}, w.extra...)
+	if !w.noBucket {
+		objs = append(objs, &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: fastBucket}, Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: memType}, SecretRef: corev1.SecretReference{Namespace: "garden", Name: "bucket-creds"}}})
+	}
+	if w.ns != "missing" {
+		objs = append(objs, namespace(w.ns))
+	}
+	return objs
+}
+
+// namespace is the shoot's namespace in state ("" plain, "ours", "foreign", "terminating").
+func namespace(state string) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fastNS}}
+	switch state {
+	case "ours":
+		ns.Annotations = map[string]string{gardener.ShootUIDAnnotation: "6f1c"}
+	case "foreign":
+		ns.Annotations = map[string]string{gardener.ShootUIDAnnotation: "b2"}
+	case "terminating":
+		ns.Finalizers, ns.DeletionTimestamp = []string{"kubernetes"}, &metav1.Time{Time: deletedAt}
+	}
+	return ns
+}
+
+func secret(ns, name string, data map[string][]byte, finalizers ...string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: finalizers}, Type: corev1.SecretTypeOpaque, Data: data}
+}
+
+func cmpOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// liveEntry reads the entry; nil if it is gone.
+func liveEntry(t *testing.T, c client.Client, name string) *extensionsv1alpha1.BackupEntry {
+	t.Helper()
+	e := &extensionsv1alpha1.BackupEntry{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: name}, e); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	return e
+}
+
+func checkErr(t *testing.T, err error, class runtime.Class, codes []gardencorev1beta1.ErrorCode) {
+	t.Helper()
+	got := runtime.Class("")
+	if err != nil {
+		got = runtime.ClassOf(err)
+	}
+	if got != class {
+		t.Errorf("error %v: class %q, want %q", err, got, class)
+	}
+	if got := gardener.CodesOf(err); !slices.Equal(got, codes) {
+		t.Errorf("codes %q, want %q", got, codes)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// publishedAs names what was published: the event's kind ("completed"), and for a schedule
+// the event it holds and when the server fires it ("schedule due @at 2026-…").
+func publishedAs(t *testing.T, entryName string, m published) string {
+	t.Helper()
+	e, err := events.Decode(m.header, m.data)
+	if err != nil {
+		t.Fatalf("published on %s: %v", m.subject, err)
+	}
+	_, kind, _ := strings.Cut(strings.TrimSuffix(e.Type(), ".v1"), "purge.")
+	var data events.PurgeData
+	if err := json.Unmarshal(e.Data(), &data); err != nil || data.Entry != entryName || data.Prefix != gardener.EntryPrefix(entryName) || data.BucketName != fastBucket {
+		t.Errorf("%s about %+v (%v)", kind, data, err)
+	}
+	if m.subject != events.PurgeScheduleSubject(entryName) {
+		if want, _ := events.Subject(e.Type(), entryName); m.subject != want {
+			t.Errorf("%s published on %s, want %s", kind, m.subject, want)
+		}
+		return kind
+	}
+	if target, _ := events.Subject(e.Type(), entryName); m.header.Get(jetstream.ScheduleTargetHeader) != target ||
+		m.header.Get(jetstream.ScheduleTTLHeader) != entry.DueMessageTTL.String() {
+		t.Errorf("schedule headers %v, want target %s and TTL %s", m.header, target, entry.DueMessageTTL)
+	}
+	return "schedule " + kind + " " + m.header.Get(jetstream.ScheduleHeader)
+}
+
+func at(t time.Time) string { return "@at " + t.UTC().Format(time.RFC3339Nano) }
