@@ -42,6 +42,7 @@ type Bridge struct {
 	publisher Publisher
 	queue     *queue
 	metrics   *metrics
+	state     *stateMetrics
 	log       *zap.Logger
 
 	buckets, entries, namespaces cache.SharedIndexInformer
@@ -81,6 +82,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		publisher: p,
 		queue:     q,
 		metrics:   newMetrics(reg, q),
+		state:     newStateMetrics(reg),
 		log:       opts.Logger,
 	}
 	b.buckets = cache.NewSharedIndexInformer(

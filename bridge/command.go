@@ -77,6 +77,7 @@ func (c *Command) flags() *flag.FlagSet {
 	c.Bridge.Scope.BindFlags(fs)
 	fs.DurationVar(&c.Bridge.ResyncPeriod, "resync-period", 30*time.Minute, "re-announce every object this often (0: only at start)")
 	fs.IntVar(&c.Bridge.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "published events awaiting their JetStream ack at once")
+	fs.DurationVar(&c.Bridge.StateInterval, "state-interval", DefaultStateInterval, "while leading, read the dead letters and pending purges NATS holds this often, for the metrics")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")
 	fs.StringVar(&c.LeaderElection.Namespace, "leader-election-namespace", "garden", "namespace of the Lease")
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")
@@ -123,6 +124,7 @@ func (c *Command) Run(ctx context.Context) error {
 			g, ctx := errgroup.WithContext(ctx)
 			g.Go(func() error { return b.Run(ctx) })
 			g.Go(func() error { return b.ServeResync(ctx, nc) })
+			g.Go(func() error { return b.RunState(ctx, js) })
 			return g.Wait()
 		}
 		if !c.LeaderElect {

@@ -39,3 +39,44 @@ func newMetrics(reg prometheus.Registerer, q *queue) *metrics {
 	}
 	return m
 }
+
+// stateMetrics are what NATS holds rather than what a process does: dead letters stored,
+// purges scheduled, the last purge completed. Only the leading bridge reads them (stateReader),
+// so only it exports them; functions scale to zero and could not. The vectors without labels
+// are series only while read.
+type stateMetrics struct {
+	leader        prometheus.Gauge
+	deadLetters   *prometheus.GaugeVec
+	purgesPending *prometheus.GaugeVec
+	oldestDue     *prometheus.GaugeVec
+	lastPurgeDone *prometheus.GaugeVec
+}
+
+func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
+	m := &stateMetrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "bridge", Name: "leader",
+			Help: "1 while this bridge leads (announces objects and reads the state below), else 0.",
+		}),
+		deadLetters: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "deadletter", Name: "messages",
+			Help: "Dead letters stored in HOUSEKEEPER_DEADLETTER, by function: unresolved until retried or discarded (or aged out); 0 once a function's are gone.",
+		}, []string{"function"}),
+		purgesPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "purges", Name: "pending",
+			Help: "Purges scheduled on the NATS server and not yet fired (schedule holders on housekeeper.schedule.purge.*).",
+		}, nil),
+		oldestDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "purges", Name: "oldest_due_timestamp_seconds",
+			Help: "When the earliest pending purge is due, in seconds since the epoch; absent without pending purges.",
+		}, nil),
+		lastPurgeDone: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "purge", Name: "last_success_timestamp_seconds",
+			Help: "When the last purge completed (its purge.completed event stored), in seconds since the epoch; absent when none is in the stream's retention.",
+		}, nil),
+	}
+	if reg != nil {
+		reg.MustRegister(m.leader, m.deadLetters, m.purgesPending, m.oldestDue, m.lastPurgeDone)
+	}
+	return m
+}

@@ -31,7 +31,10 @@ type Options struct {
 	// CRDPollInterval is how often the bridge looks for the EtcdBackupConfig kind while the
 	// API server does not serve it.
 	CRDPollInterval time.Duration
-	Logger          *zap.Logger
+	// StateInterval is how often the leading bridge reads the dead letters and pending purges
+	// NATS holds, for its metrics (RunState).
+	StateInterval time.Duration
+	Logger        *zap.Logger
 }
 
 func (o *Options) defaults() {
@@ -49,6 +52,9 @@ func (o *Options) defaults() {
 	}
 	if o.CRDPollInterval <= 0 {
 		o.CRDPollInterval = time.Minute
+	}
+	if o.StateInterval <= 0 {
+		o.StateInterval = DefaultStateInterval
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

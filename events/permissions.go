@@ -46,12 +46,15 @@ func jsAPI(parts ...string) string {
 // streamInfo are the lookups of both streams every process makes at start-up (CheckStreams).
 var streamInfo = []string{jsAPI("INFO"), jsAPI("STREAM.INFO", RecordStream), jsAPI("STREAM.INFO", DeadLetterStream)}
 
-// BridgePermission is the bridge's: publish every object event, answer resync.
+// BridgePermission is the bridge's: publish every object event, answer resync, and read single
+// messages of the stream of record (pending purges' schedule holders, the last completed purge)
+// for its metrics; the stream infos give the dead letters stored.
 func BridgePermission() Permission {
 	return Permission{
 		Identity: IdentityBridge,
 		Publish: slices.Concat([]string{
 			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
+			jsAPI("STREAM.MSG.GET", RecordStream),
 		}, streamInfo),
 		Subscribe:      []string{SubjectResync, InboxPrefix(IdentityBridge) + ".>"},
 		AllowResponses: true,

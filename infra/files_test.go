@@ -29,24 +29,33 @@ var update = flag.Bool("update", false, "rewrite infra/nats/*.json from events.S
 var nonKubernetes = map[string]func(t *testing.T, file string){
 	"monitoring/prometheus-scrape-config.yaml": checkPrometheusScrapeConfig,
 	"chart/files/prometheus-rules.yaml":        checkPrometheusRules,
-	"monitoring/grafana-dashboard.json":        checkGrafanaDashboard,
+	"chart/files/dashboard.json":               checkGrafanaDashboard,
 	"nats/HOUSEKEEPER.json":                    checkStreamConfigFile,
 	"nats/HOUSEKEEPER_DEADLETTER.json":         checkStreamConfigFile,
 }
 
-// metricNames are the metrics the binaries export (bridge/metrics.go,
-// functions/runtime/metrics.go; TestMetricNamesMatchCode keeps the two in step).
+// metricNames are the metrics the binaries export (metricSources; TestMetricNamesMatchCode keeps
+// the two in step). test/monitoring checks each against the running processes' /metrics.
 var metricNames = []string{
 	"housekeeper_bridge_events_published_total",
 	"housekeeper_bridge_events_duplicate_total",
 	"housekeeper_bridge_publish_errors_total",
 	"housekeeper_bridge_publish_latency_seconds",
 	"housekeeper_bridge_queue_depth",
+	"housekeeper_bridge_leader",
+	"housekeeper_deadletter_messages",
+	"housekeeper_purges_pending",
+	"housekeeper_purges_oldest_due_timestamp_seconds",
+	"housekeeper_purge_last_success_timestamp_seconds",
 	"housekeeper_function_handled_total",
 	"housekeeper_function_failed_total",
 	"housekeeper_function_handler_duration_seconds",
 	"housekeeper_function_in_flight",
+	"housekeeper_function_cold_start_seconds",
 }
+
+// metricSources are the files that register metricNames.
+var metricSources = []string{"../bridge/metrics.go", "../functions/runtime/metrics.go", "../functions/process/startup.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
@@ -139,14 +148,21 @@ func checkPrometheusScrapeConfig(t *testing.T, file string) {
 	if _, keep := relabel(t, sc.RelabelConfigs, labels); keep {
 		t.Error("the relabelling keeps a pod without prometheus.io/scrape")
 	}
-	// The manifests carry the annotations the relabelling reads.
+	// The manifests carry the annotations the relabelling reads, unless the chart's PodMonitor
+	// scrapes them (monitoring.enabled): then none, so that nothing scrapes them twice.
 	for _, overlay := range renderings {
+		_, values := variant(t, overlay)
+		podMonitor, _, _ := unstructured.NestedBool(values, "monitoring", "enabled")
 		for _, m := range render(t, overlay) {
 			if podSpecPath(m.obj) == nil || m.obj.GetKind() == "Job" { // a one-shot serves no /metrics
 				continue
 			}
 			ann, _, _ := unstructured.NestedStringMap(m.obj.Object, "spec", "template", "metadata", "annotations")
-			if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != "8080" || ann["prometheus.io/path"] != "/metrics" {
+			annotated := ann["prometheus.io/scrape"] == "true" && ann["prometheus.io/port"] == "8080" && ann["prometheus.io/path"] == "/metrics"
+			switch {
+			case podMonitor && ann["prometheus.io/scrape"] != "":
+				t.Errorf("%s: the PodMonitor scrapes it, yet the pod template has the prometheus.io annotations: %v", m, ann)
+			case !podMonitor && !annotated:
 				t.Errorf("%s: pod template lacks the prometheus.io annotations: %v", m, ann)
 			}
 		}
@@ -255,6 +271,10 @@ func checkPrometheusRules(t *testing.T, file string) {
 	}
 }
 
+// checkGrafanaDashboard checks the dashboard the chart ships to the seed's Plutono (a Grafana 7.5
+// fork: schema 27 at most, the graph and stat panels): every panel queries the data source
+// variable, which defaults to the seed Prometheus's data source, and every metric is on some
+// panel. test/monitoring parses each query with Prometheus's parser against live metrics.
 func checkGrafanaDashboard(t *testing.T, file string) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -264,14 +284,18 @@ func checkGrafanaDashboard(t *testing.T, file string) {
 		UID, Title    string
 		SchemaVersion int
 		Templating    struct {
-			List []struct{ Name, Type string }
+			List []struct {
+				Name, Type string
+				Current    struct{ Value string }
+			}
 		}
 		Panels []struct {
-			ID      int
-			Type    string
-			Title   string
-			GridPos struct{ X, Y, W, H int } `json:"gridPos"`
-			Targets []struct {
+			ID         int
+			Type       string
+			Title      string
+			Datasource string
+			GridPos    struct{ X, Y, W, H int } `json:"gridPos"`
+			Targets    []struct {
 				RefID string `json:"refId"`
 				Expr  string
 			}
@@ -281,15 +305,15 @@ func checkGrafanaDashboard(t *testing.T, file string) {
 	if err := dec.Decode(&dash); err != nil {
 		t.Fatalf("not a dashboard: %v", err)
 	}
-	if dash.UID == "" || dash.Title == "" || dash.SchemaVersion < 30 {
-		t.Errorf("uid %q title %q schemaVersion %d", dash.UID, dash.Title, dash.SchemaVersion)
+	if dash.UID == "" || dash.Title == "" || dash.SchemaVersion == 0 || dash.SchemaVersion > 27 {
+		t.Errorf("uid %q title %q schemaVersion %d (Plutono reads up to 27)", dash.UID, dash.Title, dash.SchemaVersion)
 	}
-	vars := map[string]bool{}
+	vars := map[string]string{}
 	for _, v := range dash.Templating.List {
-		vars[v.Name] = true
+		vars[v.Name] = v.Current.Value
 	}
-	if !vars["datasource"] || !vars["namespace"] {
-		t.Errorf("want the variables datasource and namespace: %+v", dash.Templating.List)
+	if _, ok := vars["namespace"]; !ok || vars["datasource"] != "prometheus-seed" {
+		t.Errorf("want the variables datasource (default prometheus-seed, the seed Plutono's) and namespace: %+v", dash.Templating.List)
 	}
 	used := map[string]bool{}
 	ids := map[int]bool{}
@@ -304,6 +328,12 @@ func checkGrafanaDashboard(t *testing.T, file string) {
 		}
 		if p.Type == "row" {
 			continue
+		}
+		if p.Type != "graph" && p.Type != "stat" {
+			t.Errorf("panel %q: type %q, Plutono's graph or stat", p.Title, p.Type)
+		}
+		if p.Datasource != "$datasource" {
+			t.Errorf("panel %q: datasource %q, want $datasource", p.Title, p.Datasource)
 		}
 		titles = append(titles, p.Title)
 		if len(p.Targets) == 0 {
@@ -320,7 +350,8 @@ func checkGrafanaDashboard(t *testing.T, file string) {
 			t.Errorf("no panel shows %s", m)
 		}
 	}
-	for _, want := range []string{"Events published", "Duplicates and publish errors", "Queue depth", "Publish latency p99", "Handled by outcome", "Failures by class", "Handler duration p99", "In flight"} {
+	for _, want := range []string{"Purges pending", "Purges done", "Since the last successful purge", "Handled by outcome",
+		"Dead letters stored", "Cold starts", "Events published", "Queue depth"} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("no panel %q", want)
 		}
@@ -370,7 +401,7 @@ func checkPromQL(t *testing.T, where, expr string) []string {
 			t.Errorf("%s: %s is not a housekeeper metric", where, ref)
 			continue
 		}
-		isHistogram := strings.HasSuffix(name, "_seconds")
+		isHistogram := strings.HasSuffix(name, "_seconds") && !strings.HasSuffix(name, "_timestamp_seconds") && name != "housekeeper_function_cold_start_seconds"
 		if isHistogram != isBucket {
 			t.Errorf("%s: %s: histograms are queried by their _bucket series, nothing else is", where, ref)
 		}
@@ -389,7 +420,7 @@ func checkPromQL(t *testing.T, where, expr string) []string {
 func TestMetricNamesMatchCode(t *testing.T) {
 	var inCode []string
 	re := regexp.MustCompile(`Namespace: "(\w+)", Subsystem: "(\w+)", Name: "(\w+)"`)
-	for _, file := range []string{"../bridge/metrics.go", "../functions/runtime/metrics.go"} {
+	for _, file := range metricSources {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

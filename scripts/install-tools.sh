@@ -19,6 +19,9 @@ jobs[modules]=$!
 # test/knative's modules (Knative's, about 500 MB) download beside the builds, not at test time.
 (cd "$here/../test/knative" && ${GO:-go} mod download) &
 jobs[knative-modules]=$!
+# test/monitoring's (Prometheus's: about 55 MB beyond housekeeper's and test/knative's) likewise.
+(cd "$here/../test/monitoring" && ${GO:-go} mod download) &
+jobs[monitoring-modules]=$!
 
 failed=()
 for name in "${!jobs[@]}"; do

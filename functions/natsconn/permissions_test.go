@@ -30,7 +30,8 @@ var rights = []struct {
 }{
 	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.redrive.entry",
 		"housekeeper.schedule.purge.x", "housekeeper-deadletter.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
-		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry"}, "housekeeper.backupentry.created.x"},
+		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER_DEADLETTER",
+		"$JS.API.STREAM.MSG.GET.HOUSEKEEPER_DEADLETTER"}, "housekeeper.backupentry.created.x"},
 	{"bucket", []string{"housekeeper.backupbucket.deleting.x", "housekeeper.schedule.purge.x", "housekeeper.redrive.bucket",
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry"}, "housekeeper-deadletter.bucket"},
 	{"entry", []string{"housekeeper.backupentry.deleting.x", "housekeeper.backupbucket.deleting.x", "housekeeper.purge.due.x",

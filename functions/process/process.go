@@ -76,7 +76,8 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, err
 	}
 	logging.RouteLibraries(log)
-	p := &Process{Log: log, Metrics: prometheus.NewRegistry(), Startup: newStartup(log)}
+	reg := prometheus.NewRegistry()
+	p := &Process{Log: log, Metrics: reg, Startup: newStartup(log, reg)}
 	p.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if err := p.start(ctx, spec); err != nil {
 		p.Close()

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -15,6 +16,8 @@ import (
 type Startup struct {
 	log   *zap.Logger
 	begin time.Time
+	// coldStart is set once, by Done: a series only in processes that settled an event.
+	coldStart *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	last    time.Time
@@ -23,9 +26,18 @@ type Startup struct {
 	settled chan struct{}
 }
 
-func newStartup(log *zap.Logger) *Startup {
+// newStartup times a start from now; reg (nil: none) gets the cold start's duration once Done.
+func newStartup(log *zap.Logger, reg prometheus.Registerer) *Startup {
 	now := time.Now()
-	return &Startup{log: log, begin: now, last: now, settled: make(chan struct{})}
+	s := &Startup{log: log, begin: now, last: now, settled: make(chan struct{})}
+	s.coldStart = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "housekeeper", Subsystem: "function", Name: "cold_start_seconds",
+		Help: "Time from this process's start to its first event settled, set once (a scale from zero waits on it beside scheduling and the image pull); each process started is one series.",
+	}, nil)
+	if reg != nil {
+		reg.MustRegister(s.coldStart)
+	}
+	return s
 }
 
 // Settled is closed by Done: once the first event is settled.
@@ -52,6 +64,7 @@ func (s *Startup) Done() {
 	}
 	s.done = true
 	close(s.settled)
+	s.coldStart.WithLabelValues().Set(s.last.Sub(s.begin).Seconds())
 	fields := append([]zap.Field{zap.Int64("started_at_unix_nano", s.begin.UnixNano()), zap.Duration("total", s.last.Sub(s.begin))}, s.phases...)
 	s.log.Info("cold start", fields...)
 }

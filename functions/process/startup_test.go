@@ -4,13 +4,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestStartupLogsItsPhasesOnce(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	s := newStartup(zap.New(core))
+	reg := prometheus.NewRegistry()
+	s := newStartup(zap.New(core), reg)
+	if n, err := testutil.GatherAndCount(reg, "housekeeper_function_cold_start_seconds"); err != nil || n != 0 {
+		t.Errorf("cold start gauge before Done: %d series (%v), want none", n, err)
+	}
 	s.Mark("kube_client")
 	time.Sleep(5 * time.Millisecond)
 	s.Mark("first_event_settled")
@@ -27,6 +33,9 @@ func TestStartupLogsItsPhasesOnce(t *testing.T) {
 	}
 	s.Mark("later")
 	s.Done()
+	if n, err := testutil.GatherAndCount(reg, "housekeeper_function_cold_start_seconds"); err != nil || n != 1 {
+		t.Errorf("cold start gauge after Done: %d series (%v), want 1", n, err)
+	}
 	entries := logs.FilterMessage("cold start").All()
 	if len(entries) != 1 {
 		t.Fatalf("%d cold start lines, want 1", len(entries))

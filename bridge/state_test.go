@@ -1,0 +1,241 @@
+package bridge
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// The leading bridge exports what NATS holds, read as the bridge's own NATS identity on a
+// nats-server that loads `housekeeper nats-auth`'s permissions: the dead letters stored per
+// function (down to 0 once `deadletters retry` re-drove one and `discard` removed the other), the
+// pending purges — scheduled as the entry function schedules them, rescheduled, fired — with
+// the earliest due time, and when the last purge completed. Leadership lost, it withdraws them.
+func TestStateMetricsReadFromNATS(t *testing.T) {
+	dir := t.TempDir()
+	n, issued, err := natsauth.Start(filepath.Join(dir, "nats"), natsconn.FormConfig, cli.Permissions(), true, nil)
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	t.Cleanup(n.Stop)
+	as := func(identity string) jetstream.JetStream {
+		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "test-"+identity, zap.NewNop())
+		if err != nil {
+			t.Fatalf("%s: %v", identity, err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := natsconn.NewJetStream(nc, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, as(events.IdentitySetup)); err != nil {
+		t.Fatal(err)
+	}
+	bridgeJS, entryJS, purgeJS, bucketJS, operatorJS := as(events.IdentityBridge), as("entry"), as("purge"), as("bucket"), as(events.IdentityOperator)
+
+	reg := prometheus.NewRegistry()
+	r := &stateReader{js: bridgeJS, metrics: newStateMetrics(reg), interval: 100 * time.Millisecond, log: zaptest.NewLogger(t)}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.run(runCtx) }()
+	defer stop()
+
+	// Nothing stored yet: no purge pending, no dead letter, no purge done; this bridge leads.
+	eventually(t, reg, "an empty state", map[string]string{
+		"housekeeper_bridge_leader": "1", "housekeeper_purges_pending": "0",
+		"housekeeper_purges_oldest_due_timestamp_seconds": "", "housekeeper_purge_last_success_timestamp_seconds": "",
+		`housekeeper_deadletter_messages{function="bucket"}`: "",
+	})
+
+	now := time.Now().Truncate(time.Millisecond)
+	schedule := func(entry string, at time.Time) {
+		t.Helper()
+		data := events.PurgeData{Entry: entry, UID: "uid-" + entry, BucketName: "b", Prefix: entry + "/", DueAt: at}
+		e, err := events.NewPurgeEvent("test", events.OpPurgeDue, events.Ref{Name: entry, UID: "uid-" + entry}, data, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As functions/entry schedulePurge does.
+		opts := events.Schedule(msg, events.PurgeScheduleSubject(entry))
+		msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
+		if _, err := entryJS.PublishMsg(ctx, msg, append(opts, jetstream.WithScheduleTTL(time.Hour))...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dueA, dueB := now.Add(2*time.Hour), now.Add(time.Hour)
+	schedule("shoot--a--one", dueA)
+	schedule("shoot--b--two", dueB)
+	schedule("shoot--c--three", now.Add(3*time.Hour))
+	eventually(t, reg, "three purges pending, the earliest due in an hour", map[string]string{
+		"housekeeper_purges_pending": "3", "housekeeper_purges_oldest_due_timestamp_seconds": stamp(dueB),
+	})
+	// Rescheduled later (a longer retention): the earliest is now the other one's.
+	schedule("shoot--b--two", now.Add(4*time.Hour))
+	eventually(t, reg, "the rescheduled purge no longer the earliest", map[string]string{
+		"housekeeper_purges_pending": "3", "housekeeper_purges_oldest_due_timestamp_seconds": stamp(dueA),
+	})
+	// One comes due: the server fires it and removes its holder.
+	soon := time.Now().Add(3 * time.Second)
+	schedule("shoot--e--soon", soon)
+	eventually(t, reg, "a fourth purge, due in seconds", map[string]string{
+		"housekeeper_purges_pending": "4", "housekeeper_purges_oldest_due_timestamp_seconds": stamp(soon),
+	})
+	eventually(t, reg, "the purge due soon fired", map[string]string{
+		"housekeeper_purges_pending": "3", "housekeeper_purges_oldest_due_timestamp_seconds": stamp(dueA),
+	})
+
+	// A purge completes: its event's stored time is the last success.
+	completed, err := events.NewPurgeEvent("test", events.OpPurgeCompleted, events.Ref{Name: "shoot--d--four", UID: "uid-d"},
+		events.PurgeData{Entry: "shoot--d--four", UID: "uid-d", BucketName: "b", Prefix: "shoot--d--four/", DueAt: now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.Encode(completed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := purgeJS.PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := bridgeStreamMsg(ctx, bridgeJS, ack.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, reg, "the last purge completed", map[string]string{
+		"housekeeper_purge_last_success_timestamp_seconds": stamp(stored.Time),
+	})
+
+	// Dead letters, stored as a function stores them (one per original message).
+	deadLetter := func(function string, seq int) {
+		t.Helper()
+		m := nats.NewMsg(events.DeadLetterSubject(function))
+		m.Header.Set(events.HeaderFunction, function)
+		m.Header.Set(events.HeaderReason, "permanent: test")
+		m.Header.Set(events.HeaderSubject, "housekeeper.backupbucket.created.b")
+		m.Header.Set(events.HeaderStreamSequence, strconv.Itoa(seq))
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("%s/%d", function, seq))
+		m.Data = []byte("{}")
+		if _, err := bucketJS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadLetter("bucket", 1)
+	deadLetter("bucket", 2)
+	eventually(t, reg, "two dead letters of bucket", map[string]string{`housekeeper_deadletter_messages{function="bucket"}`: "2"})
+
+	// Resolved as the operator resolves them: one retried (re-driven, then deleted from the
+	// dead-letter stream), one discarded. The gauge stays, at 0.
+	dls, err := runtime.ListDeadLetters(ctx, operatorJS, "bucket")
+	if err != nil || len(dls) != 2 {
+		t.Fatalf("dead letters: %v, %v", dls, err)
+	}
+	if err := runtime.RetryDeadLetter(ctx, operatorJS, dls[0]); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, reg, "one dead letter left after a retry", map[string]string{`housekeeper_deadletter_messages{function="bucket"}`: "1"})
+	if err := runtime.DiscardDeadLetter(ctx, operatorJS, dls[1].Sequence); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, reg, "no dead letter left", map[string]string{`housekeeper_deadletter_messages{function="bucket"}`: "0"})
+
+	// Leadership lost: the state is withdrawn.
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"housekeeper_bridge_leader": "0", "housekeeper_purges_pending": "", "housekeeper_purges_oldest_due_timestamp_seconds": "",
+		"housekeeper_purge_last_success_timestamp_seconds": "", `housekeeper_deadletter_messages{function="bucket"}`: "",
+	}
+	if got := gathered(t, reg); !matches(got, want) {
+		t.Errorf("after leading: %v, want %v", got, want)
+	}
+}
+
+// bridgeStreamMsg reads message seq of the stream of record as the bridge may.
+func bridgeStreamMsg(ctx context.Context, js jetstream.JetStream, seq uint64) (*jetstream.RawStreamMsg, error) {
+	s, err := js.Stream(ctx, events.RecordStream)
+	if err != nil {
+		return nil, err
+	}
+	return s.GetMsg(ctx, seq)
+}
+
+func stamp(t time.Time) string { return strconv.FormatFloat(seconds(t), 'f', 3, 64) }
+
+// gathered are reg's gauges as "name{label=\"value\"}" → value with three decimals.
+func gathered(t *testing.T, reg *prometheus.Registry) map[string]string {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			out[seriesName(f.GetName(), m)] = strconv.FormatFloat(m.GetGauge().GetValue(), 'f', 3, 64)
+		}
+	}
+	return out
+}
+
+func seriesName(name string, m *dto.Metric) string {
+	if len(m.GetLabel()) == 0 {
+		return name
+	}
+	var labels []string
+	for _, l := range m.GetLabel() {
+		labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	return name + "{" + strings.Join(labels, ",") + "}"
+}
+
+// matches says whether got has every series of want at its value ("" for absent; integers
+// compare as such).
+func matches(got, want map[string]string) bool {
+	for name, v := range want {
+		g, ok := got[name]
+		switch {
+		case v == "" && ok, v != "" && !ok:
+			return false
+		case v != "" && strings.TrimSuffix(g, ".000") != strings.TrimSuffix(v, ".000"):
+			return false
+		}
+	}
+	return true
+}
+
+func eventually(t *testing.T, reg *prometheus.Registry, what string, want map[string]string) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, what, func() (bool, string) {
+		got := gathered(t, reg)
+		return matches(got, want), fmt.Sprint(got)
+	})
+}
