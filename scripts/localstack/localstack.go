@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,11 +34,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
@@ -161,7 +158,9 @@ func Run(ctx context.Context, o Options) error {
 		operatorArgs: strings.Join(issued.Args(natsURL, events.IdentityOperator), " "),
 		localRoot:    filepath.Join(o.Dir, "buckets"), etcdRoot: filepath.Join(o.Dir, "etcd"),
 		etcdbr: etcdbr, shoots: map[string]*shoot{}}
-	s.providers = objectstore.NewRegistry(azure.New(), s3.New(), gcs.New(), swift.New(), local.New(s.localRoot))
+	if s.providers, err = linkedProviders(s.localRoot); err != nil {
+		return err
+	}
 	for _, dir := range []string{s.localRoot, s.etcdRoot} {
 		if err := os.RemoveAll(dir); err != nil {
 			return err
@@ -280,4 +279,15 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 		g.Go(func() error { return w.Run(ctx) })
 	}
 	return nil
+}
+
+// linkedProviders builds every provider the housekeeper binary links (providers.All, the one
+// list of them), configured as make run's functions use them: the local one on root.
+func linkedProviders(root string) (objectstore.Registry, error) {
+	fs := flag.NewFlagSet("providers", flag.ContinueOnError)
+	build := objectstore.BindPlugins(fs, providers.All...)
+	if err := fs.Parse([]string{"--local-root", root}); err != nil {
+		return nil, err
+	}
+	return build()
 }

@@ -1,0 +1,102 @@
+package infra_test
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/infra/chart"
+)
+
+// The chart writes down facts the registry owns — the types housekeeper implements, the
+// functions, the identities — as YAML, JSON schema and template lists. A new function, type or
+// identity in the registry fails here rather than in a seed.
+func TestChartListsAreTheRegistrys(t *testing.T) {
+	schema := chartSchema(t)
+
+	if got := schemaEnum(t, schema, "properties", "types", "items", "enum"); !sameSet(got, gardener.ImplementedTypes) {
+		t.Errorf("values.schema.json: types may be %v, the registry implements %v (functions/gardener.ImplementedTypes)", got, gardener.ImplementedTypes)
+	}
+	// The templates' own list ("housekeeper.types"): every implemented type renders.
+	for _, typ := range gardener.ImplementedTypes {
+		values := map[string]any{"cluster": "seed-1", "types": []any{typ}}
+		if typ == "local" {
+			values["local"] = map[string]any{"hostPath": "/var/lib/buckets"}
+		}
+		if _, err := chart.Render(namespace, values, kubeVersion(t)); err != nil {
+			t.Errorf("types [%s], a type the registry implements: %v", typ, err)
+		}
+	}
+
+	if got := slices.Collect(maps.Keys(chartValues(t)["functions"].(map[string]any))); !sameSet(got, all.Names()) {
+		t.Errorf("values.yaml: functions %v, the registry has %v (functions/all)", got, all.Names())
+	}
+
+	ids := append([]string{"ca"}, cli.WorkloadIdentities()...)
+	if got := schemaEnum(t, schema, "properties", "nats", "properties", "identities", "propertyNames", "enum"); !sameSet(got, ids) {
+		t.Errorf("values.schema.json: nats.identities may name %v, the workloads' identities and the CA are %v", got, ids)
+	}
+
+	// Every function the registry has is deployed, talks to the API server and is scaled.
+	objs := render(t, "keda")
+	for _, fn := range all.Names() {
+		found := false
+		for _, m := range objs {
+			if m.obj.GetKind() != "Deployment" || m.obj.GetName() != "housekeeper-"+fn {
+				continue
+			}
+			found = true
+			labels := m.obj.Object["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)
+			if labels["networking.gardener.cloud/to-runtime-apiserver"] != "allowed" {
+				t.Errorf("Deployment housekeeper-%s: no to-runtime-apiserver label (housekeeper.podNetworkLabels lists the functions by hand)", fn)
+			}
+		}
+		if !found {
+			t.Errorf("function %s of the registry has no Deployment in the keda rendering", fn)
+		}
+	}
+}
+
+// chartSchema is values.schema.json, decoded.
+func chartSchema(t *testing.T) map[string]any {
+	t.Helper()
+	data, err := chart.FS.ReadFile("values.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	return schema
+}
+
+// schemaEnum is the list of strings at path in the schema.
+func schemaEnum(t *testing.T, schema map[string]any, path ...string) []string {
+	t.Helper()
+	var node any = schema
+	for _, p := range path {
+		m, ok := node.(map[string]any)
+		if !ok {
+			t.Fatalf("values.schema.json has nothing at %v", path)
+		}
+		node = m[p]
+	}
+	list, ok := node.([]any)
+	if !ok {
+		t.Fatalf("values.schema.json: %v is no list", path)
+	}
+	out := make([]string, len(list))
+	for i, v := range list {
+		out[i], _ = v.(string)
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
