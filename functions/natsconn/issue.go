@@ -50,10 +50,7 @@ func Issue(dir string, form Form, accountSeed string, perms []events.Permission)
 }
 
 func issueConfig(dir string, perms []events.Permission) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# housekeeper's NATS identities, written by `housekeeper nats-auth --form config`.\n")
-	fmt.Fprintf(&b, "# Include it in nats-server.conf; each identity connects with --nats-nkey <identity>.nk.\n")
-	fmt.Fprintf(&b, "accounts: {\n  %s: {\n    jetstream: enabled\n    users: [\n", AccountName)
+	var users []configUser
 	for _, p := range perms {
 		user, err := nkeys.CreateUser()
 		if err != nil {
@@ -70,11 +67,98 @@ func issueConfig(dir string, perms []events.Permission) error {
 		if err := os.WriteFile(filepath.Join(dir, p.Identity+".nk"), append(seed, '\n'), 0o600); err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "      # %s\n      {nkey: %s, permissions: {publish: {allow: %s}, subscribe: {allow: %s}%s}}\n",
-			p.Identity, public, quoted(p.Publish), quoted(p.Subscribe), map[bool]string{true: ", allow_responses: true"}[p.AllowResponses])
+		users = append(users, configUser{perm: p, public: public})
+	}
+	return os.WriteFile(filepath.Join(dir, "accounts.conf"), []byte(accountsConf(users)), 0o600)
+}
+
+// configUser is an NKey user of the config form: an identity's permissions and public key.
+type configUser struct {
+	perm   events.Permission
+	public string
+	// previous marks the user of an identity's previous credentials (a rotation).
+	previous bool
+}
+
+// accountsConf is the server's side of the config form: housekeeper's account with users.
+func accountsConf(users []configUser) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# housekeeper's NATS identities, written by `housekeeper nats-auth --form config`.\n")
+	fmt.Fprintf(&b, "# Include it in nats-server.conf; each identity connects with --nats-nkey <identity>.nk.\n")
+	fmt.Fprintf(&b, "accounts: {\n  %s: {\n    jetstream: enabled\n    users: [\n", AccountName)
+	for _, u := range users {
+		mark := ""
+		if u.previous {
+			mark = " (previous credentials, until the rotation is done)"
+		}
+		p := u.perm
+		fmt.Fprintf(&b, "      # %s%s\n      {nkey: %s, permissions: {publish: {allow: %s}, subscribe: {allow: %s}%s}}\n",
+			p.Identity, mark, u.public, quoted(p.Publish), quoted(p.Subscribe), map[bool]string{true: ", allow_responses: true"}[p.AllowResponses])
 	}
 	b.WriteString("    ]\n  }\n}\n")
-	return os.WriteFile(filepath.Join(dir, "accounts.conf"), []byte(b.String()), 0o600)
+	return b.String()
+}
+
+// RotationConfigName is the server configuration of a rotation in the config form, beside
+// accounts.conf: its users and those of the previous credentials, each with its permissions.
+const RotationConfigName = "accounts-rotation.conf"
+
+// WriteRotationConfig writes Dir/accounts-rotation.conf (config form): the users of the
+// identities in Dir and of those in previous (an earlier Issue's directory), so that the NATS
+// servers accept both while the workloads move from the one to the other. Once none connects
+// with the previous credentials, the servers take Dir/accounts.conf: the new ones alone. (The JWT
+// form needs no such step: a server accepts every user its account signed, old and new.)
+func (i Issued) WriteRotationConfig(previous string, perms []events.Permission) (string, error) {
+	if i.Form != FormConfig {
+		return "", fmt.Errorf("a rotation's server configuration is for the config form; in the %s form the account accepts every user it signed", i.Form)
+	}
+	var users, old []configUser
+	for _, p := range perms {
+		for _, set := range []struct {
+			dir  string
+			into *[]configUser
+		}{{i.Dir, &users}, {previous, &old}} {
+			seed, err := os.ReadFile(filepath.Join(set.dir, p.Identity+".nk"))
+			if err != nil {
+				return "", err
+			}
+			kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+			if err != nil {
+				return "", fmt.Errorf("%s: %w", filepath.Join(set.dir, p.Identity+".nk"), err)
+			}
+			public, _ := kp.PublicKey()
+			*set.into = append(*set.into, configUser{perm: p, public: public, previous: set.dir == previous})
+		}
+	}
+	path := filepath.Join(i.Dir, RotationConfigName)
+	return path, os.WriteFile(path, []byte(accountsConf(append(users, old...))), 0o600)
+}
+
+// GardenSecretDir is where nats-auth writes, under its --out, the data of the garden Secret the
+// ControllerDeployment references (GardenSecretData), a file per key.
+const GardenSecretDir = "garden"
+
+// GardenSecretData is the data of the garden Secret housekeeper's ControllerDeployment
+// references (resources: nats; the chart's nats.identities): each of identities' credentials
+// under its name, and ca, the PEM of the NATS server's CA, when i has one. Keys are alphanumeric,
+// as gardener's {{ .resources.<name>.data.<key> }} requires.
+func (i Issued) GardenSecretData(identities []string) (map[string][]byte, error) {
+	data := map[string][]byte{}
+	for _, id := range identities {
+		creds, err := os.ReadFile(i.CredentialsFile(id))
+		if err != nil {
+			return nil, err
+		}
+		data[id] = creds
+	}
+	if i.CA != "" {
+		ca, err := os.ReadFile(i.CA)
+		if err != nil {
+			return nil, err
+		}
+		data["ca"] = ca
+	}
+	return data, nil
 }
 
 func quoted(subjects []string) string {

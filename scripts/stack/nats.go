@@ -16,9 +16,11 @@ type NATS struct {
 	// MonitorURL is the HTTP monitoring endpoint (/jsz, /healthz), as KEDA's scaler reads it.
 	MonitorURL string
 
-	opts   server.Options
-	logger server.Logger
-	server *server.Server
+	opts server.Options
+	// running are the options the running server was started with (Reload keeps its ports).
+	running server.Options
+	logger  server.Logger
+	server  *server.Server
 }
 
 // StartNATS starts nats-server with JetStream storing under storeDir, logging to logger.
@@ -48,6 +50,7 @@ func (n *NATS) Start() error {
 		return nil
 	}
 	opts := n.opts
+	n.running = n.opts
 	s, err := server.NewServer(&opts)
 	if err != nil {
 		return fmt.Errorf("configuring nats-server: %w", err)
@@ -93,4 +96,21 @@ func StartNATSWithConfig(path, storeDir string, logger server.Logger) (*NATS, er
 		return nil, err
 	}
 	return n, nil
+}
+
+// Reload has the server read its configuration file again (StartNATSWithConfig's, with the same
+// loopback ports and store), as nats-server does on SIGHUP: changed accounts and users apply to
+// new connections, and connections of users no longer there are closed.
+func (n *NATS) Reload() error {
+	if n.server == nil || n.opts.ConfigFile == "" {
+		return fmt.Errorf("nats-server: no configuration file to reload")
+	}
+	opts, err := server.ProcessConfigFile(n.opts.ConfigFile)
+	if err != nil {
+		return fmt.Errorf("nats-server configuration %s: %w", n.opts.ConfigFile, err)
+	}
+	r := n.running
+	opts.ServerName, opts.Host, opts.Port, opts.HTTPHost, opts.HTTPPort = r.ServerName, r.Host, r.Port, r.HTTPHost, r.HTTPPort
+	opts.JetStream, opts.StoreDir, opts.NoSigs = true, r.StoreDir, true
+	return n.server.ReloadOptions(opts)
 }

@@ -573,6 +573,42 @@ func (n *Node) KillContainer(ctx context.Context, namespace, pod, container stri
 	return n.ctr("tasks", "kill", "--signal", "SIGKILL", id)
 }
 
+// SignalContainer sends signal (e.g. SIGHUP) to a running container's process through
+// containerd, as `kill -HUP` in the container would.
+func (n *Node) SignalContainer(ctx context.Context, namespace, pod, container, signal string) error {
+	id, err := n.ContainerID(ctx, namespace, pod, container)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		return fmt.Errorf("container %q of pod %s/%s has not started", container, namespace, pod)
+	}
+	return n.ctr("tasks", "kill", "--signal", signal, id)
+}
+
+// ReadContainerFile reads a file as a running container of a pod sees it (a mounted Secret's
+// file included), through its process's root (/proc/<pid>/root), without executing anything in
+// the container.
+func (n *Node) ReadContainerFile(ctx context.Context, namespace, pod, container, path string) ([]byte, error) {
+	id, err := n.ContainerID(ctx, namespace, pod, container)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, fmt.Errorf("container %q of pod %s/%s has not started", container, namespace, pod)
+	}
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.containerdSocket(), "--namespace", k8sNamespace, "tasks", "ls").Output()
+	if err != nil {
+		return nil, fmt.Errorf("ctr tasks ls: %w", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+			return os.ReadFile(filepath.Join("/proc", f[1], "root", path))
+		}
+	}
+	return nil, fmt.Errorf("container %q of pod %s/%s (%s) has no task", container, namespace, pod, id)
+}
+
 // ctr runs containerd's client on the node's containerd, in the CRI plugin's namespace.
 func (n *Node) ctr(args ...string) error {
 	return runCmd(append([]string{"ctr", "--address", n.containerdSocket(), "--namespace", k8sNamespace}, args...)...)

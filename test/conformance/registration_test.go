@@ -18,6 +18,7 @@ import (
 	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
 	resourcesv1alpha1 "github.com/gardener/gardener/pkg/apis/resources/v1alpha1"
 	"github.com/gardener/gardener/pkg/client/kubernetes"
+	"github.com/gardener/gardener/pkg/component"
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -32,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	stackgarden "github.com/housekeeper-dev/housekeeper/scripts/stack/garden"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/grm"
@@ -57,7 +59,8 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range []client.Object{dep, reg} {
+	// The NATS identities the ControllerDeployment references, given once in the garden.
+	for _, obj := range []client.Object{stackgarden.PlaceholderNATSIdentities(hkcli.WorkloadIdentities()), dep, reg} {
 		if err := g.client.Create(ctx, obj); err != nil {
 			t.Fatalf("gardener-apiserver refuses housekeeper's %T: %v", obj, err)
 		}
@@ -114,6 +117,13 @@ func testRegistration(t *testing.T, g *garden, l *logs) {
 	objs := managedObjects(ctx, t, seedClient.client, installation.Name)
 	namespace := "extension-" + installation.Name
 	for _, obj := range objs {
+		if isSeedDashboard(obj) {
+			// The one object outside: the seed's Plutono reads dashboards from garden only.
+			if obj.GetNamespace() != v1beta1constants.GardenNamespace {
+				t.Errorf("dashboard ConfigMap %s in %s, want %s", obj.GetName(), obj.GetNamespace(), v1beta1constants.GardenNamespace)
+			}
+			continue
+		}
 		if obj.GetNamespace() != "" && obj.GetNamespace() != namespace {
 			t.Errorf("%s %s: namespace %s, want the installation's %s", obj.GetKind(), obj.GetName(), obj.GetNamespace(), namespace)
 		}
@@ -482,6 +492,11 @@ func (w *installationWatch) log(when string) {
 	}
 	w.t.Logf("%s: ManagedResource %s: %s", when, w.mr, stackgarden.DescribeConditions(w.getMR().Status.Conditions, true))
 	w.t.Logf("%s: ControllerInstallation %s: %s", when, w.installation, stackgarden.DescribeConditions(ci.Status.Conditions, true))
+}
+
+// isSeedDashboard says obj is the dashboard ConfigMap the seed's Plutono picks up.
+func isSeedDashboard(obj *unstructured.Unstructured) bool {
+	return obj.GetKind() == "ConfigMap" && obj.GetLabels()[v1beta1constants.LabelPrefixMonitoringDashboard+string(component.ClusterTypeSeed)] == "true"
 }
 
 // checkInstalled checks what gardenlet's values and mutations make of the chart: the cluster is

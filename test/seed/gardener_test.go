@@ -41,6 +41,12 @@ const (
 	// housekeeper-<random> as gardener-controller-manager names it; gardenlet installs into
 	// extension-<it>.
 	installationName = "housekeeper-6fj2q"
+	// reinstalledName is the installation that replaces it: gardenlet installs into
+	// extension-<it>, a new namespace.
+	reinstalledName = "housekeeper-r8t3w"
+	// The bucket and entry the re-installed release converges.
+	reinstalledBucket = "seed-reinstalled"
+	reinstalledEntry  = "shoot--dev--reinstalled--8d2f1"
 	// The bucket and entry the Gardener-installed release converges.
 	gardenerBucket = "seed-gardener"
 	gardenerEntry  = "shoot--dev--gardener--5b7d3"
@@ -91,6 +97,8 @@ func (s *seed) installTheGardenerWay(ctx context.Context) {
 
 	start = time.Now()
 	s.prepareSeed(ctx)
+	// The operator gives the NATS identities once, in the garden, before any installation.
+	s.giveIdentitiesInGarden(ctx, g, s.issued)
 	reg, dep := s.registerInGarden(ctx, g)
 	seedClient, err := client.New(s.kube.Config, client.Options{Scheme: kubernetes.SeedScheme})
 	if err != nil {
@@ -135,14 +143,14 @@ func (s *seed) installTheGardenerWay(ctx context.Context) {
 	t.Logf("garden, Seed, registration, gardenlet and gardener-resource-manager up, the chart rendered into ManagedResource %s/%s in %s",
 		garden.Namespace, installationName, time.Since(start).Round(time.Millisecond))
 
-	// What the operator does once gardenlet created the namespace (infra/README "NATS
-	// identities"); the workloads wait for it.
+	// Nothing is created in the namespace gardenlet made: the identities come with the
+	// installation, from the garden Secret.
 	start = time.Now()
 	s.allowNodeDNS(ctx)
-	s.createIdentities(ctx, s.namespace, s.issued)
 	s.awaitJobComplete(ctx, s.namespace, "app.kubernetes.io/component=setup", 5*time.Minute)
 	s.awaitPods(ctx, s.namespace, "app.kubernetes.io/component=bridge", 2, 3*time.Minute)
 	t.Logf("Gardener-installed release up (setup Job complete, bridge ready) in %s", time.Since(start).Round(time.Millisecond))
+	s.expectIdentitiesFromGarden(ctx, g)
 	s.awaitAtRest(ctx, "the Gardener-installed release at rest")
 	operator := garden.Installation{Name: installationName, Seed: seedClient, Garden: g.Client}
 	s.awaitInstalledAndHealthy(ctx, operator, "installed and healthy")
@@ -159,6 +167,16 @@ func (s *seed) installTheGardenerWay(ctx context.Context) {
 	s.expectOnlyHealthy("while KEDA woke the functions and put them back", seen)
 
 	s.resyncStaysHealthy(ctx, rm, g, operator)
+
+	// A re-installation into a new namespace: the identities arrive by themselves, the functions
+	// connect, a bucket and an entry converge.
+	s.reinstall(ctx, gardenlet, g, installationName, reinstalledName)
+	s.awaitAtRest(ctx, "the re-installed release at rest")
+	s.newBucketAndEntry(ctx, reinstalledBucket, reinstalledEntry)
+	s.awaitAtRest(ctx, "the re-installed release back at rest")
+
+	// The identities rotated while entries are created and handled: none is lost.
+	s.rotateIdentities(ctx, gardenlet, g, rm, reinstalledName, 40)
 	t.Logf("the Gardener install path, from the by-hand release's uninstall, in %s", time.Since(began).Round(time.Millisecond))
 }
 

@@ -1,7 +1,15 @@
-{{/* The cluster's name: given, or the seed's when gardenlet installs the chart. */}}
+{{/* The cluster's name: given, or the seed's when gardenlet installs the chart. gardener-operator
+names no cluster (gardener.runtimeCluster): the Extension's runtimeClusterValues set it. */}}
 {{- define "housekeeper.cluster" -}}
 {{- $seed := dig "seed" "name" "" (.Values.gardener | default dict) -}}
-{{- required "cluster is required: the seed's name (gardenlet sets gardener.seed.name)" (.Values.cluster | default $seed) -}}
+{{- required "cluster is required: the seed's name (gardenlet sets gardener.seed.name; in the garden runtime cluster, set cluster in the Extension's runtimeClusterValues)" (.Values.cluster | default $seed) -}}
+{{- end -}}
+
+{{/* The pods' priority class: priorityClassName, or the one gardener-operator gives an extension
+in the garden runtime cluster (gardener.runtimeCluster.priorityClassName, its
+gardener-garden-system-200: the seeds' gardener-system-* classes do not exist there). */}}
+{{- define "housekeeper.priorityClassName" -}}
+{{- .Values.priorityClassName | default (dig "runtimeCluster" "priorityClassName" "" (.Values.gardener | default dict)) -}}
 {{- end -}}
 
 {{/* The served types, checked: at least one, each implemented. */}}
@@ -60,12 +68,20 @@ app.kubernetes.io/name: housekeeper
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* The annotations every pod carries: scraping, and the configuration's checksum (a change rolls the pods). */}}
+{{/* The annotations every pod carries: scraping, and the configuration's checksum (a change rolls the pods).
+With monitoring.enabled the PodMonitor scrapes the pods: without the prometheus.io annotations, so
+that no annotation-driven job (a seed Prometheus's "extensions" PodMonitor) scrapes them twice. */}}
 {{- define "housekeeper.podAnnotations" -}}
+{{- if not .Values.monitoring.enabled }}
 prometheus.io/scrape: "true"
 prometheus.io/port: "8080"
 prometheus.io/path: /metrics
+{{- end }}
 checksum/config: {{ include (print .Template.BasePath "/config.yaml") . | sha256sum }}
+{{- /* New identities (a rotation) roll the pods, which read their credentials at start. */}}
+{{- with .Values.nats.identities }}
+checksum/nats-identities: {{ toJson . | sha256sum }}
+{{- end }}
 {{- end -}}
 
 {{- define "housekeeper.podSecurityContext" -}}
@@ -158,6 +174,9 @@ entry, which purges an entry due when it is deleted). */}}
 {{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
 - name: HOUSEKEEPER_LOCAL_ROOT
   value: /var/lib/housekeeper/buckets
+{{- /* etcd-druid mounts <hostPath>/<bucket> on etcd's node: the node's path, not this pod's. */}}
+- name: HOUSEKEEPER_LOCAL_HOST_PATH
+  value: {{ .root.Values.local.etcdHostPath | default .root.Values.local.hostPath | quote }}
 {{- end }}
 {{- end -}}
 
@@ -197,20 +216,21 @@ volumeMounts:
 {{- end -}}
 
 {{- define "housekeeper.priorityClass" -}}
-{{- if .Values.priorityClassName }}
-priorityClassName: {{ .Values.priorityClassName }}
+{{- with include "housekeeper.priorityClassName" . }}
+priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
 
 {{/* priorityClassName on a Knative Service: Knative refuses it unless its config-features has
 kubernetes.podspec-priorityclassname on, which knative.features declares. */}}
 {{- define "housekeeper.knativePriorityClass" -}}
-{{- if .Values.priorityClassName }}
+{{- $pc := include "housekeeper.priorityClassName" . }}
+{{- if $pc }}
 {{- $flag := index (.Values.knative.features | default dict) "kubernetes.podspec-priorityclassname" | default "disabled" }}
 {{- if not (has $flag (list "enabled" "allowed")) }}
-{{- fail (printf "priorityClassName %q with mode knative: Knative Serving refuses it (\"must not set the field(s): spec.template.spec.priorityClassName\") unless its config-features has kubernetes.podspec-priorityclassname: enabled; turn the flag on and set knative.features, or unset priorityClassName" .Values.priorityClassName) }}
+{{- fail (printf "priorityClassName %q with mode knative: Knative Serving refuses it (\"must not set the field(s): spec.template.spec.priorityClassName\") unless its config-features has kubernetes.podspec-priorityclassname: enabled; turn the flag on and set knative.features, or unset priorityClassName" $pc) }}
 {{- end }}
-priorityClassName: {{ .Values.priorityClassName }}
+priorityClassName: {{ $pc }}
 {{- end }}
 {{- end -}}
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gardener/gardener/pkg/gardenlet/controller/controllerinstallation/controllerinstallation"
 	gardenletnetworkpolicy "github.com/gardener/gardener/pkg/gardenlet/controller/networkpolicy"
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -200,4 +201,35 @@ func (g *Gardenlet) Stop() error {
 		g.stopErr = <-g.done
 	})
 	return g.stopErr
+}
+
+// DeleteInstallation deletes the installation in the garden, as gardener-controller-manager
+// does when a seed no longer needs it, and runs gardenlet's reconciler until it is gone: the
+// ManagedResource deleted (its objects with it, by gardener-resource-manager), then the
+// namespace extension-<name>, then the finalizer.
+func (g *Gardenlet) DeleteInstallation(ctx context.Context, gardenClient client.Client, name string) error {
+	ci := &gardencorev1beta1.ControllerInstallation{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := gardenClient.Delete(ctx, ci); err != nil {
+		return fmt.Errorf("deleting ControllerInstallation %s: %w", name, err)
+	}
+	for {
+		res, err := g.installations.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		if err != nil {
+			return fmt.Errorf("gardenlet's ControllerInstallation reconciler, deleting %s: %w", name, err)
+		}
+		if err := gardenClient.Get(ctx, client.ObjectKey{Name: name}, ci); apierrors.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		wait := res.RequeueAfter
+		if wait == 0 {
+			wait = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ControllerInstallation %s still there: %w", name, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
 }

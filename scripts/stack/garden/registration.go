@@ -11,7 +11,10 @@ import (
 
 	gardencorev1 "github.com/gardener/gardener/pkg/apis/core/v1"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
+	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
 	"github.com/gardener/gardener/pkg/client/kubernetes"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
@@ -69,4 +72,29 @@ func ReadRegistration() (*gardencorev1beta1.ControllerRegistration, *gardencorev
 	}
 	dep.Helm.OCIRepository, dep.Helm.RawChart = nil, archive
 	return reg, dep, nil
+}
+
+// NATSIdentitiesName is the garden Secret housekeeper's ControllerDeployment references
+// (resources: nats) for the NATS identities of every seed's installation.
+const NATSIdentitiesName = "housekeeper-nats"
+
+// NATSIdentities is that Secret in the garden namespace, with data (`housekeeper nats-auth`'s
+// <out>/garden: a key per identity, and ca) and the label gardener requires of a referenced
+// resource (gardener.cloud/role: resource-reference).
+func NATSIdentities(data map[string][]byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: NATSIdentitiesName, Namespace: Namespace,
+			Labels: map[string]string{v1beta1constants.GardenRole: v1beta1constants.GardenRoleResourceReference}},
+		Data: data,
+	}
+}
+
+// PlaceholderNATSIdentities is NATSIdentities with a placeholder per key (identities and ca),
+// for a garden whose seeds run no workload: the chart renders from it, nothing connects.
+func PlaceholderNATSIdentities(identities []string) *corev1.Secret {
+	data := map[string][]byte{"ca": []byte("placeholder CA")}
+	for _, id := range identities {
+		data[id] = []byte("placeholder credentials of " + id)
+	}
+	return NATSIdentities(data)
 }
