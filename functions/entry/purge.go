@@ -1,6 +1,7 @@
-// Package purge is the purge function: when the NATS server fires a deleted BackupEntry's
-// scheduled purge, it re-checks the entry, deletes every object under the entry's prefix —
-// and never one outside it — with the bucket's credentials, then releases the entry.
+// The purge function: when the NATS server fires a deleted BackupEntry's scheduled purge, it
+// re-checks the entry, deletes every object under the entry's prefix — and never one outside
+// it — with the bucket's credentials, then releases the entry.
+
 package entry
 
 import (

@@ -332,8 +332,6 @@ func TestDecisions(t *testing.T) {
 				finalizer: true, err: hkruntime.ClassWaiting}},
 		{name: "handle/entry/updated, deleting", event: events.OpUpdated, last: "Create Succeeded", deleting: true, ours: true,
 			want: outcome{call: del, gone: true}},
-		{name: "handle/entry/deleted event, namesake untouched", event: events.OpDeleted, last: "Create Succeeded", ours: true,
-			want: outcome{op: "Create Succeeded", finalizer: true, secretFinalizer: true}},
 		{name: "handle/entry/event of another kind", event: events.OpCreated, eventKind: events.KindBackupBucket,
 			want: outcome{err: hkruntime.ClassPermanent}},
 		{name: "handle/bucket/created", bucket: true, event: events.OpCreated,

@@ -97,9 +97,6 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ref.Kind != r.Kind {
 		return hkruntime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
-	if deleted, _ := events.ObjectType(r.Kind, events.OpDeleted); e.Type() == deleted {
-		return nil // gone; a namesake has events of its own
-	}
 	claimed, operation, err := r.claim(ctx, e, ref)
 	switch {
 	case err != nil:

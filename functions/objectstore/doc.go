@@ -5,7 +5,8 @@
 // from the secret housekeeper generates for it. A [Registry] picks the provider by the
 // BackupBucket's spec.type. The bucket, entry and purge functions use nothing else.
 //
-// Providers live in subpackages (azure, s3, local) and share the rules here: bucket names are
+// Providers live in subpackages (azure, s3, gcs, swift, local; package providers links them
+// all) and share the rules here: bucket names are
 // checked by [ValidateBucketName] before any request, keys by [ValidateKey], and every error
 // a caller must act on wraps one of the sentinel errors in errors.go, with a message that
 // names the problem and never a credential. Package storetest holds the conformance test
