@@ -4,21 +4,23 @@ import (
 	"maps"
 	"slices"
 
+	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
 // Annotations whose change alone carries no new desired state: gardenlet bumps the timestamp
 // to force an update event and confirms a deletion before it deletes (the deletion itself is
 // the event), and the functions remove the operation annotation once they act on it.
 const (
-	timestampAnnotation            = "gardener.cloud/timestamp"
-	deletionConfirmationAnnotation = "confirmation.gardener.cloud/deletion"
-	operationAnnotation            = "gardener.cloud/operation"
-	azureRotateAnnotation          = "azure.provider.extensions.gardener.cloud/rotate"
+	timestampAnnotation            = v1beta1constants.GardenerTimestamp
+	deletionConfirmationAnnotation = v1beta1constants.ConfirmationDeletion
+	operationAnnotation            = v1beta1constants.GardenerOperation
+	azureRotateAnnotation          = objectstore.AnnotationAzureRotate
 )
 
 // consumedAnnotations are those a function removes once it acted on them: their removal is

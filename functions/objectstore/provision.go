@@ -2,6 +2,12 @@ package objectstore
 
 import "context"
 
+// AnnotationAzureRotate on a BackupBucket asks its provisioner for a key rotation now
+// (provider-azure's annotation); the bucket function removes it once done. Declared here, not
+// in package azure, so that the bridge, which must not link the Azure SDK, knows it as one a
+// function consumes.
+const AnnotationAzureRotate = "azure.provider.extensions.gardener.cloud/rotate"
+
 // Provisioner is a Provider whose bucket secret may hold management credentials instead of
 // storage ones: Azure's service principal or workload identity, with which the account that
 // holds the bucket is created and its keys are read. The bucket function then provisions

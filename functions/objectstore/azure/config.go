@@ -14,7 +14,7 @@ const (
 	ConfigKind       = "BackupBucketConfig"
 	// AnnotationRotate on a BackupBucket asks for its storage key to be rotated now (with a
 	// rotationConfig); it is removed once the rotation is done.
-	AnnotationRotate = "azure.provider.extensions.gardener.cloud/rotate"
+	AnnotationRotate = objectstore.AnnotationAzureRotate
 	// MinRotationPeriodDays is the shortest rotation period a rotationConfig may ask for.
 	MinRotationPeriodDays = 2
 )
