@@ -34,13 +34,13 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 )
 
-// Name is the function's name.
+// PurgeName is the purge function's name.
 const PurgeName = "purge"
 
-// Types are the events the function takes: the purges the NATS server fires when due.
+// PurgeTypes are the events the purge function takes: the purges the NATS server fires when due.
 var PurgeTypes = []string{events.TypePurgeDue, events.TypePurgeVerify}
 
-// Publishes are the subjects the function publishes its work on (its NATS permission): the
+// PurgePublishes are the subjects the purge function publishes its work on (its NATS permission): the
 // outcome of each purge.
 var PurgePublishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...)
 
@@ -71,7 +71,7 @@ type Purger struct {
 	stores openStores
 }
 
-// Definition declares the purge function. It shares the entry function's retention flags.
+// PurgeDefinition declares the purge function. It shares the entry function's retention flags.
 var PurgeDefinition = runtime.Definition{
 	Name:      PurgeName,
 	Types:     PurgeTypes,
