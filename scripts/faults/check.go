@@ -21,6 +21,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -122,7 +123,7 @@ func reconciled(obj client.Object, status extensionsv1alpha1.DefaultStatus) stri
 	return ""
 }
 
-// backupSecretData is what etcd-backup-restore must read for a bucket, computed from the
+// backupSecretData is what the generated secret of a bucket holds, computed from the
 // credentials the workload gave it, not from anything housekeeper wrote.
 func (w *workload) backupSecretData(info bucketInfo) (map[string][]byte, error) {
 	provider, err := w.providers.Get(info.typ)
@@ -130,6 +131,24 @@ func (w *workload) backupSecretData(info bucketInfo) (map[string][]byte, error) 
 		return nil, err
 	}
 	return provider.BackupSecretData(info.credentials)
+}
+
+// etcdBackupData is what etcd-backup-restore must read for entry e of a bucket (but its
+// bucketName): the generated secret's keys and what the provider adds per entry (local's
+// hostPath), computed from the workload's credentials and the providers' own configuration.
+func (w *workload) etcdBackupData(info bucketInfo, e *extensionsv1alpha1.BackupEntry) (map[string][]byte, error) {
+	want, err := w.backupSecretData(info)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := w.providers[info.typ].(objectstore.EntrySecret); ok {
+		extra, err := p.EntrySecretData(objectstore.Entry{Region: e.Spec.Region, Source: gardener.IsSourceEntry(e.Name)})
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(want, extra)
+	}
+	return want, nil
 }
 
 // secretProblem compares a secret's data with want, naming keys but never values.
@@ -181,7 +200,7 @@ func (w *workload) liveEntryProblem(ctx context.Context, name string, info entry
 	w.mu.Lock()
 	bucketInfo := w.buckets[info.bucket]
 	w.mu.Unlock()
-	want, err := w.backupSecretData(bucketInfo)
+	want, err := w.etcdBackupData(bucketInfo, e)
 	if err != nil {
 		return err.Error()
 	}
