@@ -187,8 +187,23 @@ func installationReconciler(gardenConfig *rest.Config, gardenClient client.Clien
 // installation: it renders the chart of the installation's ControllerDeployment with the seed's
 // values into the ManagedResource garden/<name> in the seed (its objects in the namespace
 // extension-<name>, which it creates) and writes the conditions Valid and Installed.
+//
+// A conflict is requeued as gardenlet's controller requeues it: the reconciler reads from a
+// cache that may not yet hold an installation just created or changed (seen: "failed to add
+// finalizer: ... the object has been modified").
 func (g *Gardenlet) ReconcileInstallation(ctx context.Context, name string) error {
-	if _, err := g.installations.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if _, err = g.installations.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}); !apierrors.IsConflict(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("gardenlet's ControllerInstallation reconciler: %w", err)
 	}
 	return nil
