@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +30,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // The fakes the fast tests (decisions_test.go) run the entry Actuator and the Purger over:
@@ -141,7 +141,7 @@ type recordingJetStream struct {
 func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	h := nats.Header{}
 	maps.Copy(h, msg.Header)
-	for k, v := range publishHeaders(opts) {
+	for k, v := range testenv.PublishHeaders(opts) {
 		h.Set(k, v)
 	}
 	r.mu.Lock()
@@ -151,36 +151,6 @@ func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts .
 		return nil, r.err
 	}
 	return &jetstream.PubAck{Stream: "fake", Sequence: uint64(len(r.msgs))}, nil
-}
-
-// publishHeaders applies opts as jetstream's PublishMsg does and returns the schedule headers
-// they make. The options' target type is unexported: it is reached by reflection, so a
-// renamed field in a new nats.go fails here, loudly.
-func publishHeaders(opts []jetstream.PublishOpt) map[string]string {
-	if len(opts) == 0 {
-		return nil
-	}
-	o := reflect.New(reflect.TypeOf(opts[0]).In(0).Elem())
-	for _, opt := range opts {
-		if out := reflect.ValueOf(opt).Call([]reflect.Value{o}); !out[0].IsNil() {
-			panic(fmt.Sprintf("publish option: %v", out[0].Interface()))
-		}
-	}
-	fields := map[string]string{
-		"schedule": jetstream.ScheduleHeader, "scheduleTarget": jetstream.ScheduleTargetHeader,
-		"scheduleTTL": jetstream.ScheduleTTLHeader, "scheduleTZ": jetstream.ScheduleTimeZoneHeader,
-	}
-	h := map[string]string{}
-	for field, header := range fields {
-		f := o.Elem().FieldByName(field)
-		if !f.IsValid() {
-			panic("nats.go's publish options have no field " + field)
-		}
-		if v := f.String(); v != "" {
-			h[header] = v
-		}
-	}
-	return h
 }
 
 // memStore is a bucket in memory. listErr fails List; outside is listed under every prefix (a

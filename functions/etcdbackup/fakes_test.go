@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // The fakes the fast tests (schedule_decisions_test.go, snapshot_decisions_test.go) run the
@@ -113,7 +113,7 @@ func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts .
 	}
 	h := nats.Header{}
 	maps.Copy(h, msg.Header)
-	for k, v := range publishHeaders(opts) {
+	for k, v := range testenv.PublishHeaders(opts) {
 		h.Set(k, v)
 	}
 	r.msgs = append(r.msgs, published{subject: msg.Subject, header: h, data: slices.Clone(msg.Data)})
@@ -122,36 +122,6 @@ func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts .
 		return nil, r.err
 	}
 	return &jetstream.PubAck{Stream: "fake", Sequence: uint64(len(r.msgs))}, nil
-}
-
-// publishHeaders applies opts as jetstream's PublishMsg does and returns the schedule headers
-// they make. The options' target type is unexported: it is reached by reflection, so a
-// renamed field in a new nats.go fails here, loudly.
-func publishHeaders(opts []jetstream.PublishOpt) map[string]string {
-	if len(opts) == 0 {
-		return nil
-	}
-	o := reflect.New(reflect.TypeOf(opts[0]).In(0).Elem())
-	for _, opt := range opts {
-		if out := reflect.ValueOf(opt).Call([]reflect.Value{o}); !out[0].IsNil() {
-			panic(fmt.Sprintf("publish option: %v", out[0].Interface()))
-		}
-	}
-	fields := map[string]string{
-		"schedule": jetstream.ScheduleHeader, "scheduleTarget": jetstream.ScheduleTargetHeader,
-		"scheduleTTL": jetstream.ScheduleTTLHeader, "scheduleTZ": jetstream.ScheduleTimeZoneHeader,
-	}
-	h := map[string]string{}
-	for field, header := range fields {
-		f := o.Elem().FieldByName(field)
-		if !f.IsValid() {
-			panic("nats.go's publish options have no field " + field)
-		}
-		if v := f.String(); v != "" {
-			h[header] = v
-		}
-	}
-	return h
 }
 
 // memStore is a bucket in memory. statErr, listErr and deleteFails make its calls fail;
