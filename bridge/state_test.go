@@ -19,7 +19,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -152,15 +152,15 @@ func TestStateMetricsReadFromNATS(t *testing.T) {
 
 	// Resolved as the operator resolves them: one retried (re-driven, then deleted from the
 	// dead-letter stream), one discarded. The gauge stays, at 0.
-	dls, err := runtime.ListDeadLetters(ctx, operatorJS, "bucket")
+	dls, err := runner.ListDeadLetters(ctx, operatorJS, "bucket")
 	if err != nil || len(dls) != 2 {
 		t.Fatalf("dead letters: %v, %v", dls, err)
 	}
-	if err := runtime.RetryDeadLetter(ctx, operatorJS, dls[0]); err != nil {
+	if err := runner.RetryDeadLetter(ctx, operatorJS, dls[0]); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, reg, "one dead letter left after a retry", map[string]string{`housekeeper_deadletter_messages{function="bucket"}`: "1"})
-	if err := runtime.DiscardDeadLetter(ctx, operatorJS, dls[1].Sequence); err != nil {
+	if err := runner.DiscardDeadLetter(ctx, operatorJS, dls[1].Sequence); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, reg, "no dead letter left", map[string]string{`housekeeper_deadletter_messages{function="bucket"}`: "0"})

@@ -31,7 +31,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -102,12 +102,12 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	root := t.TempDir()
 	providers := objectstore.NewRegistry(local.New(root))
 	for _, def := range all.EtcdBackup {
-		fn, err := def.Build(context.Background(), runtime.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: "rbac-test", Log: log})
+		fn, err := def.Build(context.Background(), runner.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: "rbac-test", Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
-			runtime.WithBackoff(100*time.Millisecond, time.Second))
+		w, err := runner.NewWorker(js, fn, prometheus.NewRegistry(), runner.WithLogger(log.Named(fn.Name)),
+			runner.WithBackoff(100*time.Millisecond, time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,7 +41,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -124,13 +124,13 @@ func TestRBACIsEnough(t *testing.T) {
 	// Each function is built as its binary builds it, with its own service account's
 	// permissions (the entry function's metadata cache lists and watches with them too).
 	for _, def := range all.Gardener {
-		fn, err := def.Build(runCtx, runtime.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: cluster, Log: log},
+		fn, err := def.Build(runCtx, runner.Deps{Config: as(def.Name), Client: clientAs(def.Name), JetStream: js, Stores: providers, Cluster: cluster, Log: log},
 			gardener.ScopeArgs(def, local.Type)...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
-			runtime.WithBackoff(100*time.Millisecond, time.Second))
+		w, err := runner.NewWorker(js, fn, prometheus.NewRegistry(), runner.WithLogger(log.Named(fn.Name)),
+			runner.WithBackoff(100*time.Millisecond, time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

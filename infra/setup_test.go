@@ -22,7 +22,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -93,7 +93,7 @@ func TestSetupJobCreatesTheConsumersBeforeAnyFunction(t *testing.T) {
 					continue
 				}
 				info := c.CachedInfo()
-				want := runtime.Function{Name: name, Types: functionTypes[name]}.FilterSubjects()
+				want := runner.Function{Name: name, Types: functionTypes[name]}.FilterSubjects()
 				if !slices.Equal(slices.Sorted(slices.Values(info.Config.FilterSubjects)), slices.Sorted(slices.Values(want))) {
 					t.Errorf("consumer %s reads %v, function %s takes %v", name, info.Config.FilterSubjects, name, want)
 				}

@@ -9,11 +9,11 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Functions are every function, in the order they are listed and started.
-var Functions = []runtime.Definition{
+var Functions = []runner.Definition{
 	bucket.Definition,
 	entry.Definition,
 	entry.PurgeDefinition,
@@ -22,10 +22,10 @@ var Functions = []runtime.Definition{
 }
 
 // Lookup returns the function called name.
-func Lookup(name string) (runtime.Definition, bool) {
-	i := slices.IndexFunc(Functions, func(d runtime.Definition) bool { return d.Name == name })
+func Lookup(name string) (runner.Definition, bool) {
+	i := slices.IndexFunc(Functions, func(d runner.Definition) bool { return d.Name == name })
 	if i < 0 {
-		return runtime.Definition{}, false
+		return runner.Definition{}, false
 	}
 	return Functions[i], true
 }
@@ -36,13 +36,13 @@ func Names() []string {
 }
 
 // Gardener are the functions of Gardener's BackupBucket and BackupEntry extension contract.
-var Gardener = []runtime.Definition{bucket.Definition, entry.Definition, entry.PurgeDefinition}
+var Gardener = []runner.Definition{bucket.Definition, entry.Definition, entry.PurgeDefinition}
 
 // EtcdBackup are the functions of EtcdBackupConfig.
-var EtcdBackup = []runtime.Definition{etcdbackup.ScheduleDefinition, etcdbackup.SnapshotDefinition}
+var EtcdBackup = []runner.Definition{etcdbackup.ScheduleDefinition, etcdbackup.SnapshotDefinition}
 
 // NamesOf are the names of defs, in their order.
-func NamesOf(defs []runtime.Definition) []string {
+func NamesOf(defs []runner.Definition) []string {
 	names := make([]string, len(defs))
 	for i, d := range defs {
 		names[i] = d.Name

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Every definition is complete and consistent: a unique name, known event types, publishes
@@ -22,14 +22,14 @@ func TestDefinitions(t *testing.T) {
 			t.Errorf("name %q empty or registered twice", def.Name)
 		}
 		seen[def.Name] = true
-		if err := (runtime.Function{Name: def.Name, Types: def.Types, Handler: runtime.HandlerFunc(nil)}).Validate(); err != nil {
+		if err := (runner.Function{Name: def.Name, Types: def.Types, Handler: runner.HandlerFunc(nil)}).Validate(); err != nil {
 			t.Errorf("%s: %v", def.Name, err)
 		}
 		if def.Bind == nil {
 			t.Errorf("%s: no Bind", def.Name)
 			continue
 		}
-		_, err := def.Build(context.Background(), runtime.Deps{})
+		_, err := def.Build(context.Background(), runner.Deps{})
 		if def.Publishing() && err == nil {
 			t.Errorf("%s publishes %v but built without a cluster and JetStream", def.Name, def.Publishes)
 		}

@@ -25,7 +25,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -319,7 +319,7 @@ func TestReplayedEventsChangeNothing(t *testing.T) {
 	genBefore := f.secret("garden", "generated-bucket-stable").ResourceVersion
 	credsBefore := f.secret("garden", "creds").ResourceVersion
 
-	res, err := runtime.Replay(ctx, f.JS, bucket.Name, runtime.Window{FromSeq: 1}, nil)
+	res, err := runner.Replay(ctx, f.JS, bucket.Name, runner.Window{FromSeq: 1}, nil)
 	if err != nil || res.Redriven == 0 {
 		t.Fatalf("replay: %+v %v", res, err)
 	}

@@ -21,13 +21,13 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The decisions of the bucket Actuator, row by row, over the fake API server and a bucket in
 // memory: whether the bucket is created (or taken as it is), what the generated secret holds
 // and where it goes, when a deletion waits, and how each object-store answer is classified
-// (runtime.ClassOf, and the Gardener codes lastError gets). The generic protocol around the
+// (runner.ClassOf, and the Gardener codes lastError gets). The generic protocol around the
 // actuator (finalizers, lastOperation, annotations) is functions/gardener's decision table; the
 // real stores are the real-stack tests' (bucket_test.go, immutability_test.go, provision_test.go).
 
@@ -66,7 +66,7 @@ type bucketRow struct {
 }
 
 type bucketWant struct {
-	err        runtime.Class
+	err        runner.Class
 	codes      []gardencorev1beta1.ErrorCode
 	retryAfter bool     // the error says when to retry
 	says       string   // in the error, or else in the description
@@ -106,7 +106,7 @@ func TestBucketDecisions(t *testing.T) {
 			writes: []string{"create Secret " + inAnnotation, status}, generated: memKeys, at: inAnnotation, ref: inAnnotation}},
 		{name: "namespace annotation changed: written there, the status follows", nsAnno: "shoot-backups", published: "same", statusRef: true,
 			want: bucketWant{calls: []string{"Create"}, writes: []string{"create Secret " + inAnnotation, status}, generated: memKeys, at: inAnnotation, ref: inAnnotation}},
-		{name: "namespace annotation naming no namespace: a configuration problem", nsAnno: "nowhere", want: bucketWant{err: runtime.ClassPermanent, codes: conf,
+		{name: "namespace annotation naming no namespace: a configuration problem", nsAnno: "nowhere", want: bucketWant{err: runner.ClassPermanent, codes: conf,
 			says: "namespace nowhere for the generated secret does not exist", calls: []string{"Create"}, writes: []string{"create Secret nowhere/" + bucket.GeneratedSecretPrefix + fastBucket}}},
 		// The keys etcd-backup-restore reads, as each type's upstream extension generates them.
 		{name: "local: keys of provider-local's generated secret", typ: local.Type, creds: map[string][]byte{},
@@ -115,57 +115,57 @@ func TestBucketDecisions(t *testing.T) {
 			generated: []string{azure.KeyDomain, azure.KeyStorageAccount, azure.KeyStorageKey}, ref: fastGenerated}},
 		// Bad input is permanent until someone corrects it; nothing is written.
 		{name: "azure without storageKey: a configuration problem naming it", typ: azure.Type, creds: map[string][]byte{azure.KeyStorageAccount: []byte("acct")},
-			want: bucketWant{err: runtime.ClassPermanent, codes: conf, says: azure.KeyStorageKey}},
-		{name: "type without provider: a configuration problem", typ: "gcp", want: bucketWant{err: runtime.ClassPermanent, codes: conf, says: `"gcp"`}},
-		{name: "bucket name refused", openErr: objectstore.ErrInvalidBucketName, want: bucketWant{err: runtime.ClassPermanent, codes: conf}},
+			want: bucketWant{err: runner.ClassPermanent, codes: conf, says: azure.KeyStorageKey}},
+		{name: "type without provider: a configuration problem", typ: "gcp", want: bucketWant{err: runner.ClassPermanent, codes: conf, says: `"gcp"`}},
+		{name: "bucket name refused", openErr: objectstore.ErrInvalidBucketName, want: bucketWant{err: runner.ClassPermanent, codes: conf}},
 		{name: "wrong key: unauthenticated", createErr: objectstore.ErrUnauthenticated,
-			want: bucketWant{err: runtime.ClassPermanent, codes: unauthn, says: "creating bucket seed-1", calls: []string{"Create"}}},
-		{name: "not allowed: unauthorized", createErr: objectstore.ErrUnauthorized, want: bucketWant{err: runtime.ClassPermanent,
+			want: bucketWant{err: runner.ClassPermanent, codes: unauthn, says: "creating bucket seed-1", calls: []string{"Create"}}},
+		{name: "not allowed: unauthorized", createErr: objectstore.ErrUnauthorized, want: bucketWant{err: runner.ClassPermanent,
 			codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraUnauthorized}, calls: []string{"Create"}}},
-		{name: "throttled: unavailable", createErr: objectstore.ErrThrottled, want: bucketWant{err: runtime.ClassUnavailable,
+		{name: "throttled: unavailable", createErr: objectstore.ErrThrottled, want: bucketWant{err: runner.ClassUnavailable,
 			codes: throttled, calls: []string{"Create"}}},
-		{name: "store fails: retried", createErr: errors.New("connection reset"), want: bucketWant{err: runtime.ClassRetryable, codes: infra, calls: []string{"Create"}}},
-		{name: "quota exceeded: retried", createErr: objectstore.ErrQuotaExceeded, want: bucketWant{err: runtime.ClassRetryable,
+		{name: "store fails: retried", createErr: errors.New("connection reset"), want: bucketWant{err: runner.ClassRetryable, codes: infra, calls: []string{"Create"}}},
+		{name: "quota exceeded: retried", createErr: objectstore.ErrQuotaExceeded, want: bucketWant{err: runner.ClassRetryable,
 			codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraQuotaExceeded}, calls: []string{"Create"}}},
-		{name: "credentials not ready: waits", dataErr: objectstore.ErrNotReady, want: bucketWant{err: runtime.ClassWaiting, calls: []string{"Create"}}},
+		{name: "credentials not ready: waits", dataErr: objectstore.ErrNotReady, want: bucketWant{err: runner.ClassWaiting, calls: []string{"Create"}}},
 		// Settings of the providerConfig (object lock): the store applies them and says what it kept.
 		{name: "immutable: created with the providerConfig, its note told", configure: true, config: `{"immutability":{"retentionPeriod":"96h"}}`,
 			note: "retention kept at 168h", want: bucketWant{calls: []string{"CreateWithConfig"}, writes: []string{create, status}, generated: memKeys,
 				ref: fastGenerated, says: "Bucket reconciled: retention kept at 168h"}},
 		{name: "immutable, refused by the store: a configuration problem", configure: true, config: `{"immutability":{}}`, createErr: objectstore.ErrInvalidConfig,
-			want: bucketWant{err: runtime.ClassPermanent, codes: conf, calls: []string{"CreateWithConfig"}}},
+			want: bucketWant{err: runner.ClassPermanent, codes: conf, calls: []string{"CreateWithConfig"}}},
 		// Management credentials: provisioned first, the storage credentials open and are published.
 		{name: "provisioner: provisioned, storage keys published, consumed annotation removed", typ: "provisioner", published: "stale", statusRef: true,
 			annotations: map[string]string{rotate: "true", "keep": "x"}, configure: true, want: bucketWant{calls: []string{"Create"},
 				writes: []string{patch, "patch BackupBucket " + fastBucket}, generated: []string{"storageKey"}, ref: fastGenerated, anno: []string{"keep"}, says: "key rotated"}},
 		{name: "provisioner fails: retried, nothing published", typ: "provisioner", annotations: map[string]string{rotate: "true"}, provisionErr: errors.New("ARM: 500"),
-			want: bucketWant{err: runtime.ClassRetryable, codes: infra, says: "provisioning bucket seed-1", anno: []string{rotate}}},
+			want: bucketWant{err: runner.ClassRetryable, codes: infra, says: "provisioning bucket seed-1", anno: []string{rotate}}},
 
 		// --- Delete: not while an entry names the bucket; then the bucket, then its secret.
 		{name: "delete: entries use it: waits, naming them", delete: true, published: "same", statusRef: true,
 			entries: []string{"shoot--b--2 " + fastBucket + " deleting", "shoot--a--1 " + fastBucket, "shoot--c--3 other"},
-			want:    bucketWant{err: runtime.ClassWaiting, codes: infra, says: "shoot--a--1, shoot--b--2", generated: memKeys, ref: fastGenerated}},
+			want:    bucketWant{err: runner.ClassWaiting, codes: infra, says: "shoot--a--1, shoot--b--2", generated: memKeys, ref: fastGenerated}},
 		{name: "delete: only other buckets' entries: bucket and secret deleted", delete: true, exists: true, published: "same", statusRef: true,
 			entries: []string{"shoot--c--3 other"}, want: bucketWant{calls: []string{"Delete"}, writes: []string{del}, ref: fastGenerated}},
 		{name: "delete: secret gone already", delete: true, want: bucketWant{calls: []string{"Delete"}, writes: []string{del}}},
 		{name: "delete: the status's secret goes, not the annotation's", delete: true, nsAnno: "shoot-backups", published: "same", statusRef: true,
 			want: bucketWant{calls: []string{"Delete"}, writes: []string{del}, ref: fastGenerated}},
 		{name: "delete: no credentials: waits for them", delete: true, noCreds: true, published: "same",
-			want: bucketWant{err: runtime.ClassWaiting, codes: conf, says: "garden/" + fastCreds, generated: memKeys}},
+			want: bucketWant{err: runner.ClassWaiting, codes: conf, says: "garden/" + fastCreds, generated: memKeys}},
 		{name: "delete: locked until a date: retried after it, secret kept", delete: true, published: "same",
 			deleteErr: &objectstore.LockedError{Bucket: fastBucket, Count: 2, Until: time.Now().Add(time.Hour)},
-			want:      bucketWant{err: runtime.ClassRetryable, retryAfter: true, codes: infra, calls: []string{"Delete"}, generated: memKeys}},
+			want:      bucketWant{err: runner.ClassRetryable, retryAfter: true, codes: infra, calls: []string{"Delete"}, generated: memKeys}},
 		{name: "delete: legal hold: a configuration problem, secret kept", delete: true, published: "same",
 			deleteErr: &objectstore.LockedError{Bucket: fastBucket, Count: 2},
-			want:      bucketWant{err: runtime.ClassPermanent, codes: conf, says: "legal hold", calls: []string{"Delete"}, generated: memKeys}},
+			want:      bucketWant{err: runner.ClassPermanent, codes: conf, says: "legal hold", calls: []string{"Delete"}, generated: memKeys}},
 		{name: "delete: wrong key: secret kept", delete: true, published: "same", deleteErr: objectstore.ErrUnauthenticated,
-			want: bucketWant{err: runtime.ClassPermanent, codes: unauthn, calls: []string{"Delete"}, generated: memKeys}},
+			want: bucketWant{err: runner.ClassPermanent, codes: unauthn, calls: []string{"Delete"}, generated: memKeys}},
 		{name: "delete: throttled: unavailable, secret kept", delete: true, published: "same", deleteErr: objectstore.ErrThrottled,
-			want: bucketWant{err: runtime.ClassUnavailable, codes: throttled, calls: []string{"Delete"}, generated: memKeys}},
+			want: bucketWant{err: runner.ClassUnavailable, codes: throttled, calls: []string{"Delete"}, generated: memKeys}},
 		{name: "delete: provisioner: deprovisioned, secret deleted", delete: true, typ: "provisioner", published: "same", statusRef: true,
 			want: bucketWant{writes: []string{del}, ref: fastGenerated}},
 		{name: "delete: provisioner fails: secret kept", delete: true, typ: "provisioner", published: "same", provisionErr: errors.New("ARM: 500"),
-			want: bucketWant{err: runtime.ClassRetryable, codes: infra, says: "deleting bucket seed-1", generated: memKeys}},
+			want: bucketWant{err: runner.ClassRetryable, codes: infra, says: "deleting bucket seed-1", generated: memKeys}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
 	}
@@ -269,7 +269,7 @@ func (tc bucketRow) run(t *testing.T) {
 	if got := gardener.CodesOf(err); !slices.Equal(got, tc.want.codes) {
 		t.Errorf("codes %q, want %q", got, tc.want.codes)
 	}
-	var re *runtime.Error
+	var re *runner.Error
 	if got := errors.As(err, &re) && re.RetryAfter > 0; got != tc.want.retryAfter {
 		t.Errorf("retry after a delay: %v, want %v (%v)", got, tc.want.retryAfter, err)
 	}
@@ -366,9 +366,9 @@ func (tc bucketRow) checkProvisioner(t *testing.T, pv *provisioner) {
 }
 
 // classOf is the class of an actuator's error, "" for none.
-func classOf(err error) runtime.Class {
+func classOf(err error) runner.Class {
 	if err == nil {
 		return ""
 	}
-	return runtime.ClassOf(err)
+	return runner.ClassOf(err)
 }

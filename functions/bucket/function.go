@@ -13,7 +13,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Name is the function's name: its consumer, dead-letter and redrive subjects.
@@ -24,15 +24,15 @@ const Name = "bucket"
 var Types = []string{events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced}
 
 // Definition declares the bucket function.
-var Definition = runtime.Definition{
+var Definition = runner.Definition{
 	Name:  Name,
 	Types: Types,
-	Bind: func(fs *flag.FlagSet) runtime.Constructor {
+	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		scope := gardener.BindScope(fs)
-		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+		return func(_ context.Context, d runner.Deps) (runner.Function, error) {
 			s, err := scope(d.Stores)
 			if err != nil {
-				return runtime.Function{}, err
+				return runner.Function{}, err
 			}
 			return newFunction(d.Client, d.Stores, s, d.Log), nil
 		}
@@ -40,7 +40,7 @@ var Definition = runtime.Definition{
 }
 
 // newFunction returns the bucket function.
-func newFunction(c client.Client, providers objectstore.Registry, scope gardener.Scope, log *zap.Logger) runtime.Function {
+func newFunction(c client.Client, providers objectstore.Registry, scope gardener.Scope, log *zap.Logger) runner.Function {
 	r := &gardener.Reconciler{
 		Scope: scope,
 		StatusWriter: gardener.StatusWriter{
@@ -56,7 +56,7 @@ func newFunction(c client.Client, providers objectstore.Registry, scope gardener
 		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupBucket{} },
 		Actuator:  &Actuator{Client: c, Providers: providers},
 	}
-	return runtime.Function{
+	return runner.Function{
 		Name:    Name,
 		Types:   Types,
 		Handler: r,

@@ -17,7 +17,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The --timeout the tests give, and how long past it a command may take to return (connecting,
@@ -168,8 +168,8 @@ func TestDeadLettersListGivesUpWhenJetStreamGoesSilent(t *testing.T) {
 // how to resume; resumed so, every event of the window was re-driven.
 func TestReplayGivesUpWhenJetStreamGoesSilentAndResumes(t *testing.T) {
 	f := newFixture(t)
-	fn := runtime.Function{Name: "alpha", Types: []string{events.TypeBucketCreated}}
-	if _, err := runtime.EnsureConsumer(context.Background(), f.js, fn, runtime.DefaultConsumerSettings()); err != nil {
+	fn := runner.Function{Name: "alpha", Types: []string{events.TypeBucketCreated}}
+	if _, err := runner.EnsureConsumer(context.Background(), f.js, fn, runner.DefaultConsumerSettings()); err != nil {
 		t.Fatal(err)
 	}
 	var seqs []uint64

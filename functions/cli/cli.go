@@ -1,5 +1,5 @@
 // Package cli is the housekeeper binary's command line: the set-up of NATS, the functions, and
-// the operators' tools (replay, resync, dead letters) over the function runtime. Every long
+// the operators' tools (replay, resync, dead letters) over the function runner. Every long
 // run prints progress and a summary.
 package cli
 
@@ -25,7 +25,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/functions/version"
 )
 
@@ -268,7 +268,7 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 	if err := checkTimeout("replay", *timeout); err != nil {
 		return err
 	}
-	w := runtime.Window{FromSeq: *fromSeq, UntilSeq: *untilSeq}
+	w := runner.Window{FromSeq: *fromSeq, UntilSeq: *untilSeq}
 	if *since != 0 {
 		w.Since = time.Now().Add(-*since)
 	}
@@ -288,7 +288,7 @@ func replay(ctx context.Context, args []string, out io.Writer, connect connector
 	p := &replayProgress{out: out, last: time.Now()}
 	// Every event re-driven is an answer: --timeout bounds the silence, not the replay.
 	err = watch(ctx, *timeout, "re-driving events of stream "+events.RecordStream, func(ctx context.Context, alive func()) error {
-		_, err := runtime.Replay(ctx, js, *function, w, func(done int, seq uint64) {
+		_, err := runner.Replay(ctx, js, *function, w, func(done int, seq uint64) {
 			alive()
 			p.report(done, seq)
 		})
@@ -380,7 +380,7 @@ func resync(ctx context.Context, args []string, out io.Writer, connect connector
 }
 
 // describeWindow says which part of the stream a replay covers.
-func describeWindow(w runtime.Window) string {
+func describeWindow(w runner.Window) string {
 	from := fmt.Sprintf("from sequence %d", w.FromSeq)
 	if !w.Since.IsZero() {
 		from = "since " + w.Since.UTC().Format(time.RFC3339)

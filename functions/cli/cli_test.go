@@ -29,7 +29,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -78,18 +78,18 @@ func (f *fixture) publishRef(ref events.Ref) uint64 {
 
 // runFunction runs a worker whose handler fails permanently for names in failing.
 func (f *fixture) runFunction(name string, failing *sync.Map, handled chan<- string) {
-	fn := runtime.Function{Name: name, Types: []string{events.TypeBucketCreated}, Handler: runtime.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+	fn := runner.Function{Name: name, Types: []string{events.TypeBucketCreated}, Handler: runner.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		if _, bad := failing.Load(e.Subject()); bad {
-			return runtime.Permanentf("secret of %s lacks storageKey", e.Subject())
+			return runner.Permanentf("secret of %s lacks storageKey", e.Subject())
 		}
 		handled <- name + ":" + e.Subject()
 		return nil
 	})}
 	// A test function: the setup knows only the real ones.
-	if _, err := runtime.EnsureConsumer(context.Background(), f.js, fn, runtime.DefaultConsumerSettings()); err != nil {
+	if _, err := runner.EnsureConsumer(context.Background(), f.js, fn, runner.DefaultConsumerSettings()); err != nil {
 		f.t.Fatal(err)
 	}
-	w, err := runtime.NewWorker(f.js, fn, prometheus.NewRegistry(), runtime.WithLogger(zaptest.NewLogger(f.t)))
+	w, err := runner.NewWorker(f.js, fn, prometheus.NewRegistry(), runner.WithLogger(zaptest.NewLogger(f.t)))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -222,14 +222,14 @@ func TestUsageErrors(t *testing.T) {
 func TestForwardDeliversToAnHTTPModeFunction(t *testing.T) {
 	f := newFixture(t)
 	handled := make(chan string, 10)
-	fn := runtime.Function{Name: "bucket", Types: []string{events.TypeBucketCreated}, Handler: runtime.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+	fn := runner.Function{Name: "bucket", Types: []string{events.TypeBucketCreated}, Handler: runner.HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		if e.Subject() == "refused" {
-			return runtime.Permanentf("bucket name %s is refused", e.Subject())
+			return runner.Permanentf("bucket name %s is refused", e.Subject())
 		}
 		handled <- e.Subject()
 		return nil
 	})}
-	h, err := runtime.HTTPHandler(fn, prometheus.NewRegistry(), zaptest.NewLogger(t))
+	h, err := runner.HTTPHandler(fn, prometheus.NewRegistry(), zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // DeadLetterState is what became of a dead letter's object since its event failed.
@@ -37,7 +37,7 @@ type DeadLetterState struct {
 }
 
 // objectOf names the dead letter's object: "BackupEntry shoot--dev--app".
-func objectOf(d runtime.DeadLetter) string {
+func objectOf(d runner.DeadLetter) string {
 	ref, err := d.Object()
 	if err != nil {
 		return "?"
@@ -46,7 +46,7 @@ func objectOf(d runtime.DeadLetter) string {
 }
 
 // StateOf reads the dead letter's object on the API server.
-func StateOf(ctx context.Context, c client.Reader, d runtime.DeadLetter) DeadLetterState {
+func StateOf(ctx context.Context, c client.Reader, d runner.DeadLetter) DeadLetterState {
 	ref, err := d.Object()
 	if err != nil {
 		return DeadLetterState{Object: "?", State: "unknown: " + err.Error()}
@@ -105,7 +105,7 @@ func extensionState(o extensionsv1alpha1.Object, failedAt time.Time) (string, bo
 
 // configState: a schedule's dead letter is resolved once the current generation is scheduled,
 // a snapshot's once a backup was taken after the failure.
-func configState(o *backupv1alpha1.EtcdBackupConfig, d runtime.DeadLetter) (string, bool) {
+func configState(o *backupv1alpha1.EtcdBackupConfig, d runner.DeadLetter) (string, bool) {
 	scheduled := meta.FindStatusCondition(o.Status.Conditions, backupv1alpha1.ConditionScheduled)
 	succeeded := meta.FindStatusCondition(o.Status.Conditions, backupv1alpha1.ConditionBackupSucceeded)
 	var words []string
@@ -154,7 +154,7 @@ func (f *deadLetterFlags) parse(args []string) error {
 
 // states reads every dead letter's object; without a reachable API server it says why and
 // returns nil.
-func (f *deadLetterFlags) states(ctx context.Context, out io.Writer, dls []runtime.DeadLetter) map[uint64]DeadLetterState {
+func (f *deadLetterFlags) states(ctx context.Context, out io.Writer, dls []runner.DeadLetter) map[uint64]DeadLetterState {
 	if len(dls) == 0 {
 		return nil
 	}
@@ -285,11 +285,11 @@ func deadLettersRetry(ctx context.Context, args []string, out io.Writer, connect
 	if err != nil {
 		return err
 	}
-	return eachDeadLetter(ctx, fs, sel, out, connect, "re-driven", func(ctx context.Context, js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
+	return eachDeadLetter(ctx, fs, sel, out, connect, "re-driven", func(ctx context.Context, js jetstream.JetStream, d runner.DeadLetter, st *DeadLetterState) (string, error) {
 		if st != nil && strings.HasPrefix(st.State, "gone") {
 			return "", fmt.Errorf("its %s is %s: retrying would replay the old error; discard it", st.Object, st.State)
 		}
-		if err := runtime.RetryDeadLetter(ctx, js, d); err != nil {
+		if err := runner.RetryDeadLetter(ctx, js, d); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("retried %d: %s %s → %s", d.Sequence, d.EventType, d.Subject, d.Function), nil
@@ -302,11 +302,11 @@ func deadLettersDiscard(ctx context.Context, args []string, out io.Writer, conne
 	if err != nil {
 		return err
 	}
-	return eachDeadLetter(ctx, fs, sel, out, connect, "discarded", func(ctx context.Context, js jetstream.JetStream, d runtime.DeadLetter, st *DeadLetterState) (string, error) {
+	return eachDeadLetter(ctx, fs, sel, out, connect, "discarded", func(ctx context.Context, js jetstream.JetStream, d runner.DeadLetter, st *DeadLetterState) (string, error) {
 		if *sel.resolved && (st == nil || !st.Resolved) {
 			return "", errSkip
 		}
-		if err := runtime.DiscardDeadLetter(ctx, js, d.Sequence); err != nil {
+		if err := runner.DiscardDeadLetter(ctx, js, d.Sequence); err != nil {
 			return "", err
 		}
 		what := fmt.Sprintf("discarded %d: %s %s (%s)", d.Sequence, d.EventType, d.Subject, d.Function)
@@ -319,14 +319,14 @@ func deadLettersDiscard(ctx context.Context, args []string, out io.Writer, conne
 
 // connectAndList connects as the operator and lists the dead letters of --function (all if
 // empty), within --timeout; the caller closes the connection.
-func connectAndList(ctx context.Context, fs *deadLetterFlags, connect connector) (*nats.Conn, jetstream.JetStream, []runtime.DeadLetter, error) {
+func connectAndList(ctx context.Context, fs *deadLetterFlags, connect connector) (*nats.Conn, jetstream.JetStream, []runner.DeadLetter, error) {
 	nc, js, err := connect(events.IdentityOperator)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var dls []runtime.DeadLetter
+	var dls []runner.DeadLetter
 	err = watch(ctx, *fs.timeout, "reading dead letters from stream "+events.DeadLetterStream, func(ctx context.Context, _ func()) error {
-		list, err := runtime.ListDeadLetters(ctx, js, *fs.function)
+		list, err := runner.ListDeadLetters(ctx, js, *fs.function)
 		dls = list
 		return err
 	})
@@ -344,13 +344,13 @@ var errSkip = errors.New("skip")
 // its object's state (nil when unknown), printing each outcome and a summary. Each act has
 // --timeout; once one got no answer (or on Ctrl-C) it stops and names those not tried.
 func eachDeadLetter(ctx context.Context, fs *deadLetterFlags, sel *selection, out io.Writer, connect connector, done string,
-	act func(context.Context, jetstream.JetStream, runtime.DeadLetter, *DeadLetterState) (string, error)) error {
+	act func(context.Context, jetstream.JetStream, runner.DeadLetter, *DeadLetterState) (string, error)) error {
 	nc, js, dls, err := connectAndList(ctx, fs, connect)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	var selected []runtime.DeadLetter
+	var selected []runner.DeadLetter
 	for _, d := range dls {
 		if *sel.all || *sel.resolved || sel.want[d.Sequence] {
 			selected = append(selected, d)
@@ -409,7 +409,7 @@ func eachDeadLetter(ctx context.Context, fs *deadLetterFlags, sel *selection, ou
 }
 
 // untried names the dead letters a command stopped before: they are as they were.
-func untried(out io.Writer, rest []runtime.DeadLetter) {
+func untried(out io.Writer, rest []runner.DeadLetter) {
 	if len(rest) == 0 {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/process"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // functionPlaceholder in --url is replaced by each function's name.
@@ -42,14 +42,14 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 		return fmt.Errorf("%w: forward: --url %s must contain %s to name each of %d functions", errUsage, *url, functionPlaceholder, len(names))
 	}
 	client := &http.Client{Timeout: *timeout}
-	fns := make([]runtime.Function, len(names))
+	fns := make([]runner.Function, len(names))
 	for i, name := range names {
 		def, ok := all.Lookup(name)
 		if !ok {
 			return fmt.Errorf("%w: forward: no function %q: one of %s", errUsage, name, functionNames())
 		}
 		target := strings.ReplaceAll(*url, functionPlaceholder, name)
-		fns[i] = runtime.Function{Name: name, Types: def.Types, Handler: &runtime.Forwarder{URL: target, Client: client}}
+		fns[i] = runner.Function{Name: name, Types: def.Types, Handler: &runner.Forwarder{URL: target, Client: client}}
 	}
 	proc, err := process.Start(ctx, process.Spec{Name: "housekeeper-forward", Flags: flags,
 		NATS: &nopts, Identity: events.IdentityForward, RequireStreams: true})
@@ -58,6 +58,6 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	}
 	defer proc.Close()
 	// The ack wait outlasts a slow answer; heartbeats keep it alive meanwhile.
-	return runtime.ServePull(ctx, fns, runtime.Serving{Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log.Named("forward"),
-		Worker: []runtime.WorkerOption{runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup)}})
+	return runner.ServePull(ctx, fns, runner.Serving{Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log.Named("forward"),
+		Worker: []runner.WorkerOption{runner.WithConcurrency(*concurrency), runner.WithBackoff(*backoffBase, *backoffMax), runner.WithStartup(proc.Startup)}})
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/process"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 func functionNames() string { return strings.Join(all.Names(), ", ") }
@@ -33,7 +33,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	flags.BindFlags(fs.FlagSet, "address of /healthz, /readyz, /metrics and, in http mode, the events")
 	var kubeOpts kube.Options
 	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
-	mode := fs.String("mode", string(runtime.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
+	mode := fs.String("mode", string(runner.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
 	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
 	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
@@ -43,7 +43,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}
-	m, err := runtime.ParseMode(*mode)
+	m, err := runner.ParseMode(*mode)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -63,7 +63,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	spec := process.Spec{Name: "housekeeper-" + name, Flags: flags, Kube: &kubeOpts}
 	// Pull mode consumes from JetStream; a function that publishes needs it in either mode. The
 	// streams and the consumer are `housekeeper setup`'s: here they must exist.
-	if m == runtime.ModePull || def.Publishing() {
+	if m == runner.ModePull || def.Publishing() {
 		spec.NATS, spec.Identity, spec.RequireStreams = &nopts, name, true
 	}
 	proc, err := process.Start(ctx, spec)
@@ -71,12 +71,12 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 		return err
 	}
 	defer proc.Close()
-	fn, err := construct.Build(ctx, def, runtime.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
+	fn, err := construct.Build(ctx, def, runner.Deps{Config: proc.KubeConfig, Client: proc.Client, JetStream: proc.JetStream,
 		Stores: providers, Cluster: *cluster, Log: proc.Log, Metrics: proc.Metrics, FirstEventSettled: proc.Startup.Settled()})
 	if err != nil {
 		return err
 	}
 	proc.Startup.Mark("function_built")
-	return runtime.Serve(ctx, fn, runtime.Serving{Mode: m, Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log,
-		Worker: []runtime.WorkerOption{runtime.WithConcurrency(*concurrency), runtime.WithBackoff(*backoffBase, *backoffMax), runtime.WithStartup(proc.Startup)}})
+	return runner.Serve(ctx, fn, runner.Serving{Mode: m, Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log,
+		Worker: []runner.WorkerOption{runner.WithConcurrency(*concurrency), runner.WithBackoff(*backoffBase, *backoffMax), runner.WithStartup(proc.Startup)}})
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // runSetup creates or updates the streams and the durable consumer of every function (or of
@@ -30,7 +30,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	logOpts.BindFlags(fs.FlagSet)
 	maxAge := fs.Duration("stream-max-age", events.DefaultMaxAge, "how long the stream of record keeps events: the window replay reaches back into (pending schedules are kept until they fire, however long)")
 	replicas := fs.Int("stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
-	cs := runtime.DefaultConsumerSettings()
+	cs := runner.DefaultConsumerSettings()
 	fs.DurationVar(&cs.AckWait, "ack-wait", cs.AckWait, "how long JetStream waits for a function's ack before redelivering (running handlers renew it)")
 	fs.IntVar(&cs.MaxDeliver, "max-deliver", cs.MaxDeliver, "deliveries before a failing event is dead-lettered")
 	fs.IntVar(&cs.MaxAckPending, "max-ack-pending", cs.MaxAckPending, "events in flight at once per function, across its replicas")
@@ -46,13 +46,13 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	if len(functions) == 0 {
 		return fmt.Errorf("%w: setup: --functions is empty: give one or more of %s", errUsage, functionNames())
 	}
-	defs := make([]runtime.Definition, 0, len(functions))
+	defs := make([]runner.Definition, 0, len(functions))
 	for _, name := range functions {
 		def, ok := all.Lookup(name)
 		if !ok {
 			return fmt.Errorf("%w: setup: --functions: no function %q: one of %s", errUsage, name, functionNames())
 		}
-		if !slices.ContainsFunc(defs, func(d runtime.Definition) bool { return d.Name == name }) {
+		if !slices.ContainsFunc(defs, func(d runner.Definition) bool { return d.Name == name }) {
 			defs = append(defs, def)
 		}
 	}
@@ -83,7 +83,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	}
 	for _, def := range defs {
 		name := def.Name
-		cons, err := runtime.EnsureConsumer(ctx, js, runtime.Function{Name: name, Types: def.Types}, cs)
+		cons, err := runner.EnsureConsumer(ctx, js, runner.Function{Name: name, Types: def.Types}, cs)
 		if err != nil {
 			return err
 		}

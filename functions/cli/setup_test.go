@@ -13,7 +13,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -55,7 +55,7 @@ func TestSetupCommand(t *testing.T) {
 	consumers := func() map[string]*jetstream.ConsumerInfo {
 		infos := map[string]*jetstream.ConsumerInfo{}
 		for _, def := range all.Functions {
-			fn := runtime.Function{Name: def.Name, Types: def.Types}
+			fn := runner.Function{Name: def.Name, Types: def.Types}
 			c, err := js.Consumer(ctx, events.RecordStream, fn.Name)
 			if err != nil {
 				t.Fatalf("consumer of %s: %v", fn.Name, err)

@@ -26,7 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The decisions of the entry Actuator (Reconcile: the etcd-backup secret; Delete: the secret,
@@ -68,7 +68,7 @@ type reconcileRow struct {
 	keys   []string // etcd-backup's data keys afterwards; nil: no secret written (one there is unchanged)
 	writes []string
 	says   string
-	err    runtime.Class
+	err    runner.Class
 	codes  []gardencorev1beta1.ErrorCode
 }
 
@@ -113,9 +113,9 @@ func TestEntryReconcileDecisions(t *testing.T) {
 			creds: map[string][]byte{s3.KeyAccessKeyID: []byte("A"), s3.KeySecretAccessKey: []byte("s")},
 			keys:  []string{s3.KeyAccessKeyID, "bucketName", "region", s3.KeySecretAccessKey}, writes: []string{patch}},
 		{name: "workload identity without its name: a configuration problem", world: world{typ: s3.Type}, wi: "no name",
-			err: runtime.ClassPermanent, codes: conf, says: sec.AnnotationWorkloadIdentityName},
+			err: runner.ClassPermanent, codes: conf, says: sec.AnnotationWorkloadIdentityName},
 		{name: "workload identity without config: a configuration problem", world: world{typ: s3.Type}, wi: "no config",
-			err: runtime.ClassPermanent, codes: conf, says: `"config"`},
+			err: runner.ClassPermanent, codes: conf, says: `"config"`},
 		// What concerns a later purge is told now, without a lastError.
 		{name: "malformed retention: written, and said", world: world{ann: map[string]string{entry.AnnotationRetention: "three days"}},
 			keys: id, writes: []string{create}, says: "fix it, or the purge waits"},
@@ -245,7 +245,7 @@ type deleteRow struct {
 	published  []string
 	pending    bool
 	says       string
-	err        runtime.Class
+	err        runner.Class
 	codes      []gardencorev1beta1.ErrorCode
 }
 
@@ -265,7 +265,7 @@ func TestEntryDeleteDecisions(t *testing.T) {
 		{name: "the cache's copy is an older secret's: read live, deleted", cache: true, deletes: 2, retention: time.Hour,
 			published: scheduled(deletedAt.Add(time.Hour)), pending: true},
 		{name: "malformed retention: a configuration problem, nothing scheduled", world: world{ann: map[string]string{entry.AnnotationRetention: "soon"}},
-			err: runtime.ClassPermanent, codes: conf, says: "soon"},
+			err: runner.ClassPermanent, codes: conf, says: "soon"},
 		{name: "due, no purger: scheduled for now", published: scheduled(fastNow), pending: true},
 		{name: "due (force-deletion): purged now, exactly the prefix", purger: true, retention: 72 * time.Hour,
 			world: world{ann: map[string]string{entry.AnnotationForceDeletion: "true"}}, purged: true, opened: []string{"bucket"}, published: []string{"completed"}},
@@ -275,9 +275,9 @@ func TestEntryDeleteDecisions(t *testing.T) {
 			world: world{name: source, extra: []client.Object{&extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: fastEntry},
 				Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: fastBucket}}}}},
 		{name: "due, a type this process cannot open: scheduled", purger: true, world: world{typ: s3.Type}, published: scheduled(fastNow), pending: true},
-		{name: "NATS does not answer: unavailable", pubErr: nats.ErrTimeout, published: []string{"schedule due " + at(fastNow)}, err: runtime.ClassUnavailable},
+		{name: "NATS does not answer: unavailable", pubErr: nats.ErrTimeout, published: []string{"schedule due " + at(fastNow)}, err: runner.ClassUnavailable},
 		{name: "due, the store throttles: unavailable, nothing purged", purger: true, storeErr: objectstore.ErrThrottled, opened: []string{"bucket"},
-			err: runtime.ClassUnavailable, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraRateLimitsExceeded}},
+			err: runner.ClassUnavailable, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraRateLimitsExceeded}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
 	}

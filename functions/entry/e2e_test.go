@@ -27,7 +27,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -321,7 +321,7 @@ func TestOldScheduleDoesNotTouchARecreatedEntry(t *testing.T) {
 	oldDue = oldDue.Add(retention)
 	time.Sleep(time.Until(newDue))
 
-	purger, err := entry.PurgeDefinition.Build(ctx, runtime.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
+	purger, err := entry.PurgeDefinition.Build(ctx, runner.Deps{Client: f.Client, JetStream: f.JS, Stores: objectstore.NewRegistry(azure.New()),
 		Cluster: pipeline.Cluster, Log: f.Log}, "--types=azure")
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -348,11 +348,11 @@ func liveEntry(t *testing.T, c client.Client, name string) *extensionsv1alpha1.B
 	return e
 }
 
-func checkErr(t *testing.T, err error, class runtime.Class, codes []gardencorev1beta1.ErrorCode) {
+func checkErr(t *testing.T, err error, class runner.Class, codes []gardencorev1beta1.ErrorCode) {
 	t.Helper()
-	got := runtime.Class("")
+	got := runner.Class("")
 	if err != nil {
-		got = runtime.ClassOf(err)
+		got = runner.ClassOf(err)
 	}
 	if got != class {
 		t.Errorf("error %v: class %q, want %q", err, got, class)

@@ -30,7 +30,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -204,7 +204,7 @@ func (f *fixture) settleAll(functions ...string) map[string]*jetstream.ConsumerI
 }
 
 // deadLettered lists the dead letters of the forged event.
-func deadLettered(dls []runtime.DeadLetter, m pipeline.Stored) []string {
+func deadLettered(dls []runner.DeadLetter, m pipeline.Stored) []string {
 	var out []string
 	for _, d := range dls {
 		if d.EventID == m.ID {
@@ -215,7 +215,7 @@ func deadLettered(dls []runtime.DeadLetter, m pipeline.Stored) []string {
 }
 
 // unexpectedDeadLetters lists dead letters of none of the forged events.
-func unexpectedDeadLetters(dls []runtime.DeadLetter, forged []pipeline.Stored) []string {
+func unexpectedDeadLetters(dls []runner.DeadLetter, forged []pipeline.Stored) []string {
 	var out []string
 	for _, d := range dls {
 		if !slices.ContainsFunc(forged, func(m pipeline.Stored) bool { return m.ID == d.EventID }) {
@@ -389,7 +389,7 @@ func (f *fixture) groupFacts() []fact {
 
 // checkGroup fails the test if the forged events changed the fixture's bucket or left dead
 // letters no forged event explains.
-func checkGroup(t *testing.T, before, after []fact, dls []runtime.DeadLetter, forged []pipeline.Stored) {
+func checkGroup(t *testing.T, before, after []fact, dls []runner.DeadLetter, forged []pipeline.Stored) {
 	t.Helper()
 	if d := diff(before, after); len(d) > 0 {
 		t.Errorf("the forged events changed shared state:\n  %s", strings.Join(d, "\n  "))
@@ -400,7 +400,7 @@ func checkGroup(t *testing.T, before, after []fact, dls []runtime.DeadLetter, fo
 }
 
 // check is the verdict of one subtest: the guard, then every change the forged event caused.
-func check(t *testing.T, info *jetstream.ConsumerInfo, m pipeline.Stored, before, after []fact, dls []runtime.DeadLetter) {
+func check(t *testing.T, info *jetstream.ConsumerInfo, m pipeline.Stored, before, after []fact, dls []runner.DeadLetter) {
 	t.Helper()
 	if err := pipeline.Acked(info, m); err != nil {
 		t.Fatal(err)

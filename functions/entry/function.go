@@ -18,7 +18,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Name is the function's name.
@@ -60,23 +60,23 @@ func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Log
 
 // Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions)
 // when it is given a Kubernetes configuration to start one from.
-var Definition = runtime.Definition{
+var Definition = runner.Definition{
 	Name:      Name,
 	Types:     Types,
 	Publishes: Publishes,
-	Bind: func(fs *flag.FlagSet) runtime.Constructor {
+	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
-		return func(ctx context.Context, d runtime.Deps) (runtime.Function, error) {
+		return func(ctx context.Context, d runner.Deps) (runner.Function, error) {
 			// It writes etcd-backup from the credentials, and opens a bucket only to purge an
 			// entry due when it is deleted, where its stores can (purgesNow): else it schedules.
 			s, err := scope(nil)
 			if err != nil {
-				return runtime.Function{}, err
+				return runner.Function{}, err
 			}
 			// It still needs every type's provider: each knows what its etcd-backup adds.
 			if err := s.Links(d.Stores); err != nil {
-				return runtime.Function{}, err
+				return runner.Function{}, err
 			}
 			var metadata client.Reader
 			if d.Config != nil {
@@ -89,10 +89,10 @@ var Definition = runtime.Definition{
 
 // newFunction returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
 // nil to read everything from the API server.
-func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runtime.Function {
+func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runner.Function {
 	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
 		Purger: newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))}
-	return runtime.Function{
+	return runner.Function{
 		Name:    Name,
 		Types:   Types,
 		Handler: Reconciler(c, a, scope, log),

@@ -31,7 +31,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // PurgeName is the purge function's name.
@@ -72,17 +72,17 @@ type Purger struct {
 }
 
 // PurgeDefinition declares the purge function. It shares the entry function's retention flags.
-var PurgeDefinition = runtime.Definition{
+var PurgeDefinition = runner.Definition{
 	Name:      PurgeName,
 	Types:     PurgeTypes,
 	Publishes: PurgePublishes,
-	Bind: func(fs *flag.FlagSet) runtime.Constructor {
+	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
-		return func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+		return func(_ context.Context, d runner.Deps) (runner.Function, error) {
 			s, err := scope(d.Stores)
 			if err != nil {
-				return runtime.Function{}, err
+				return runner.Function{}, err
 			}
 			return newPurge(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, d.Metrics), nil
 		}
@@ -90,10 +90,10 @@ var PurgeDefinition = runtime.Definition{
 }
 
 // newPurge returns the purge function.
-func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, reg prometheus.Registerer) runtime.Function {
+func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, reg prometheus.Registerer) runner.Function {
 	p := newPurger(c, js, providers, retention, scope, cluster, log)
 	p.Verified = NewVerifyMetrics(reg)
-	return runtime.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
+	return runner.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
 }
 
 // newPurger returns a Purger with the settings the purge and the entry function share.
@@ -112,7 +112,7 @@ func newPurger(c client.Client, js jetstream.JetStream, providers objectstore.Re
 func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	var data events.PurgeData
 	if err := json.Unmarshal(e.Data(), &data); err != nil || data.Entry == "" || data.UID == "" {
-		return runtime.Permanentf("%s event without the entry's name and uid in its data", e.Type())
+		return runner.Permanentf("%s event without the entry's name and uid in its data", e.Type())
 	}
 	log := p.Log.With(zap.String("entry", data.Entry), zap.String("uid", data.UID))
 	if e.Type() == events.TypePurgeVerify {
@@ -155,7 +155,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	done, err := p.purgeDue(ctx, log, be, data)
 	if err != nil {
 		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
-		if runtime.ClassOf(err) == runtime.ClassPermanent {
+		if runner.ClassOf(err) == runner.ClassPermanent {
 			data.Reason = err.Error()
 			p.publish(ctx, log, events.OpPurgeFailed, be, data)
 		}
@@ -223,7 +223,7 @@ func (p *Purger) scheduleVerify(ctx context.Context, log *zap.Logger, be *extens
 // rule does anyway. What is still locked is marked again and verified later.
 func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeData) error {
 	if data.BucketName == "" || data.Prefix != gardener.EntryPrefix(data.Entry) {
-		return runtime.Permanentf("verify purge of %s: prefix %q is not the entry's (%q), or no bucket", data.Entry, data.Prefix, gardener.EntryPrefix(data.Entry))
+		return runner.Permanentf("verify purge of %s: prefix %q is not the entry's (%q), or no bucket", data.Entry, data.Prefix, gardener.EntryPrefix(data.Entry))
 	}
 	be := &extensionsv1alpha1.BackupEntry{}
 	switch err := p.Client.Get(ctx, client.ObjectKey{Name: data.Entry}, be); {
@@ -266,7 +266,7 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 	err = store.List(ctx, data.Prefix, func(keys []string) error {
 		for _, k := range keys {
 			if !strings.HasPrefix(k, data.Prefix) {
-				return runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, data.Prefix)
+				return runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, data.Prefix)
 			}
 			ok, err := locking.Marked(ctx, k)
 			if err != nil {
@@ -361,7 +361,7 @@ type Purged struct {
 func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
 	var out Purged
 	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
-		return out, runtime.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
+		return out, runner.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
 	}
 	if progress == nil {
 		progress = func(int, int) {}
@@ -385,7 +385,7 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		}
 		// A store that reports keys deleted (or "not found") and keeps listing them would make
 		// this loop endless: a page that starts with a key already deleted is a stall, and a
-		// few in a row end the run with an error (the runtime retries it later).
+		// few in a row end the run with an error (the runner retries it later).
 		if slices.Contains(previous, page[0]) {
 			if stalls++; stalls > retries {
 				return out, gardener.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
@@ -397,7 +397,7 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		previous = slices.Clone(page) // deleteWithRetries reuses the page for its retries
 		for _, k := range page {
 			if !strings.HasPrefix(k, prefix) {
-				return out, runtime.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
+				return out, runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
 			}
 		}
 		marked, err := out.deleteAndMark(ctx, store, locking, page, prefix, retries)

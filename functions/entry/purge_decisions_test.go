@@ -20,7 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The decisions of the purge function when the NATS server fires a purge: it takes no
@@ -45,7 +45,7 @@ type purgeRow struct {
 	op        string   // lastOperation afterwards, "Type State", checked when set
 	opened    []string // the credentials the store was opened with
 	published []string
-	err       runtime.Class
+	err       runner.Class
 	codes     []gardencorev1beta1.ErrorCode
 }
 
@@ -74,16 +74,16 @@ func TestPurgeDecisions(t *testing.T) {
 		{name: "released already", world: world{deleting: true, other: true}, entry: "released"},
 		{name: "migrated to another seed, which owns its backups", world: deleting, migrated: true, entry: "kept", op: "Migrate Succeeded"},
 		{name: "of a type this installation does not serve", world: with(func(w *world) { w.typ = "aws" }), entry: "kept"},
-		{name: "no uid in the event: dead-lettered", world: deleting, noUID: true, entry: "kept", err: runtime.ClassPermanent},
+		{name: "no uid in the event: dead-lettered", world: deleting, noUID: true, entry: "kept", err: runner.ClassPermanent},
 		// Failures: recorded in lastOperation and lastError; the entry keeps its finalizer.
 		{name: "malformed retention: a configuration problem", world: with(func(w *world) { w.ann = map[string]string{entry.AnnotationRetention: "soon"} }),
-			entry: "kept", op: "Delete Error", err: runtime.ClassPermanent, codes: conf},
+			entry: "kept", op: "Delete Error", err: runner.ClassPermanent, codes: conf},
 		{name: "the store lists outside the prefix: refused, nothing deleted", world: deleting, outside: neighbours[1], entry: "kept", op: "Delete Error",
-			opened: []string{"bucket"}, published: []string{"failed"}, err: runtime.ClassPermanent},
+			opened: []string{"bucket"}, published: []string{"failed"}, err: runner.ClassPermanent},
 		{name: "the store throttles: unavailable", world: deleting, listErr: objectstore.ErrThrottled, entry: "kept", op: "Delete Error",
-			opened: []string{"bucket"}, err: runtime.ClassUnavailable, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraRateLimitsExceeded}},
+			opened: []string{"bucket"}, err: runner.ClassUnavailable, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraRateLimitsExceeded}},
 		{name: "bad credentials: a configuration problem, purge.failed", world: deleting, openErr: objectstore.ErrMissingCredentials, entry: "kept",
-			op: "Delete Error", opened: []string{"bucket"}, published: []string{"failed"}, err: runtime.ClassPermanent, codes: conf},
+			op: "Delete Error", opened: []string{"bucket"}, published: []string{"failed"}, err: runner.ClassPermanent, codes: conf},
 		// Object lock: what it keeps is marked, the entry released, a verify purge due when the lock ends.
 		{name: "locked backups: marked, verify scheduled after the lock, released", world: deleting, locked: true, entry: "gone",
 			opened: []string{"bucket"}, published: []string{"schedule verify " + at(fastNow.Add(time.Hour+time.Second)), "completed"}},

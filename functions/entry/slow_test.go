@@ -15,7 +15,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -61,12 +61,12 @@ func runSlowPurge(t *testing.T, setting string) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	fn, err := entry.PurgeDefinition.Build(context.Background(), runtime.Deps{Client: c, JetStream: js,
+	fn, err := entry.PurgeDefinition.Build(context.Background(), runner.Deps{Client: c, JetStream: js,
 		Stores: objectstore.NewRegistry(slowProvider{azure.New()}), Cluster: pipeline.Cluster, Log: zaptest.NewLogger(t)}, "--types=azure")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry())
+	w, err := runner.NewWorker(js, fn, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -54,7 +54,7 @@ func BenchmarkSnapshot1GiB(b *testing.B) {
 			stopSampling, peakHeap := sampleHeap()
 			b.ResetTimer()
 			for i := range b.N {
-				fctx := runtime.WithFire(ctx, runtime.Fire{At: base.Add(time.Duration(i) * time.Second)})
+				fctx := runner.WithFire(ctx, runner.Fire{At: base.Add(time.Duration(i) * time.Second)})
 				if err := snap.Handle(fctx, dueEvent(b, cfg)); err != nil {
 					b.Fatal(err)
 				}

@@ -20,7 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // ScheduleName is the schedule function's name.
@@ -42,18 +42,18 @@ var SchedulePublishes = []string{events.SubjectEtcdBackupSchedules, events.Subje
 const DueMessageTTL = 24 * time.Hour
 
 // ScheduleDefinition declares the schedule function.
-var ScheduleDefinition = runtime.Definition{
+var ScheduleDefinition = runner.Definition{
 	Name:      ScheduleName,
 	Types:     ScheduleTypes,
 	Publishes: SchedulePublishes,
-	Bind: runtime.NoFlags(func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Function, error) {
 		return newSchedule(d.Client, d.JetStream, d.Cluster, d.Log), nil
 	}),
 }
 
 // newSchedule returns the schedule function.
-func newSchedule(c client.Client, js jetstream.JetStream, cluster string, log *zap.Logger) runtime.Function {
-	return runtime.Function{
+func newSchedule(c client.Client, js jetstream.JetStream, cluster string, log *zap.Logger) runner.Function {
+	return runner.Function{
 		Name:    ScheduleName,
 		Types:   ScheduleTypes,
 		Handler: &Scheduler{Client: c, JetStream: js, Cluster: cluster, Log: log, Now: time.Now},
@@ -78,7 +78,7 @@ func (s *Scheduler) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 	namespace, name := events.SplitObjectName(ref.Name)
 	if namespace == "" {
-		return runtime.Permanentf("event names %q, not <namespace>/<name>", ref.Name)
+		return runner.Permanentf("event names %q, not <namespace>/<name>", ref.Name)
 	}
 	cfg := &backupv1alpha1.EtcdBackupConfig{}
 	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cfg); err != nil {

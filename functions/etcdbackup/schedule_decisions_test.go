@@ -20,7 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The decisions of the schedule function, row by row, over the fake API server and a
@@ -71,7 +71,7 @@ type scheduleOutcome struct {
 	gone      bool   // the config is gone (then only writes and err are checked)
 	cond      string // the Scheduled condition afterwards, "Status Reason"; "" none
 	says      string // in the condition's message, checked when set
-	err       runtime.Class
+	err       runner.Class
 }
 
 func TestScheduleDecisions(t *testing.T) {
@@ -82,7 +82,7 @@ func TestScheduleDecisions(t *testing.T) {
 		// --- Gone: whatever happened, no schedule may outlive the config.
 		{name: "gone/unscheduled", absent: true, want: scheduleOutcome{writes: []string{"unschedule"}, gone: true}},
 		{name: "gone/NATS does not answer", absent: true, pubErr: nats.ErrTimeout,
-			want: scheduleOutcome{writes: []string{"unschedule"}, gone: true, err: runtime.ClassUnavailable}},
+			want: scheduleOutcome{writes: []string{"unschedule"}, gone: true, err: runner.ClassUnavailable}},
 
 		// --- Deleting: the schedule goes first, then the finalizer; never the other way.
 		{name: "deleting/ours last: unscheduled, released", deleting: true, ours: true, prior: "installed",
@@ -90,7 +90,7 @@ func TestScheduleDecisions(t *testing.T) {
 		{name: "deleting/ours and another: unscheduled, ours released", deleting: true, ours: true, other: true, prior: "installed",
 			want: scheduleOutcome{writes: []string{"unschedule", "patch"}, cond: installed}},
 		{name: "deleting/unschedule fails: finalizer kept", deleting: true, ours: true, other: true, prior: "installed", pubErr: serverFault,
-			want: scheduleOutcome{writes: []string{"unschedule"}, finalizer: true, cond: installed, err: runtime.ClassRetryable}},
+			want: scheduleOutcome{writes: []string{"unschedule"}, finalizer: true, cond: installed, err: runner.ClassRetryable}},
 		{name: "deleting/never ours: nothing", deleting: true, other: true, want: scheduleOutcome{}},
 
 		// --- Live, cron: the finalizer first, then the schedule (replacing the one there), then
@@ -131,16 +131,16 @@ func TestScheduleDecisions(t *testing.T) {
 			want: scheduleOutcome{writes: []string{"schedule", "status"}, finalizer: true, cond: "False " + backupv1alpha1.ReasonInvalidSchedule,
 				says: "in Mars/Olympus_Mons"}},
 		{name: "server fault/retried, no status", pubErr: serverFault,
-			want: scheduleOutcome{writes: []string{"patch", "schedule"}, finalizer: true, err: runtime.ClassRetryable}},
+			want: scheduleOutcome{writes: []string{"patch", "schedule"}, finalizer: true, err: runner.ClassRetryable}},
 		{name: "no answer/retried, no status", pubErr: nats.ErrTimeout,
-			want: scheduleOutcome{writes: []string{"patch", "schedule"}, finalizer: true, err: runtime.ClassUnavailable}},
+			want: scheduleOutcome{writes: []string{"patch", "schedule"}, finalizer: true, err: runner.ClassUnavailable}},
 		{name: "no answer/an older success stays as it was", ours: true, prior: "installed before", pubErr: nats.ErrTimeout,
-			want: scheduleOutcome{writes: []string{"schedule"}, finalizer: true, cond: installed, err: runtime.ClassUnavailable}},
+			want: scheduleOutcome{writes: []string{"schedule"}, finalizer: true, cond: installed, err: runner.ClassUnavailable}},
 
 		// --- Events that name no config: dead-lettered, nothing touched.
-		{name: "event/no namespace", eventName: fakeName, want: scheduleOutcome{err: runtime.ClassPermanent}},
-		{name: "event/no namespace, config gone", absent: true, eventName: fakeName, want: scheduleOutcome{gone: true, err: runtime.ClassPermanent}},
-		{name: "event/of no known kind", eventKind: "Pod", want: scheduleOutcome{err: runtime.ClassPermanent}},
+		{name: "event/no namespace", eventName: fakeName, want: scheduleOutcome{err: runner.ClassPermanent}},
+		{name: "event/no namespace, config gone", absent: true, eventName: fakeName, want: scheduleOutcome{gone: true, err: runner.ClassPermanent}},
+		{name: "event/of no known kind", eventKind: "Pod", want: scheduleOutcome{err: runner.ClassPermanent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
 	}
@@ -329,9 +329,9 @@ func (tc scheduleRow) checkMessage(t *testing.T, m published) {
 }
 
 // classOf is the class of a handler's error, "" for none.
-func classOf(err error) runtime.Class {
+func classOf(err error) runner.Class {
 	if err == nil {
 		return ""
 	}
-	return runtime.ClassOf(err)
+	return runner.ClassOf(err)
 }

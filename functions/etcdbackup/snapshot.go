@@ -16,7 +16,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // SnapshotName is the snapshot function's name.
@@ -30,17 +30,17 @@ var SnapshotTypes = []string{events.TypeEtcdBackupDue}
 const MaxFireSkew = time.Minute
 
 // SnapshotDefinition declares the snapshot function.
-var SnapshotDefinition = runtime.Definition{
+var SnapshotDefinition = runner.Definition{
 	Name:  SnapshotName,
 	Types: SnapshotTypes,
-	Bind: runtime.NoFlags(func(_ context.Context, d runtime.Deps) (runtime.Function, error) {
+	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Function, error) {
 		return newSnapshot(d.Client, d.Stores, d.Log), nil
 	}),
 }
 
 // newSnapshot returns the snapshot function.
-func newSnapshot(c client.Client, providers objectstore.Registry, log *zap.Logger) runtime.Function {
-	return runtime.Function{
+func newSnapshot(c client.Client, providers objectstore.Registry, log *zap.Logger) runner.Function {
+	return runner.Function{
 		Name:    SnapshotName,
 		Types:   SnapshotTypes,
 		Handler: &Snapshotter{Client: c, Providers: providers, Log: log, Now: time.Now},
@@ -74,15 +74,15 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	if cfg.DeletionTimestamp != nil || (ref.UID != "" && string(cfg.UID) != ref.UID) {
 		return nil // deleting, or a new config of the same name with a schedule of its own
 	}
-	fire, fired := runtime.FireOf(ctx)
+	fire, fired := runner.FireOf(ctx)
 	if !fired {
 		// Not from the scheduler (HTTP mode, or replayed by hand): this run is its own fire.
-		fire = runtime.Fire{At: s.Now().UTC().Truncate(time.Second)}
+		fire = runner.Fire{At: s.Now().UTC().Truncate(time.Second)}
 	}
 	if ahead := fire.At.Sub(s.Now()); ahead > MaxFireSkew {
 		// The scheduler never fires early. A backup named after a future time would sort as
 		// the newest and make the rotation delete a real one: refuse it, write nothing.
-		return runtime.Permanentf("backup-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,
+		return runner.Permanentf("backup-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,
 			fire.At.Format(time.RFC3339), ahead.Round(time.Second))
 	}
 	log := s.Log.With(zap.String("config", ref.Name), zap.Time("fire", fire.At))
@@ -115,7 +115,7 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	})
 }
 
-func setNextRun(c *backupv1alpha1.EtcdBackupConfig, fire runtime.Fire) {
+func setNextRun(c *backupv1alpha1.EtcdBackupConfig, fire runner.Fire) {
 	if !fire.Next.IsZero() {
 		next := metav1Time(fire.Next)
 		c.Status.NextRun = &next

@@ -20,7 +20,7 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The decisions of the snapshot function that need no etcd, row by row, over the fake API
@@ -77,7 +77,7 @@ type snapshotRow struct {
 }
 
 type snapshotOutcome struct {
-	err     runtime.Class
+	err     runner.Class
 	cond    string   // BackupSucceeded afterwards, "Status Reason"; "" none
 	says    string   // in its message, checked when set
 	keys    []string // the store afterwards; nil: as it was
@@ -119,10 +119,10 @@ func TestSnapshotDecisions(t *testing.T) {
 
 		// --- Rotation fails: the backup is there, the condition says the rotation failed, and
 		// the event is retried.
-		{name: "rotation/a delete fails", exists: true, deleteFail: true, want: snapshotOutcome{err: runtime.ClassRetryable,
+		{name: "rotation/a delete fails", exists: true, deleteFail: true, want: snapshotOutcome{err: runner.ClassRetryable,
 			cond: "False " + backupv1alpha1.ReasonRotationFailed, says: "deleting 1 of 2 old backups failed", opened: true,
 			keys: append(slices.Clone(bystanders), olderBackups[0], olderBackups[2], fireKey), nextRun: "before"}},
-		{name: "rotation/the listing fails", exists: true, listErr: errors.New("connection reset"), want: snapshotOutcome{err: runtime.ClassRetryable,
+		{name: "rotation/the listing fails", exists: true, listErr: errors.New("connection reset"), want: snapshotOutcome{err: runner.ClassRetryable,
 			cond: "False " + backupv1alpha1.ReasonRotationFailed, says: "connection reset", opened: true, nextRun: "before"}},
 
 		// --- Nothing to do.
@@ -134,8 +134,8 @@ func TestSnapshotDecisions(t *testing.T) {
 		{name: "event/no namespace", event: "no namespace", exists: true, want: snapshotOutcome{nextRun: "before"}},
 
 		// --- Refused: dead-lettered, nothing written.
-		{name: "event/of no known kind", event: "invalid", exists: true, want: snapshotOutcome{err: runtime.ClassPermanent, nextRun: "before"}},
-		{name: "fire/a year ahead", fire: "ahead", exists: true, want: snapshotOutcome{err: runtime.ClassPermanent, nextRun: "before"}},
+		{name: "event/of no known kind", event: "invalid", exists: true, want: snapshotOutcome{err: runner.ClassPermanent, nextRun: "before"}},
+		{name: "fire/a year ahead", fire: "ahead", exists: true, want: snapshotOutcome{err: runner.ClassPermanent, nextRun: "before"}},
 
 		// --- Bad input: a condition, settled; the next fire tries again.
 		{name: "config/keep 0", noKeep: true, exists: true, want: problem(backupv1alpha1.ReasonInvalidConfig, "spec.keep is 0", false)},
@@ -172,12 +172,12 @@ func TestSnapshotDecisions(t *testing.T) {
 			want: problem(backupv1alpha1.ReasonInvalidTLS, "has none of ca.crt, tls.crt, tls.key", true)},
 
 		// --- The store fails: retried; the condition says so, nextRun waits for a success.
-		{name: "store/fails", statErr: errors.New("connection reset"), exists: true, want: snapshotOutcome{err: runtime.ClassRetryable,
+		{name: "store/fails", statErr: errors.New("connection reset"), exists: true, want: snapshotOutcome{err: runner.ClassRetryable,
 			cond: "False " + backupv1alpha1.ReasonStoreFailed, says: "connection reset", opened: true, nextRun: "before"}},
-		{name: "store/throttles", statErr: objectstore.ErrThrottled, exists: true, want: snapshotOutcome{err: runtime.ClassUnavailable,
+		{name: "store/throttles", statErr: objectstore.ErrThrottled, exists: true, want: snapshotOutcome{err: runner.ClassUnavailable,
 			cond: "False " + backupv1alpha1.ReasonStoreFailed, opened: true, nextRun: "before"}},
 		// Shutting down: nothing written, the event comes again.
-		{name: "cancelled", cancelled: true, exists: true, want: snapshotOutcome{err: runtime.ClassRetryable, opened: true, nextRun: "before"}},
+		{name: "cancelled", cancelled: true, exists: true, want: snapshotOutcome{err: runner.ClassRetryable, opened: true, nextRun: "before"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t) })
 	}
@@ -275,16 +275,16 @@ func (tc snapshotRow) context() (context.Context, context.CancelFunc) {
 	if tc.cancelled {
 		cancel()
 	}
-	fire := runtime.Fire{At: fireAt, Next: fireNext}
+	fire := runner.Fire{At: fireAt, Next: fireNext}
 	switch tc.fire {
 	case "none":
 		return ctx, cancel
 	case "ahead":
-		fire = runtime.Fire{At: fireAt.AddDate(1, 0, 0)}
+		fire = runner.Fire{At: fireAt.AddDate(1, 0, 0)}
 	case "once":
 		fire.Next = time.Time{}
 	}
-	return runtime.WithFire(ctx, fire), cancel
+	return runner.WithFire(ctx, fire), cancel
 }
 
 func (tc snapshotRow) run(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -82,7 +82,7 @@ func TestSnapshotToEveryProvider(t *testing.T) {
 			base := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 			fires := []time.Time{base, base, base.Add(5 * time.Minute), base.Add(10 * time.Minute), base.Add(15 * time.Minute)}
 			for i, at := range fires {
-				fctx := runtime.WithFire(ctx, runtime.Fire{At: at, Next: at.Add(5 * time.Minute)})
+				fctx := runner.WithFire(ctx, runner.Fire{At: at, Next: at.Add(5 * time.Minute)})
 				if err := snap.Handle(fctx, dueEvent(t, cfg)); err != nil {
 					t.Fatalf("fire %d at %s: %v", i, at, err)
 				}
@@ -175,7 +175,7 @@ func TestSnapshotBadInput(t *testing.T) {
 			if err := c.Create(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}
-			fctx := runtime.WithFire(ctx, runtime.Fire{At: time.Now().Truncate(time.Second)})
+			fctx := runner.WithFire(ctx, runner.Fire{At: time.Now().Truncate(time.Second)})
 			if err := snap.Handle(fctx, dueEvent(t, cfg)); err != nil {
 				t.Fatalf("bad input is settled with a condition, not retried: %v", err)
 			}

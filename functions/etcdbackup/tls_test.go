@@ -24,7 +24,7 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -55,7 +55,7 @@ func TestSnapshotOverMutualTLS(t *testing.T) {
 		if err := c.Create(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		fctx := runtime.WithFire(ctx, runtime.Fire{At: time.Now().Truncate(time.Second)})
+		fctx := runner.WithFire(ctx, runner.Fire{At: time.Now().Truncate(time.Second)})
 		if err := snap.Handle(fctx, dueEvent(t, cfg)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	hkruntime "github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // The decisions of the Reconciler, row by row, against controller-runtime's fake client: which
@@ -105,7 +105,7 @@ type outcome struct {
 	annKept                    bool // the operation annotation is still there
 	gone                       bool // the object is gone (then only call, claimed, secretFinalizer and err are checked)
 	claimed                    bool // Handle claimed the object from the event's copy, without reading it
-	err                        hkruntime.Class
+	err                        runner.Class
 }
 
 func TestDecisions(t *testing.T) {
@@ -280,37 +280,37 @@ func TestDecisions(t *testing.T) {
 		// progress 50, the error's codes; the finalizers stay.
 		{name: "entry/new/actuator fails", reconcileErr: errRetryable,
 			want: outcome{call: reconcile, op: "Create Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorRetryableInfraDependencies},
-				finalizer: true, secretFinalizer: true, err: hkruntime.ClassRetryable}},
+				finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "entry/created/reconcile, actuator fails permanently", last: "Create Succeeded", ours: true, ann: OperationReconcile, reconcileErr: errPermanent,
 			want: outcome{call: reconcile, op: "Reconcile Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraUnauthenticated},
-				finalizer: true, secretFinalizer: true, err: hkruntime.ClassPermanent}},
+				finalizer: true, secretFinalizer: true, err: runner.ClassPermanent}},
 		{name: "entry/created/converged, actuator fails", last: "Create Succeeded", ours: true, reconcileErr: errPlain,
-			want: outcome{call: reconcile, op: "Reconcile Error", written: true, finalizer: true, secretFinalizer: true, err: hkruntime.ClassRetryable}},
+			want: outcome{call: reconcile, op: "Reconcile Error", written: true, finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		// The restore annotation goes only after Succeeded is written.
 		{name: "entry/migrated/restore, actuator fails", last: "Migrate Succeeded", ann: OperationRestore, reconcileErr: errRetryable,
 			want: outcome{call: reconcile, op: "Restore Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorRetryableInfraDependencies},
-				finalizer: true, secretFinalizer: true, annKept: true, err: hkruntime.ClassRetryable}},
+				finalizer: true, secretFinalizer: true, annKept: true, err: runner.ClassRetryable}},
 		{name: "entry/restore failed/actuator fails again", last: "Restore Error", ours: true, reconcileErr: errRetryable,
 			want: outcome{call: reconcile, op: "Restore Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorRetryableInfraDependencies},
-				finalizer: true, secretFinalizer: true, err: hkruntime.ClassRetryable}},
+				finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "entry/created/delete, actuator fails", last: "Create Succeeded", deleting: true, ours: true, deleteErr: errRetryable,
 			want: outcome{call: del, op: "Delete Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorRetryableInfraDependencies},
-				finalizer: true, secretFinalizer: true, err: hkruntime.ClassRetryable}},
+				finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "entry/delete pending/actuator fails", last: "Delete Pending", deleting: true, ours: true, deleteErr: errPlain,
-			want: outcome{call: del, op: "Delete Error", written: true, finalizer: true, secretFinalizer: true, err: hkruntime.ClassRetryable}},
+			want: outcome{call: del, op: "Delete Error", written: true, finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "bucket/new/actuator fails", bucket: true, reconcileErr: errPlain,
-			want: outcome{call: reconcile, op: "Create Error", written: true, finalizer: true, secretFinalizer: true, err: hkruntime.ClassRetryable}},
+			want: outcome{call: reconcile, op: "Create Error", written: true, finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "bucket/created/delete, actuator fails permanently", bucket: true, last: "Create Succeeded", deleting: true, ours: true, deleteErr: errPermanent,
 			want: outcome{call: del, op: "Delete Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorInfraUnauthenticated},
-				finalizer: true, secretFinalizer: true, err: hkruntime.ClassPermanent}},
+				finalizer: true, secretFinalizer: true, err: runner.ClassPermanent}},
 		// A missing spec.secretRef secret: no provider work, a configuration problem that waits
 		// for the secret; the object's finalizer is already there.
 		{name: "entry/new/secret missing", noSecret: true,
 			want: outcome{op: "Create Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem},
-				finalizer: true, err: hkruntime.ClassWaiting}},
+				finalizer: true, err: runner.ClassWaiting}},
 		{name: "bucket/created/reconcile, secret missing", bucket: true, last: "Create Succeeded", ours: true, noSecret: true, ann: OperationReconcile,
 			want: outcome{op: "Reconcile Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem},
-				finalizer: true, err: hkruntime.ClassWaiting}},
+				finalizer: true, err: runner.ClassWaiting}},
 
 		// --- Handle: events are triggers; the decision is taken on the live object. A new
 		// object is claimed (one JSON patch whose tests prove the event's copy).
@@ -329,11 +329,11 @@ func TestDecisions(t *testing.T) {
 		{name: "handle/entry/created, object gone", event: events.OpCreated, absent: true, want: outcome{gone: true}},
 		{name: "handle/entry/created, secret missing", event: events.OpCreated, noSecret: true,
 			want: outcome{claimed: true, op: "Create Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem},
-				finalizer: true, err: hkruntime.ClassWaiting}},
+				finalizer: true, err: runner.ClassWaiting}},
 		{name: "handle/entry/updated, deleting", event: events.OpUpdated, last: "Create Succeeded", deleting: true, ours: true,
 			want: outcome{call: del, gone: true}},
 		{name: "handle/entry/event of another kind", event: events.OpCreated, eventKind: events.KindBackupBucket,
-			want: outcome{err: hkruntime.ClassPermanent}},
+			want: outcome{err: runner.ClassPermanent}},
 		{name: "handle/bucket/created", bucket: true, event: events.OpCreated,
 			want: outcome{claimed: true, call: reconcile, op: "Create Succeeded", written: true, finalizer: true, secretFinalizer: true}},
 		{name: "handle/bucket/synced, converged", bucket: true, event: events.OpSynced, last: "Create Succeeded", ours: true,
@@ -695,11 +695,11 @@ func statusJSON(t *testing.T, obj extensionsv1alpha1.Object) string {
 	return string(raw)
 }
 
-func errorClass(err error) hkruntime.Class {
+func errorClass(err error) runner.Class {
 	if err == nil {
 		return ""
 	}
-	return hkruntime.ClassOf(err)
+	return runner.ClassOf(err)
 }
 
 // recordingActuator answers as told and records what it was asked; on Reconcile it checks that

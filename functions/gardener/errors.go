@@ -7,7 +7,7 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // TaskWaitForSecret is the lastError.taskID of an object whose spec.secretRef secret does not
@@ -25,24 +25,24 @@ type codedError struct {
 func (e *codedError) Error() string { return e.err.Error() }
 func (e *codedError) Unwrap() error { return e.err }
 
-// Permanent is runtime.Permanent with the Gardener codes for lastError.
+// Permanent is runner.Permanent with the Gardener codes for lastError.
 func Permanent(err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return runtime.Permanent(&codedError{err: err, codes: codes})
+	return runner.Permanent(&codedError{err: err, codes: codes})
 }
 
-// Retryable is runtime.Retryable with the Gardener codes for lastError.
+// Retryable is runner.Retryable with the Gardener codes for lastError.
 func Retryable(err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return runtime.Retryable(&codedError{err: err, codes: codes})
+	return runner.Retryable(&codedError{err: err, codes: codes})
 }
 
-// RetryAfter is runtime.RetryAfter with the Gardener codes for lastError.
+// RetryAfter is runner.RetryAfter with the Gardener codes for lastError.
 func RetryAfter(d time.Duration, err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return runtime.RetryAfter(d, &codedError{err: err, codes: codes})
+	return runner.RetryAfter(d, &codedError{err: err, codes: codes})
 }
 
-// Waiting is runtime.Waiting with the Gardener codes for lastError.
+// Waiting is runner.Waiting with the Gardener codes for lastError.
 func Waiting(err error, codes ...gardencorev1beta1.ErrorCode) error {
-	return runtime.Waiting(&codedError{err: err, codes: codes})
+	return runner.Waiting(&codedError{err: err, codes: codes})
 }
 
 // CodesOf returns the Gardener error codes attached to err.

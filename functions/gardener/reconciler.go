@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	hkruntime "github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Actuator does the provider work for one kind; the Reconciler owns the protocol around it.
@@ -52,7 +52,7 @@ type Deletion struct {
 
 // Reconciler is Gardener's extension protocol, written once: finalizers on the object and on
 // its spec.secretRef secret, the operation annotation, and lastOperation, lastError and
-// observedGeneration as upstream writes them. It is a runtime.Handler.
+// observedGeneration as upstream writes them. It is a runner.Handler.
 //
 // Events are triggers, never the source of truth: anyone who can publish on the event plane
 // can forge one, so every decision is taken on the live object. It spends as few API requests
@@ -92,10 +92,10 @@ type StatusWriter struct {
 func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	ref, err := events.RefOf(e)
 	if err != nil {
-		return hkruntime.Permanent(err)
+		return runner.Permanent(err)
 	}
 	if ref.Kind != r.Kind {
-		return hkruntime.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
+		return runner.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
 	claimed, operation, err := r.claim(ctx, e, ref)
 	switch {
@@ -350,7 +350,7 @@ func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extension
 }
 
 // Fail records err in the status — lastOperation Error, lastError with its codes — and
-// returns it for the runtime to retry or dead-letter.
+// returns it for the runner to retry or dead-letter.
 func (r *StatusWriter) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
 	description := err.Error()
 	codes, task := CodesOf(err), taskOf(err)

@@ -12,7 +12,7 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 
 	"github.com/housekeeper-dev/housekeeper/functions/config"
-	hkruntime "github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // ImplementedTypes are the spec.types housekeeper has an object store for. An installation
@@ -93,7 +93,7 @@ func BindScope(fs *flag.FlagSet) func(stores objectstore.Registry) (Scope, error
 
 // ScopeArgs are the arguments that give def the scope of types, or none when def does not serve
 // Gardener objects: for whoever builds functions in-process from their definitions.
-func ScopeArgs(def hkruntime.Definition, types ...string) []string {
+func ScopeArgs(def runner.Definition, types ...string) []string {
 	fs := flag.NewFlagSet(def.Name, flag.ContinueOnError)
 	def.Bind(fs)
 	if fs.Lookup("types") == nil {

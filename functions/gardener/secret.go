@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // ReadSecretData reads the data of the secret ref points to. A missing secret is a
@@ -30,7 +30,7 @@ func ReadSecretData(ctx context.Context, c client.Client, ref corev1.SecretRefer
 // bridge announces it again when the secret appears (an entry may well be created before its
 // bucket's generated secret).
 func missingSecret(ref corev1.SecretReference) error {
-	return runtime.Waiting(&codedError{
+	return runner.Waiting(&codedError{
 		err:   fmt.Errorf("secret %s/%s referenced by spec.secretRef does not exist", ref.Namespace, ref.Name),
 		codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorConfigurationProblem},
 		task:  TaskWaitForSecret,

@@ -23,7 +23,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -316,14 +316,14 @@ func checkExits(processes []*process) Invariant {
 
 func (w *workload) checkDeadLetters(ctx context.Context) Invariant {
 	inv := Invariant{Name: "no dead letters except those the workload provoked"}
-	var dls []runtime.DeadLetter
+	var dls []runner.DeadLetter
 	// A cluster that just healed may still be electing the dead-letter stream's leader.
 	err := stack.Poll(30*time.Second, time.Second, "the dead letters", func() (bool, string, error) {
 		// A request the cluster loses in an election waits for its context: bound each.
 		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		var err error
-		dls, err = runtime.ListDeadLetters(actx, w.r.js, "")
+		dls, err = runner.ListDeadLetters(actx, w.r.js, "")
 		return err == nil, fmt.Sprint(err), nil
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -211,7 +211,7 @@ func (r *rig) inject(ctx context.Context, step faultStep) error {
 			err := stack.Poll(30*time.Second, time.Second, "a replay to "+fn, func() (bool, string, error) {
 				replayCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
-				_, err := runtime.Replay(replayCtx, r.js, fn, runtime.Window{FromSeq: 1}, nil)
+				_, err := runner.Replay(replayCtx, r.js, fn, runner.Window{FromSeq: 1}, nil)
 				return err == nil, fmt.Sprint(err), nil
 			})
 			if err != nil {

@@ -35,7 +35,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
@@ -266,13 +266,13 @@ func (s *session) startComponents(ctx context.Context, g *errgroup.Group, k *sta
 		if err != nil {
 			return err
 		}
-		fn, err := def.Build(ctx, runtime.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: s.providers, Cluster: Cluster, Log: log},
+		fn, err := def.Build(ctx, runner.Deps{Config: k.Config, Client: s.client, JetStream: js, Stores: s.providers, Cluster: Cluster, Log: log},
 			gardener.ScopeArgs(def, scope.Types...)...)
 		if err != nil {
 			return err
 		}
-		w, err := runtime.NewWorker(js, fn, prometheus.NewRegistry(), runtime.WithLogger(log.Named(fn.Name)),
-			runtime.WithBackoff(200*time.Millisecond, 5*time.Second))
+		w, err := runner.NewWorker(js, fn, prometheus.NewRegistry(), runner.WithLogger(log.Named(fn.Name)),
+			runner.WithBackoff(200*time.Millisecond, 5*time.Second))
 		if err != nil {
 			return err
 		}

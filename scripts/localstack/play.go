@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	examples "github.com/housekeeper-dev/housekeeper/infra/examples"
 )
 
@@ -165,7 +165,7 @@ func (s *session) watch(ctx context.Context, doomed []string) error {
 		if err != nil {
 			return err
 		}
-		dead, _ := runtime.ListDeadLetters(ctx, s.js, "")
+		dead, _ := runner.ListDeadLetters(ctx, s.js, "")
 		unresolved := 0
 		for _, d := range dead {
 			if !cli.StateOf(ctx, s.client, d).Resolved { // its object healed or went: not a live problem

@@ -28,7 +28,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/runtime"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -135,10 +135,10 @@ func (p *Pipeline) Setup(extra ...string) {
 
 // Run runs fn in pull mode until the test ends, connected as its own identity; its consumer is
 // the one setUp created. A function that publishes is built with p.JSFor(its name).
-func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
+func (p *Pipeline) Run(fn runner.Function, opts ...runner.WorkerOption) {
 	p.T.Helper()
-	opts = append([]runtime.WorkerOption{runtime.WithLogger(p.Log.Named(fn.Name)), runtime.WithBackoff(100*time.Millisecond, time.Second)}, opts...)
-	w, err := runtime.NewWorker(p.JSFor(fn.Name), fn, prometheus.NewRegistry(), opts...)
+	opts = append([]runner.WorkerOption{runner.WithLogger(p.Log.Named(fn.Name)), runner.WithBackoff(100*time.Millisecond, time.Second)}, opts...)
+	w, err := runner.NewWorker(p.JSFor(fn.Name), fn, prometheus.NewRegistry(), opts...)
 	if err != nil {
 		p.T.Fatal(err)
 	}
@@ -149,14 +149,14 @@ func (p *Pipeline) Run(fn runtime.Function, opts ...runtime.WorkerOption) {
 // Kubernetes client and configuration, the JetStream of def's own identity, stores and the
 // pipeline's cluster — and runs it until the test ends. A function serving Gardener objects
 // serves the types of stores unless args say otherwise.
-func (p *Pipeline) RunFunction(def runtime.Definition, stores objectstore.Registry, args ...string) {
+func (p *Pipeline) RunFunction(def runner.Definition, stores objectstore.Registry, args ...string) {
 	p.T.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p.T.Cleanup(cancel)
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--types") }) {
 		args = append(gardener.ScopeArgs(def, slices.Sorted(maps.Keys(stores))...), args...)
 	}
-	fn, err := def.Build(ctx, runtime.Deps{Config: p.Env.Kube.Config, Client: p.Client, JetStream: p.JSFor(def.Name),
+	fn, err := def.Build(ctx, runner.Deps{Config: p.Env.Kube.Config, Client: p.Client, JetStream: p.JSFor(def.Name),
 		Stores: stores, Cluster: Cluster, Log: p.Log, Metrics: p.Metrics}, args...)
 	if err != nil {
 		p.T.Fatal(err)
@@ -235,9 +235,9 @@ func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() (b
 }
 
 // DeadLetters lists the dead letters of function.
-func (p *Pipeline) DeadLetters(function string) []runtime.DeadLetter {
+func (p *Pipeline) DeadLetters(function string) []runner.DeadLetter {
 	p.T.Helper()
-	dls, err := runtime.ListDeadLetters(context.Background(), p.JS, function)
+	dls, err := runner.ListDeadLetters(context.Background(), p.JS, function)
 	if err != nil {
 		p.T.Fatal(err)
 	}

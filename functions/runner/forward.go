@@ -1,4 +1,4 @@
-package runtime
+package runner
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // Forwarder is a Handler that delivers each event to a function served in HTTP mode (a
-// Knative Service) and maps the answer back to the runtime's classes with the outcome table's
+// Knative Service) and maps the answer back to the runner's classes with the outcome table's
 // inverse (classOfStatus), honouring Retry-After; a function it cannot reach is unavailable.
 // Run by a Worker, it gives HTTP-mode functions the pull mode's acks, backoff and dead letters.
 type Forwarder struct {
