@@ -171,9 +171,14 @@ func TestComposeUp(t *testing.T) {
 
 	// The images and the engine, side by side.
 	work := t.TempDir()
-	standInsTar, ownTar := filepath.Join(work, "stand-ins.tar"), filepath.Join(work, "housekeeper.tar")
+	ownTar := filepath.Join(work, "housekeeper.tar")
+	var standInsTar string
 	builds := make(chan error, 2)
-	go func() { builds <- buildStandIns(ctx, root, work, standInsTar, t.Logf) }()
+	go func() {
+		var err error
+		standInsTar, err = standInsTarball(ctx, root, work, t.Logf)
+		builds <- err
+	}()
 	go func() {
 		// `make images REGISTRY= TAG=local ONLY=housekeeper,housekeeper-bridge`, as the compose file says.
 		cmd := exec.CommandContext(ctx, "go", "run", "./scripts/cmd/images", "-registry", "", "-tag", "local",

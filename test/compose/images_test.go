@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"debug/elf"
 	"encoding/json"
 	"fmt"
@@ -86,13 +88,113 @@ func azuriteVersion(root string) (string, error) {
 	return v, nil
 }
 
-// buildStandIns builds every stand-in into one tarball at out, for docker load, saying how long
-// each took through logf.
-func buildStandIns(ctx context.Context, root, work, out string, logf func(string, ...any)) error {
+// standInsTarball returns a tarball of every stand-in, for docker load: the one cached under
+// the key of what goes into them, or one built now and cached (building them takes minutes of
+// compression; their inputs change with a pinned version or this file). It says how long each
+// took through logf.
+func standInsTarball(ctx context.Context, root, work string, logf func(string, ...any)) (string, error) {
 	list, err := standIns(root)
 	if err != nil {
-		return err
+		return "", err
 	}
+	key, err := standInsKey(root, list)
+	if err != nil {
+		return "", err
+	}
+	cache, err := stack.CacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "compose-stand-ins")
+	cached := filepath.Join(dir, key+".tar")
+	if _, err := os.Stat(cached); err == nil {
+		logf("stand-ins cached in %s", cached)
+		return cached, nil
+	}
+	out := filepath.Join(work, "stand-ins.tar")
+	if err := buildStandIns(ctx, root, work, list, out, logf); err != nil {
+		return "", err
+	}
+	// Only the newest key is kept: the others were built from inputs since changed.
+	_ = os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(out, cached); err != nil {
+		return "", err
+	}
+	return cached, nil
+}
+
+// standInsKey is a digest of what the stand-ins are built from: their names and versions, the
+// code that builds them (this file, the k3s stand-in, scripts/images) and the files they copy
+// (size and modification time: a reinstalled tool changes both).
+func standInsKey(root string, list []standIn) (string, error) {
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.GOARCH)
+	for _, s := range list {
+		fmt.Fprintln(h, s.ref, s.services)
+	}
+	sources, err := filepath.Glob(filepath.Join(root, "scripts/images/*.go"))
+	if err != nil {
+		return "", err
+	}
+	sources = append(sources, filepath.Join(root, "test/compose/images_test.go"), filepath.Join(root, "test/compose/k3s/main.go"), filepath.Join(root, "go.sum"))
+	for _, src := range sources {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %x\n", filepath.Base(src), sha256.Sum256(data))
+	}
+	inputs, err := standInInputs()
+	if err != nil {
+		return "", err
+	}
+	for _, in := range inputs {
+		fi, err := os.Stat(in)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintln(h, in, fi.Size(), fi.ModTime().UnixNano())
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// standInInputs are the files the stand-ins copy from this machine.
+func standInInputs() ([]string, error) {
+	var inputs []string
+	for _, find := range []func() (string, error){stack.NATSServerBinary, stack.S3Binary, stack.GCSBinary, stack.AzuriteBinary} {
+		bin, err := find()
+		if err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, bin)
+	}
+	cp, err := stack.ControlPlaneDir()
+	if err != nil {
+		return nil, err
+	}
+	tools, err := stack.InstalledDockerTools()
+	if err != nil {
+		return nil, err
+	}
+	inputs = append(inputs, filepath.Join(cp, "etcd"), filepath.Join(cp, "kube-apiserver"), tools.Etcdctl, tools.Kubectl)
+	for _, cmd := range []string{"node", "busybox"} {
+		bin, err := exec.LookPath(cmd)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cmd, err)
+		}
+		if bin, err = filepath.EvalSymlinks(bin); err != nil {
+			return nil, err
+		}
+		inputs = append(inputs, bin)
+	}
+	return inputs, nil
+}
+
+// buildStandIns builds the stand-ins of list into one tarball at out.
+func buildStandIns(ctx context.Context, root, work string, list []standIn, out string, logf func(string, ...any)) error {
 	b, err := newBuilder(root, work)
 	if err != nil {
 		return err
