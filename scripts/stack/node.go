@@ -543,6 +543,24 @@ func (n *Node) ImportImages(tarballs ...string) error {
 	return nil
 }
 
+func (n *Node) registryHostsDir() string { return n.path("containerd/certs.d") }
+
+// PullFromHostRegistry lets the node pull the images of a registry serving plain HTTP on the
+// host's loopback, port port (127.0.0.1:<port>/…, as a test pushed them): the node's loopback is
+// its own, so its containerd reaches the registry at the host's end of the link (which the
+// registry must listen on too), as a mirror in the registry's hosts.toml. Images keep their
+// names.
+func (n *Node) PullFromHostRegistry(port int) error {
+	registry := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	server := "http://" + net.JoinHostPort(n.HostIP, strconv.Itoa(port))
+	dir := filepath.Join(n.registryHostsDir(), registry)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = %[1]q\n\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", server)
+	return os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644)
+}
+
 // ContainerID is the container runtime's ID of a pod's container (its status's containerID
 // without the containerd:// prefix), "" while it has none.
 func (n *Node) ContainerID(ctx context.Context, namespace, pod, container string) (string, error) {
@@ -966,8 +984,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = %[7]q
     conf_dir = %[8]q
     max_conf_num = 1
+
+  # Registries' hosts.toml, read at each pull (PullFromHostRegistry).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[9]q
 `, n.path("containerd/root"), n.path("containerd/state"), n.containerdSocket(), n.containerdSocket()+".ttrpc",
-		n.path("containerd/opt"), pauseImage, cniBinDir, n.path("cni/net.d"))
+		n.path("containerd/opt"), pauseImage, cniBinDir, n.path("cni/net.d"), n.registryHostsDir())
 
 	cni := fmt.Sprintf(`{
   "cniVersion": "1.0.0",

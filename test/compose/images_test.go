@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -89,76 +87,32 @@ func azuriteVersion(root string) (string, error) {
 }
 
 // standInsTarball returns a tarball of every stand-in, for docker load: the one cached under
-// the key of what goes into them, or one built now and cached (building them takes minutes of
-// compression; their inputs change with a pinned version or this file). It says how long each
-// took through logf.
+// what goes into them, or one built now and cached (building them takes minutes of compression;
+// their inputs change with a pinned version, the code that builds them or a reinstalled tool).
+// It says how long each took through logf.
 func standInsTarball(ctx context.Context, root, work string, logf func(string, ...any)) (string, error) {
 	list, err := standIns(root)
 	if err != nil {
 		return "", err
 	}
-	key, err := standInsKey(root, list)
-	if err != nil {
-		return "", err
-	}
-	cache, err := stack.CacheDir()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(cache, "compose-stand-ins")
-	cached := filepath.Join(dir, key+".tar")
-	if _, err := os.Stat(cached); err == nil {
-		logf("stand-ins cached in %s", cached)
-		return cached, nil
-	}
-	out := filepath.Join(work, "stand-ins.tar")
-	if err := buildStandIns(ctx, root, work, list, out, logf); err != nil {
-		return "", err
-	}
-	// Only the newest key is kept: the others were built from inputs since changed.
-	_ = os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Rename(out, cached); err != nil {
-		return "", err
-	}
-	return cached, nil
-}
-
-// standInsKey is a digest of what the stand-ins are built from: their names and versions, the
-// code that builds them (this file, the k3s stand-in, scripts/images) and the files they copy
-// (size and modification time: a reinstalled tool changes both).
-func standInsKey(root string, list []standIn) (string, error) {
-	h := sha256.New()
-	fmt.Fprintln(h, runtime.GOARCH)
+	in := stack.Inputs{Text: []string{runtime.GOARCH}}
 	for _, s := range list {
-		fmt.Fprintln(h, s.ref, s.services)
+		in.Text = append(in.Text, fmt.Sprint(s.ref, s.services))
 	}
-	sources, err := filepath.Glob(filepath.Join(root, "scripts/images/*.go"))
-	if err != nil {
+	if in.Sources, err = filepath.Glob(filepath.Join(root, "scripts/images/*.go")); err != nil {
 		return "", err
 	}
-	sources = append(sources, filepath.Join(root, "test/compose/images_test.go"), filepath.Join(root, "test/compose/k3s/main.go"), filepath.Join(root, "go.sum"))
-	for _, src := range sources {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %x\n", filepath.Base(src), sha256.Sum256(data))
-	}
-	inputs, err := standInInputs()
-	if err != nil {
+	in.Sources = append(in.Sources, filepath.Join(root, "test/compose/images_test.go"), filepath.Join(root, "test/compose/k3s/main.go"), filepath.Join(root, "go.sum"))
+	if in.Installed, err = standInInputs(); err != nil {
 		return "", err
 	}
-	for _, in := range inputs {
-		fi, err := os.Stat(in)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintln(h, in, fi.Size(), fi.ModTime().UnixNano())
+	tarball, hit, err := stack.Cached("compose-stand-ins", in, func(out string) error {
+		return buildStandIns(ctx, root, work, list, out, logf)
+	})
+	if hit {
+		logf("stand-ins cached in %s", tarball)
 	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
+	return tarball, err
 }
 
 // standInInputs are the files the stand-ins copy from this machine.

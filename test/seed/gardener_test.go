@@ -265,7 +265,9 @@ func (s *seed) registerInGarden(ctx context.Context, g *garden.Garden) (*gardenc
 		t.Fatal(err)
 	}
 
-	reg, dep, err := garden.ReadRegistration()
+	// The registration `make release` wrote: the chart in the registry (gardenlet pulls it),
+	// the images pinned by digest (the node pulls them).
+	reg, dep, err := garden.DecodeRegistration(s.release.Registration)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,16 +7,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -31,6 +38,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
+	"github.com/housekeeper-dev/housekeeper/scripts/release"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -48,7 +56,7 @@ const (
 )
 
 // seed is a cluster with one real node, NATS and KEDA's operator as pods, and housekeeper's
-// chart installed from the images `make images` builds.
+// chart installed from the images `make release` published to a registry on loopback.
 type seed struct {
 	t    testing.TB
 	kube *stack.Kube
@@ -66,6 +74,10 @@ type seed struct {
 	issued natsconn.Issued
 	// logFile is the writer of a component's log in the directory kept when the test fails.
 	logFile func(name string) io.Writer
+	// release is what `make release` published to the registry on loopback the node pulls from.
+	release *release.Result
+	// registry is that registry's host and path, as REGISTRY was given.
+	registry string
 }
 
 // startSeed starts it all and waits until housekeeper is installed: the setup Job complete,
@@ -98,8 +110,12 @@ func startSeed(t testing.TB) *seed {
 	defer cancel()
 
 	start := time.Now()
-	tarballs := buildImages(t, ctx)
-	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+	registry, registryPort := startRegistry(t)
+	published := publishRelease(t, ctx, registry)
+	t.Logf("housekeeper released to %s (make release) in %s", registry, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	tarballs := thirdPartyImages(t, ctx)
+	t.Logf("NATS's and KEDA's images built in %s", time.Since(start).Round(time.Millisecond))
 
 	k, err := stack.StartKube(logFile("kube-apiserver"), stack.ForNode())
 	if err != nil {
@@ -122,11 +138,15 @@ func startSeed(t testing.TB) *seed {
 		}
 	})
 	t.Logf("node started with the images in %s", time.Since(start).Round(time.Millisecond))
+	if err := node.PullFromHostRegistry(registryPort); err != nil {
+		t.Fatal(err)
+	}
 	c, err := kube.NewClient(k.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &seed{t: t, kube: k, node: node, c: c, cs: node.Client(), root: t.TempDir(), namespace: hkNamespace, logFile: logFile}
+	s := &seed{t: t, kube: k, node: node, c: c, cs: node.Client(), root: t.TempDir(), namespace: hkNamespace, logFile: logFile,
+		release: published, registry: registry}
 	// Registered after the node's Stop, so it runs before it: the pods' logs while they exist.
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -150,17 +170,76 @@ func startSeed(t testing.TB) *seed {
 	return s
 }
 
-// buildImages builds housekeeper's images as an operator does (`make images`: the command and
-// its default registry and tag, the chart's), and the third-party images no registry here
-// serves, from the same binaries the rest of the tests run: nats-server (as the NATS project's
-// image, the server at /nats-server) and KEDA's operator (as KEDA's, at /keda).
-func buildImages(t testing.TB, ctx context.Context) []string {
+// startRegistry serves an OCI registry (go-containerregistry's, in memory) on loopback, where
+// the release is pushed, and returns its host and path (REGISTRY of `make release`) and port. It
+// listens on every address, so that the node's containerd reaches it as well, at the host's
+// end of its link (stack.Node.PullFromHostRegistry).
+func startRegistry(t testing.TB) (string, int) {
 	t.Helper()
-	// The release's tag, and the one the upgrade scenario moves to.
-	ours := buildHousekeeperImages(t, ctx, "")
-	upgrade := buildHousekeeperImages(t, ctx, newTag)
-	dir := t.TempDir()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewUnstartedServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	server.Listener = l
+	server.Start()
+	t.Cleanup(server.Close)
+	port := l.Addr().(*net.TCPAddr).Port
+	return fmt.Sprintf("127.0.0.1:%d/housekeeper-dev", port), port
+}
 
+// publishRelease runs `make release` as README's Releasing says, to registry, with the images
+// the seed runs (housekeeper: every provider and local) and those the shipped registration's
+// chart runs (housekeeper-azure, which make release requires), and returns what it published.
+func publishRelease(t testing.TB, ctx context.Context, registry string) *release.Result {
+	t.Helper()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "release", "VERSION="+chartAppVersion(t), "REGISTRY="+registry,
+		"RELEASE_DIR="+out, "ONLY=housekeeper,housekeeper-azure,housekeeper-bridge", "ALLOW_DIRTY=1")
+	cmd.Dir = root
+	if output, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make release: %v\n%s", err, output)
+	}
+	data, err := os.ReadFile(filepath.Join(out, release.ResultName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published release.Result
+	if err := json.Unmarshal(data, &published); err != nil {
+		t.Fatalf("%s: %v", release.ResultName, err)
+	}
+	return &published
+}
+
+// tagRelease tags the release's images in the registry with tag too: the upgrade's images, the
+// release's content under a new name (a rollout is what the upgrade scenario is about).
+func (s *seed) tagRelease(tag string) {
+	s.t.Helper()
+	for _, img := range s.release.Images {
+		ref, err := name.ParseReference(img.Ref)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		desc, err := remote.Get(ref)
+		if err != nil {
+			s.t.Fatalf("%s: %v", img.Ref, err)
+		}
+		if err := remote.Tag(ref.Context().Tag(tag), desc); err != nil {
+			s.t.Fatalf("tagging %s as %s: %v", img.Ref, tag, err)
+		}
+	}
+}
+
+// thirdPartyImages builds the images no registry here serves, from the same binaries the rest
+// of the tests run: nats-server (as the NATS project's image, the server at /nats-server) and
+// KEDA's operator (as KEDA's, at /keda), into a tarball the node imports, cached by what it is
+// built from (compressing them takes minutes on two busy cores).
+func thirdPartyImages(t testing.TB, ctx context.Context) []string {
+	t.Helper()
 	natsBin, err := stack.NATSServerBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -169,48 +248,41 @@ func buildImages(t testing.TB, ctx context.Context) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs := map[name.Reference]v1.Image{}
-	for ref, spec := range map[string]images.Spec{
+	specs := map[string]images.Spec{
 		"nats:" + natsVersion(t): {Binary: natsBin, Path: "/nats-server", Ports: []string{"4222", "6222", "8222"}},
 		kedaImage:                {Binary: kedaBin, Path: "/keda"},
-	} {
-		r, err := images.ParseReference(ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := images.Binary(ctx, spec)
-		if err != nil {
-			t.Fatalf("image %s: %v", ref, err)
-		}
-		theirs[r] = img
 	}
-	third := filepath.Join(dir, "third-party.tar")
-	if err := images.WriteTarball(ctx, third, theirs); err != nil {
-		t.Fatal(err)
-	}
-	return []string{ours, upgrade, third}
-}
-
-// buildHousekeeperImages runs `make images`'s command for the images the seed runs, with the
-// chart's registry and tag (the chart's default, v<appVersion>, when tag is empty), and returns
-// the tarball.
-func buildHousekeeperImages(t testing.TB, ctx context.Context, tag string) string {
-	t.Helper()
 	root, err := stack.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tarball := filepath.Join(t.TempDir(), "housekeeper.tar")
-	args := []string{"run", "./scripts/cmd/images", "-only", "housekeeper,housekeeper-bridge", "-o", tarball}
-	if tag != "" {
-		args = append(args, "-tag", tag)
+	in := stack.Inputs{Text: []string{runtime.GOARCH}, Installed: []string{natsBin, kedaBin}}
+	for ref, spec := range specs {
+		in.Text = append(in.Text, fmt.Sprintf("%s %+v", ref, spec))
 	}
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make images: %v\n%s", err, out)
+	slices.Sort(in.Text)
+	if in.Sources, err = filepath.Glob(filepath.Join(root, "scripts/images/*.go")); err != nil {
+		t.Fatal(err)
 	}
-	return tarball
+	tarball, _, err := stack.Cached("seed-third-party-images", in, func(out string) error {
+		theirs := map[name.Reference]v1.Image{}
+		for ref, spec := range specs {
+			r, err := images.ParseReference(ref)
+			if err != nil {
+				return err
+			}
+			img, err := images.Binary(ctx, spec)
+			if err != nil {
+				return fmt.Errorf("image %s: %w", ref, err)
+			}
+			theirs[r] = img
+		}
+		return images.WriteTarball(ctx, out, theirs)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{tarball}
 }
 
 // chartAppVersion is infra/chart/Chart.yaml's appVersion: the images' default tag is v<it>.
@@ -387,6 +459,7 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	}
 	s.values = map[string]any{
 		"cluster": "seed-e2e", "types": []any{"local"}, "local": map[string]any{"hostPath": s.root},
+		"image":  map[string]any{"registry": s.registry},
 		"stream": map[string]any{"replicas": 3},
 		// Policies see the API server's real port, after kube-proxy's translation of the
 		// kubernetes Service (infra/README: networkPolicy.apiServerPorts).

@@ -1,8 +1,9 @@
 // Package seed runs housekeeper as it is deployed: on a real node (containerd, the kubelet,
 // kube-proxy, kube-controller-manager, kube-scheduler, CoreDNS), its chart's pods started from the
-// images `make images` builds, NATS as three pods installed from infra/nats, and KEDA's operator
-// as a pod scaling the functions. Everything is observed through the Kubernetes API and the
-// object store (the local provider's directory), never through housekeeper's own report.
+// images `make release` published to a registry on loopback, NATS as three pods installed from
+// infra/nats, and KEDA's operator as a pod scaling the functions. Everything is observed through
+// the Kubernetes API and the object store (the local provider's directory), never through
+// housekeeper's own report.
 package seed
 
 import (
@@ -10,7 +11,9 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +30,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 const (
@@ -51,6 +55,7 @@ func TestSeed(t *testing.T) {
 	s.create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "local-credentials", Namespace: "garden"}})
 	s.newBucketAndEntry(ctx, bucketName, entryName)
 	s.awaitAtRest(ctx, "back at rest after the cooldown")
+	s.operatorCLI(ctx)
 
 	// 3. The entry deleted with a retention: the purge comes due with its function at zero, KEDA
 	// wakes it, exactly the entry's prefix is purged, the neighbour's objects stay.
@@ -88,8 +93,9 @@ func TestSeed(t *testing.T) {
 	s.newEntry(ctx, upgraded)
 	s.fill(ctx, upgraded, 20)
 	due = s.deleteWithRetention(ctx, upgraded, 20*time.Second)
+	s.tagRelease(newTag)
 	values := maps.Clone(s.values)
-	values["image"] = map[string]any{"tag": newTag}
+	values["image"] = map[string]any{"registry": s.registry, "tag": newTag}
 	upgradeStart := time.Now()
 	s.installChart(ctx, values)
 	s.values = values
@@ -118,13 +124,20 @@ func TestSeed(t *testing.T) {
 	s.installTheGardenerWay(ctx)
 }
 
-// image is the functions' image as installed: the chart's registry and name, the values' tag.
+// image is the functions' image as installed, as the chart names it: the values' registry,
+// and the image's digest from the values' digests (a release's registration pins them) or the
+// values' tag (default v<appVersion>).
 func (s *seed) image() string {
+	img, _ := s.values["image"].(map[string]any)
+	registry := fmt.Sprint(img["registry"])
+	if digests, ok := img["digests"].(map[string]any); ok && digests["housekeeper"] != nil {
+		return fmt.Sprintf("%s/housekeeper@%s", registry, digests["housekeeper"])
+	}
 	tag := "v" + chartAppVersion(s.t)
-	if img, ok := s.values["image"].(map[string]any); ok && img["tag"] != nil {
+	if img["tag"] != nil {
 		tag = fmt.Sprint(img["tag"])
 	}
-	return "ghcr.io/housekeeper-dev/housekeeper:" + tag
+	return registry + "/housekeeper:" + tag
 }
 
 // shootNamespace is the seed namespace of an entry's shoot (shoot--<project>--<name>--<uid>).
@@ -496,4 +509,58 @@ func chownTree(t testing.TB, dir string, uid int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// operatorCLI runs infra/README's commands that run the operators' tool in the seed (Operating:
+// the operator identity given for one run, `deadletters list` in a pod, the identity taken
+// back), as written, with this seed's image and nats-auth's directory in place of the README's:
+// the pod reaches NATS through the release's policies, with the operator identity, and lists.
+func (s *seed) operatorCLI(ctx context.Context) {
+	t := s.t
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(s.read(filepath.Join(root, "infra/README.md")))
+	const readmeImage = "ghcr.io/housekeeper-dev/housekeeper:v0.1.0"
+	var script string
+	for _, block := range strings.Split(readme, "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if strings.Contains(block, "run housekeeper-cli") {
+			script = block
+			break
+		}
+	}
+	if script == "" || !strings.Contains(script, readmeImage) || !strings.Contains(script, "nats-auth/") {
+		t.Fatalf("infra/README.md has no block running housekeeper-cli with %s and nats-auth/: %q", readmeImage, script)
+	}
+	script = strings.ReplaceAll(script, readmeImage, s.image())
+	tools, err := stack.InstalledDockerTools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, s.kube.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// nats-auth/ is where `housekeeper nats-auth` wrote the identities: the seed's issued ones.
+	work := t.TempDir()
+	if err := os.Symlink(s.issued.Dir, filepath.Join(work, "nats-auth")); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Dir(tools.Kubectl)+":"+os.Getenv("PATH"))
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("infra/README.md's housekeeper-cli commands: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^\d+ dead letters, \d+ resolved$`).Match(out) {
+		t.Fatalf("housekeeper-cli did not list the dead letters:\n%s", out)
+	}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-operator"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the operator identity's Secret is still there after the README's commands: %v", err)
+	}
+	t.Logf("infra/README.md's housekeeper-cli commands listed the dead letters in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 }

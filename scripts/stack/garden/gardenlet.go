@@ -17,6 +17,7 @@ import (
 	"github.com/gardener/gardener/pkg/gardenlet/controller/controllerinstallation/care"
 	"github.com/gardener/gardener/pkg/gardenlet/controller/controllerinstallation/controllerinstallation"
 	gardenletnetworkpolicy "github.com/gardener/gardener/pkg/gardenlet/controller/networkpolicy"
+	"github.com/gardener/gardener/pkg/utils/oci"
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -180,6 +181,9 @@ func installationReconciler(gardenConfig *rest.Config, gardenClient client.Clien
 	return &controllerinstallation.Reconciler{
 		GardenClient: gardenClient, GardenConfig: gardenConfig, SeedClientSet: seedSet, Clock: clock.RealClock{},
 		Identity: &gardencorev1beta1.Gardener{Version: version}, GardenClusterIdentity: "garden", GardenNamespace: Namespace,
+		// gardenlet's own puller: a chart in an OCI registry (helm.ociRepository) is pulled as
+		// gardenlet pulls it.
+		HelmRegistry: oci.NewHelmRegistry(gardenClient),
 	}, nil
 }
 

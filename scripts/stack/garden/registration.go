@@ -34,7 +34,22 @@ func ReadRegistration() (*gardencorev1beta1.ControllerRegistration, *gardencorev
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(root, RegistrationFile))
+	reg, dep, err := DecodeRegistration(filepath.Join(root, RegistrationFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	archive, err := chart.Archive()
+	if err != nil {
+		return nil, nil, err
+	}
+	dep.Helm.OCIRepository, dep.Helm.RawChart = nil, archive
+	return reg, dep, nil
+}
+
+// DecodeRegistration decodes a registration file (RegistrationFile, or one `make release` wrote)
+// with the garden's scheme, as it is: its chart where the file says.
+func DecodeRegistration(file string) (*gardencorev1beta1.ControllerRegistration, *gardencorev1.ControllerDeployment, error) {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -48,11 +63,11 @@ func ReadRegistration() (*gardencorev1beta1.ControllerRegistration, *gardencorev
 			break
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", RegistrationFile, err)
+			return nil, nil, fmt.Errorf("%s: %w", file, err)
 		}
 		obj, _, err := decoder.Decode(doc, nil, nil)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", RegistrationFile, err)
+			return nil, nil, fmt.Errorf("%s: %w", file, err)
 		}
 		switch o := obj.(type) {
 		case *gardencorev1beta1.ControllerRegistration:
@@ -60,17 +75,12 @@ func ReadRegistration() (*gardencorev1beta1.ControllerRegistration, *gardencorev
 		case *gardencorev1.ControllerDeployment:
 			dep = o
 		default:
-			return nil, nil, fmt.Errorf("%s: unexpected %T", RegistrationFile, obj)
+			return nil, nil, fmt.Errorf("%s: unexpected %T", file, obj)
 		}
 	}
 	if reg == nil || dep == nil || dep.Helm == nil {
-		return nil, nil, fmt.Errorf("%s lacks the registration or the deployment's helm section", RegistrationFile)
+		return nil, nil, fmt.Errorf("%s lacks the registration or the deployment's helm section", file)
 	}
-	archive, err := chart.Archive()
-	if err != nil {
-		return nil, nil, err
-	}
-	dep.Helm.OCIRepository, dep.Helm.RawChart = nil, archive
 	return reg, dep, nil
 }
 
