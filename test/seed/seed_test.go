@@ -26,6 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 )
 
@@ -202,7 +203,7 @@ func (s *seed) fill(ctx context.Context, prefix string, n int) {
 		s.t.Fatal(err)
 	}
 	for i := range n {
-		if err := store.Put(ctx, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
+		if err := objectstore.PutBytes(ctx, store, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
 			s.t.Fatal(err)
 		}
 	}
