@@ -128,10 +128,6 @@ func (s *memBucket) DeleteKeys(context.Context, []string) (map[string]error, err
 	panic("the bucket function deletes no object")
 }
 
-func (s *memBucket) Put(context.Context, string, []byte) error {
-	panic("the bucket function writes no object")
-}
-
 func (s *memBucket) Upload(context.Context, string, io.Reader) (int64, error) {
 	panic("the bucket function writes no object")
 }

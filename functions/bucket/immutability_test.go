@@ -50,7 +50,7 @@ func TestImmutableBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	const key = "shoot--i--s--1/etcd-main/v2/Full-1"
-	if err := store.Put(ctx, key, []byte("snapshot")); err != nil {
+	if err := objectstore.PutBytes(ctx, store, key, []byte("snapshot")); err != nil {
 		t.Fatal(err)
 	}
 	if failed, err := store.DeleteKeys(ctx, []string{key}); err != nil || !errors.Is(failed[key], objectstore.ErrObjectLocked) {

@@ -70,7 +70,7 @@ func TestServicePrincipalBucket(t *testing.T) {
 		}
 		return s
 	}
-	if err := opened(generated.Data).Put(ctx, "shoot--a/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
+	if err := objectstore.PutBytes(ctx, opened(generated.Data), "shoot--a/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
 		t.Fatalf("writing into the container with the generated secret: %v", err)
 	}
 
@@ -140,7 +140,7 @@ func TestWorkloadIdentityBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put(ctx, "shoot--w/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
+	if err := objectstore.PutBytes(ctx, store, "shoot--w/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
 		t.Fatalf("writing into the container with the generated secret: %v", err)
 	}
 	if dls := f.DeadLetters(bucket.Name); len(dls) != 0 {

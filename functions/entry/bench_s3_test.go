@@ -171,7 +171,7 @@ func putObjects(ctx context.Context, b *testing.B, s objectstore.Store, keys []s
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(uploadWorkers)
 		for _, k := range keys {
-			g.Go(func() error { return s.Put(gctx, k, data) })
+			g.Go(func() error { return objectstore.PutBytes(gctx, s, k, data) })
 		}
 		if err := g.Wait(); err != nil {
 			b.Fatal(err)

@@ -207,9 +207,6 @@ func (s *memStore) DeleteKeys(_ context.Context, keys []string) (map[string]erro
 	return failed, nil
 }
 
-func (s *memStore) Put(context.Context, string, []byte) error {
-	panic("the entry functions write no object")
-}
 func (s *memStore) Upload(context.Context, string, io.Reader) (int64, error) {
 	panic("the entry functions write no object")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/setup"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -26,12 +27,15 @@ const (
 	onTime = 15 * time.Second
 )
 
+// withMaxAge sets the stream of record up to keep events for maxAge.
+func withMaxAge(o *setup.Options) { o.MaxAge = maxAge }
+
 // A purge whose retention is 8 times the stream's max age is done on time: its schedule
 // outlives the stream's limit (events.TTLNever), and nothing publishes it again meanwhile (the
 // bridge's resync is 30 minutes away).
 func TestRetentionLongerThanTheStreamsMaxAge(t *testing.T) {
 	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
-	p := pipeline.StartWithSetup(t, []string{"--stream-max-age", maxAge.String()})
+	p := pipeline.StartWithSetup(t, withMaxAge)
 	purgeOnTime(t, startOn(t, p, false), nil)
 }
 
@@ -39,7 +43,7 @@ func TestRetentionLongerThanTheStreamsMaxAge(t *testing.T) {
 // deletion and the due time: the next leader holds the schedule and fires it.
 func TestRetentionLongerThanTheStreamsMaxAgeAcrossALeaderKill(t *testing.T) {
 	t.Parallel() // its own stack, waiting most of the time: beside the other waiting tests
-	p := pipeline.StartWithSetup(t, []string{"--stream-max-age", maxAge.String()}, testenv.WithNATSCluster(3))
+	p := pipeline.StartWithSetup(t, withMaxAge, testenv.WithNATSCluster(3))
 	purgeOnTime(t, startOn(t, p, false), func(f *fixture) { f.KillStreamLeader() })
 }
 

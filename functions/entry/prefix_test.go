@@ -86,7 +86,7 @@ func testOneSeed(t *testing.T, store objectstore.Store, seed uint64) {
 		if slices.Contains(all, key) {
 			return
 		}
-		err := store.Put(ctx, key, []byte("x"))
+		err := objectstore.PutBytes(ctx, store, key, []byte("x"))
 		switch {
 		case adversarial && errors.Is(err, objectstore.ErrInvalidKey):
 			rejected++
@@ -150,7 +150,7 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			}
 			outside = adversarialKeys(prefix)[1:5] // not the bare name: a local bucket cannot hold it beside the prefix
 			for _, k := range slices.Concat(keys, outside) {
-				if err := store.Put(ctx, k, []byte("x")); err != nil {
+				if err := objectstore.PutBytes(ctx, store, k, []byte("x")); err != nil {
 					t.Fatalf("put %q: %v", k, err)
 				}
 			}

@@ -184,20 +184,16 @@ func (s *memStore) DeleteKeys(_ context.Context, keys []string) (map[string]erro
 	return failed, nil
 }
 
-func (s *memStore) Put(_ context.Context, key string, data []byte) error {
-	s.call()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.objects[key] = slices.Clone(data)
-	return nil
-}
-
-func (s *memStore) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
+func (s *memStore) Upload(_ context.Context, key string, r io.Reader) (int64, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return 0, err
 	}
-	return int64(len(data)), s.Put(ctx, key, data)
+	s.call()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[key] = data
+	return int64(len(data)), nil
 }
 
 func (s *memStore) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {

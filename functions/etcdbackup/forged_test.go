@@ -21,6 +21,7 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -90,7 +91,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		dueCfgs[i] = newCfg(fmt.Sprintf("future-fire-%d", i))
 		for h := range 3 {
 			key := etcdbackup.Key(dueCfgs[i], ahead.Add(time.Duration(h)*time.Hour))
-			if err := dest.store.Put(ctx, key, []byte("a backup")); err != nil {
+			if err := objectstore.PutBytes(ctx, dest.store, key, []byte("a backup")); err != nil {
 				t.Fatal(err)
 			}
 			originals[i] = append(originals[i], key)

@@ -17,6 +17,7 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
@@ -75,7 +76,7 @@ func TestSnapshotToEveryProvider(t *testing.T) {
 			prefix := "team/main-" + typ + "/"
 			bystanders := []string{prefix + "notes.txt", prefix + "20200101T000000Z.db.partial", "team/main-" + typ + "-2/20200101T000000Z.db"}
 			for _, k := range bystanders {
-				if err := dest.store.Put(ctx, k, []byte("keep me")); err != nil {
+				if err := objectstore.PutBytes(ctx, dest.store, k, []byte("keep me")); err != nil {
 					t.Fatal(err)
 				}
 			}

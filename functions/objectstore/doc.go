@@ -3,7 +3,9 @@
 // A [Provider] opens a [Store] — one bucket: an Azure container, a directory on a local disk —
 // with the credentials of a Kubernetes secret, and names the keys etcd-backup-restore reads
 // from the secret housekeeper generates for it. A [Registry] picks the provider by the
-// BackupBucket's spec.type. The bucket, entry and purge functions use nothing else.
+// BackupBucket's spec.type. The bucket, entry and purge functions use nothing else. A store
+// writes one way, streaming ([Store.Upload]); [PutBytes] writes bytes already in memory
+// through it, for tests and make faults.
 //
 // Providers live in subpackages (azure, s3, gcs, swift, local; package providers links them
 // all) and share the rules here: bucket names are

@@ -1,6 +1,7 @@
 package objectstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -35,8 +36,6 @@ type Store interface {
 	// bucket, bad credentials, a cancelled context): then failed is nil and any key may or
 	// may not have been deleted. With err nil, every key not in failed is gone.
 	DeleteKeys(ctx context.Context, keys []string) (failed map[string]error, err error)
-	// Put writes an object, replacing one of the same key (for tests and the local stack).
-	Put(ctx context.Context, key string, data []byte) error
 	// Upload writes an object read from r to its end, replacing one of the same key, and
 	// returns how many bytes it wrote. It streams: memory stays bounded (a few parts of a
 	// few MiB) whatever the size, and nothing is staged elsewhere first. The object appears
@@ -51,6 +50,15 @@ type Store interface {
 type ObjectInfo struct {
 	Key  string
 	Size int64
+}
+
+// PutBytes writes data as the object at key through s.Upload, replacing one of the same key.
+// It is for small objects already in memory, which tests and make faults write (stand-ins
+// for etcd-backup-restore's snapshots); housekeeper's functions stream what they write with
+// Upload, so a Store needs no second way to write.
+func PutBytes(ctx context.Context, s Store, key string, data []byte) error {
+	_, err := s.Upload(ctx, key, bytes.NewReader(data))
+	return err
 }
 
 // UploadPartSize is the part (block) size Upload sends and the most it buffers per part in

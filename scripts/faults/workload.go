@@ -249,7 +249,7 @@ func (w *workload) put(ctx context.Context, bucketName, key string) error {
 		if err := store.Create(ctx); err != nil {
 			return err
 		}
-		return store.Put(ctx, key, []byte("snapshot"))
+		return objectstore.PutBytes(ctx, store, key, []byte("snapshot"))
 	})
 }
 

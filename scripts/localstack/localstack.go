@@ -6,7 +6,6 @@
 package localstack
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,11 +13,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,11 +27,13 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/functions/setup"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
@@ -140,10 +138,15 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	// The one set-up step, as in every deployment: the streams and the functions' consumers.
-	var setupErr bytes.Buffer
-	if code := cli.Main(ctx, append(issued.Args(natsURL, events.IdentitySetup), "setup", "--log-level", "warn", "--stream-replicas", strconv.Itoa(max(o.NATSNodes, 1))), io.Discard, &setupErr); code != 0 {
-		return errors.New(strings.TrimSpace(setupErr.String()))
+	// The one set-up step, as in every deployment: the streams and the functions' consumers,
+	// connected as the setup identity.
+	setupJS, err := connect(events.IdentitySetup)
+	if err != nil {
+		return err
+	}
+	if err := setup.Run(ctx, setupJS, setup.Options{Replicas: max(o.NATSNodes, 1), Functions: all.Functions,
+		Log: o.Log.Named("setup").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}); err != nil {
+		return fmt.Errorf("setup: %w", err)
 	}
 	c, err := kube.NewClient(k.Config)
 	if err != nil {

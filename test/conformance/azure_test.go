@@ -122,7 +122,7 @@ func (r *run) azureServicePrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	snapshot := e.name + "/etcd-main/v2/Full-00000000-00000001-1"
-	if err := store.Put(ctx, snapshot, []byte("snapshot")); err != nil {
+	if err := objectstore.PutBytes(ctx, store, snapshot, []byte("snapshot")); err != nil {
 		t.Fatalf("writing a snapshot with the generated key: %v", err)
 	}
 

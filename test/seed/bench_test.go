@@ -38,6 +38,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
@@ -322,7 +323,7 @@ func (sb *seedBench) fill(bucketName, prefix string, n int) {
 		sb.b.Fatal(err)
 	}
 	for i := range n {
-		if err := store.Put(context.Background(), fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
+		if err := objectstore.PutBytes(context.Background(), store, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
 			sb.b.Fatal(err)
 		}
 	}

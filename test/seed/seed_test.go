@@ -29,6 +29,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
@@ -215,7 +216,7 @@ func (s *seed) fill(ctx context.Context, prefix string, n int) {
 		s.t.Fatal(err)
 	}
 	for i := range n {
-		if err := store.Put(ctx, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
+		if err := objectstore.PutBytes(ctx, store, fmt.Sprintf("%s/etcd-main/v2/Incr-%d-%d-%d", prefix, i, i+1, 1700000000+i), []byte("snapshot")); err != nil {
 			s.t.Fatal(err)
 		}
 	}

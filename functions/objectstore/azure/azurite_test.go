@@ -135,7 +135,7 @@ func testWrongKey(t *testing.T, az azurite) {
 	if err := good.Create(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := good.Put(testCtx(t), "k/1", []byte("v")); err != nil {
+	if err := objectstore.PutBytes(testCtx(t), good, "k/1", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -160,7 +160,7 @@ func testWrongKey(t *testing.T, az azurite) {
 	}
 	check("Create", s.Create(testCtx(t)))
 	check("List", s.List(testCtx(t), "", func([]string) error { return nil }))
-	check("Put", s.Put(testCtx(t), "k/2", []byte("v")))
+	check("Upload", objectstore.PutBytes(testCtx(t), s, "k/2", []byte("v")))
 	check("Delete", s.Delete(testCtx(t)))
 	failed, err := s.DeleteKeys(testCtx(t), []string{"k/1"})
 	check("DeleteKeys", err)

@@ -149,8 +149,8 @@ func (w armWorld) roundTrip(t *testing.T, bucket string, creds map[string][]byte
 	if err := store.Create(ctx); err != nil {
 		t.Fatalf("Create %s with the provisioned key: %v", bucket, err)
 	}
-	if err := store.Put(ctx, key, []byte("snapshot")); err != nil {
-		t.Fatalf("Put: %v", err)
+	if err := objectstore.PutBytes(ctx, store, key, []byte("snapshot")); err != nil {
+		t.Fatalf("Upload: %v", err)
 	}
 	if _, err := store.Stat(ctx, key); err != nil {
 		t.Fatalf("Stat: %v", err)
@@ -474,7 +474,7 @@ func (w armWorld) testImmutability(t *testing.T) {
 	ctx := ctxFor(t)
 	before := time.Now().Add(-time.Minute)
 	for _, k := range []string{"shoot--d/etcd-main/v2/Full-1", "shoot--d/etcd-main/v2/Incr-2", "shoot--e/etcd-main/v2/Full-1"} {
-		if err := store.Put(ctx, k, []byte("snapshot")); err != nil {
+		if err := objectstore.PutBytes(ctx, store, k, []byte("snapshot")); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,12 +1,10 @@
 package azure
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
@@ -92,18 +90,6 @@ func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) 
 			}
 			keys = keys[n:]
 		}
-	}
-	return nil
-}
-
-// Put uploads data as a block blob.
-func (s *store) Put(ctx context.Context, key string, data []byte) error {
-	if err := objectstore.ValidateKey(key); err != nil {
-		return fmt.Errorf("azure: container %q: %w", s.name, err)
-	}
-	_, err := s.client.NewBlockBlobClient(key).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), nil)
-	if err != nil {
-		return s.errorf(fmt.Sprintf("put %q", key), err)
 	}
 	return nil
 }

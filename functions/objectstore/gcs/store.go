@@ -136,23 +136,6 @@ func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) 
 	}
 }
 
-// Put writes data as one object in a single request.
-func (s *store) Put(ctx context.Context, key string, data []byte) error {
-	if err := objectstore.ValidateKey(key); err != nil {
-		return fmt.Errorf("gcs: bucket %q: %w", s.name, err)
-	}
-	w := s.client.Bucket(s.name).Object(key).NewWriter(ctx)
-	w.ChunkSize = 0 // one request, no resumable session
-	if _, err := w.Write(data); err != nil {
-		_ = w.Close()
-		return s.writeError(fmt.Sprintf("put %q", key), err)
-	}
-	if err := w.Close(); err != nil {
-		return s.writeError(fmt.Sprintf("put %q", key), err)
-	}
-	return nil
-}
-
 // Upload streams r as a resumable upload in chunks of objectstore.UploadPartSize, one buffered
 // at a time; the object appears when the last chunk is sent. On failure the context of the
 // upload is cancelled, which abandons the session: no object appears.

@@ -7,7 +7,7 @@
 // mean another place ("", "/abs", "a/../b", "a//b", "a/./b", "a/") are rejected with
 // objectstore.ErrInvalidKey before touching the disk.
 //
-// Unlike a blob store, a directory tree cannot hold both "a" and "a/b": the second Put
+// Unlike a blob store, a directory tree cannot hold both "a" and "a/b": the second Upload
 // fails. etcd-backup-restore's key layout never does this.
 //
 // The secret for etcd-backup-restore: gardener's provider-local generates an empty bucket
@@ -360,7 +360,7 @@ func (s *store) remove(r *os.Root, key string) error {
 }
 
 // prune removes dir and its parents while they are empty directories, stopping below the
-// bucket directory. A directory that is not empty (or a concurrent Put's) stays.
+// bucket directory. A directory that is not empty (or a concurrent Upload's) stays.
 func (s *store) prune(r *os.Root, dir string) {
 	for ; dir != "." && dir != "/" && dir != ""; dir = path.Dir(dir) {
 		fi, err := r.Lstat(dir)
@@ -369,39 +369,6 @@ func (s *store) prune(r *os.Root, dir string) {
 		}
 		if err := r.Remove(dir); err != nil {
 			return
-		}
-	}
-}
-
-// Put writes data to the file named by key, creating its directories.
-func (s *store) Put(ctx context.Context, key string, data []byte) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := ValidateKey(key); err != nil {
-		return fmt.Errorf("local: bucket %q: %w", s.name, err)
-	}
-	r, err := s.open()
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	// A concurrent DeleteKeys may prune a directory while this creates or fills it: retry.
-	write := func() error {
-		if dir := path.Dir(key); dir != "." {
-			if err := r.MkdirAll(dir, dirPerm); err != nil {
-				return err
-			}
-		}
-		return r.WriteFile(key, data, filePerm)
-	}
-	for attempt := 0; ; attempt++ {
-		err := write()
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) || attempt == 4 {
-			return s.keyError("put", key, err)
 		}
 	}
 }

@@ -126,8 +126,8 @@ func TestEscapingKeysRejected(t *testing.T) {
 	ctx := context.Background()
 	bad := []string{"../outside/victim", "../../outside/victim", "/" + filepath.Join(f.outside, "victim"), "a/../../other/bucket/x", "../other/bucket/x", "a//b", "./a"}
 	for _, key := range bad {
-		if err := f.s.Put(ctx, key, []byte("evil")); !errors.Is(err, objectstore.ErrInvalidKey) {
-			t.Errorf("Put(%q) = %v, want ErrInvalidKey", key, err)
+		if err := objectstore.PutBytes(ctx, f.s, key, []byte("evil")); !errors.Is(err, objectstore.ErrInvalidKey) {
+			t.Errorf("Upload(%q) = %v, want ErrInvalidKey", key, err)
 		}
 	}
 	failed, err := f.s.DeleteKeys(ctx, bad)
@@ -142,7 +142,7 @@ func TestEscapingKeysRejected(t *testing.T) {
 	f.untouched(t)
 }
 
-// A symbolic link inside the bucket must not carry a Put, a delete or a listing outside it.
+// A symbolic link inside the bucket must not carry an upload, a delete or a listing outside it.
 func TestSymlinksDoNotEscape(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -154,8 +154,8 @@ func TestSymlinksDoNotEscape(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"link/victim", "link/new", "rel/bucket/x"} {
-		if err := f.s.Put(ctx, key, []byte("evil")); err == nil {
-			t.Errorf("Put(%q) through a link out of the bucket succeeded", key)
+		if err := objectstore.PutBytes(ctx, f.s, key, []byte("evil")); err == nil {
+			t.Errorf("Upload(%q) through a link out of the bucket succeeded", key)
 		}
 	}
 	failed, err := f.s.DeleteKeys(ctx, []string{"link/victim", "rel/bucket/x"})
@@ -174,6 +174,20 @@ func TestSymlinksDoNotEscape(t *testing.T) {
 	// Deleting the link deletes the link, not what it points to.
 	if failed, err := f.s.DeleteKeys(ctx, []string{"link", "rel"}); err != nil || len(failed) > 0 {
 		t.Fatalf("DeleteKeys of the links: %v %v", failed, err)
+	}
+	f.untouched(t)
+}
+
+// A directory tree cannot hold both "a/b" and "a": a key that names the directory of other
+// keys is an invalid key, and they stay as they were.
+func TestKeyCannotNameADirectory(t *testing.T) {
+	f := newFixture(t)
+	storetest.PutAll(t, f.s, []string{"dir/key"})
+	if err := objectstore.PutBytes(context.Background(), f.s, "dir", []byte("v")); !errors.Is(err, objectstore.ErrInvalidKey) {
+		t.Errorf(`Upload("dir") = %v, want ErrInvalidKey`, err)
+	}
+	if got := storetest.ListAll(t, f.s, ""); !slices.Equal(got, []string{"dir/key"}) {
+		t.Errorf("List = %q, want dir/key alone (no temporary file)", got)
 	}
 	f.untouched(t)
 }

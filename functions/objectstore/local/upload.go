@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"syscall"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -30,15 +31,23 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 	}
 	defer root.Close()
 	dir := path.Dir(key)
-	if dir != "." {
-		if err := root.MkdirAll(dir, dirPerm); err != nil {
-			return 0, s.keyError("upload", key, err)
-		}
-	}
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:])
 	tmp := path.Join(dir, "."+path.Base(key)+".upload-"+hex.EncodeToString(suffix[:]))
-	f, err := root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, filePerm)
+	// A concurrent DeleteKeys may prune the directory between its creation and the temporary
+	// file's: retry. Once the file is there, the directory is not empty and stays.
+	create := func() (*os.File, error) {
+		if dir != "." {
+			if err := root.MkdirAll(dir, dirPerm); err != nil {
+				return nil, err
+			}
+		}
+		return root.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, filePerm)
+	}
+	f, err := create()
+	for attempt := 1; errors.Is(err, fs.ErrNotExist) && attempt < 5; attempt++ {
+		f, err = create()
+	}
 	if err != nil {
 		return 0, s.keyError("upload", key, err)
 	}
@@ -51,6 +60,10 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 	}
 	if err == nil {
 		err = root.Rename(tmp, key)
+		if fi, statErr := root.Lstat(key); err != nil && statErr == nil && fi.IsDir() {
+			// Over a directory, rename says only "file exists": say why, as writing into it does.
+			err = &fs.PathError{Op: "rename", Path: key, Err: syscall.EISDIR}
+		}
 	}
 	if err != nil {
 		_ = root.Remove(tmp)

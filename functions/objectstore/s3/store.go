@@ -1,7 +1,6 @@
 package s3
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -220,23 +219,6 @@ func (s *store) listVersions(ctx context.Context, op, prefix string, fn func([]v
 		if err := fn(versions); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// Put uploads data as one object.
-func (s *store) Put(ctx context.Context, key string, data []byte) error {
-	if err := objectstore.ValidateKey(key); err != nil {
-		return fmt.Errorf("s3: bucket %q: %w", s.name, err)
-	}
-	_, err := s.client.PutObject(ctx, &awss3.PutObjectInput{
-		Bucket:        aws.String(s.name),
-		Key:           aws.String(key),
-		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
-	})
-	if err != nil {
-		return s.errorf(fmt.Sprintf("put %q", key), err)
 	}
 	return nil
 }

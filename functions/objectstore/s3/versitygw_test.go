@@ -150,7 +150,7 @@ func testWrongKey(t *testing.T, sv server) {
 	if err := good.Create(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := good.Put(testCtx(t), "k/1", []byte("v")); err != nil {
+	if err := objectstore.PutBytes(testCtx(t), good, "k/1", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	const wrongSecret = "not-the-secret-key-at-all"
@@ -174,7 +174,7 @@ func testWrongKey(t *testing.T, sv server) {
 			}
 			check("Create", s.Create(testCtx(t)))
 			check("List", s.List(testCtx(t), "", func([]string) error { return nil }))
-			check("Put", s.Put(testCtx(t), "k/2", []byte("v")))
+			check("Upload", objectstore.PutBytes(testCtx(t), s, "k/2", []byte("v")))
 			check("Delete", s.Delete(testCtx(t)))
 			failed, err := s.DeleteKeys(testCtx(t), []string{"k/1"})
 			check("DeleteKeys", err)
@@ -278,7 +278,7 @@ func testVersionsAndDeleteMarkers(t *testing.T, sv server) {
 	raw := sv.rawClient()
 	put := func(key, data string) {
 		t.Helper()
-		if err := s.Put(testCtx(t), key, []byte(data)); err != nil {
+		if err := objectstore.PutBytes(testCtx(t), s, key, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -44,8 +44,8 @@ func Run(t *testing.T, open func(t *testing.T, bucket string) objectstore.Store,
 		{"ListCallbackErrorStops", testListCallbackErrorStops},
 		{"ListCancelled", testListCancelled},
 		{"MissingBucket", testMissingBucket},
-		{"PutReplaces", testPutReplaces},
-		{"PutInvalidKey", testPutInvalidKey},
+		{"UploadReplaces", testUploadReplaces},
+		{"UploadInvalidKey", testUploadInvalidKey},
 		{"DeleteKeysOnlyThoseGiven", testDeleteKeysOnlyThoseGiven},
 		{"DeleteKeysEdgeCases", testDeleteKeysEdgeCases},
 		{"DeleteKeysConcurrent", testDeleteKeysConcurrent},
@@ -100,7 +100,7 @@ func putAll(s objectstore.Store, keys []string) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := s.Put(c, k, []byte("data of "+k)); err != nil {
+			if err := objectstore.PutBytes(c, s, k, []byte("data of "+k)); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = fmt.Errorf("put %q: %w", k, err)
@@ -304,8 +304,8 @@ func testMissingBucket(t *testing.T, s objectstore.Store, _ config) {
 	if called {
 		t.Error("List of a missing bucket called the callback")
 	}
-	if err := s.Put(ctx(t), "k", []byte("v")); !errors.Is(err, objectstore.ErrBucketNotFound) {
-		t.Errorf("Put into a missing bucket: %v, want ErrBucketNotFound", err)
+	if _, err := s.Upload(ctx(t), "k", strings.NewReader("v")); !errors.Is(err, objectstore.ErrBucketNotFound) {
+		t.Errorf("Upload into a missing bucket: %v, want ErrBucketNotFound", err)
 	}
 	failed, err := s.DeleteKeys(ctx(t), []string{"a", "b/c"})
 	if !errors.Is(err, objectstore.ErrBucketNotFound) {
@@ -316,24 +316,24 @@ func testMissingBucket(t *testing.T, s objectstore.Store, _ config) {
 	}
 }
 
-func testPutReplaces(t *testing.T, s objectstore.Store, _ config) {
+func testUploadReplaces(t *testing.T, s objectstore.Store, _ config) {
 	mustCreate(t, s)
 	for _, v := range []string{"one", "two", ""} {
-		if err := s.Put(ctx(t), "dir/key", []byte(v)); err != nil {
-			t.Fatalf("Put %q: %v", v, err)
+		if _, err := s.Upload(ctx(t), "dir/key", strings.NewReader(v)); err != nil {
+			t.Fatalf("Upload %q: %v", v, err)
 		}
 	}
-	equal(t, "keys after three Puts of one key", ListAll(t, s, ""), []string{"dir/key"})
+	equal(t, "keys after three Uploads of one key", ListAll(t, s, ""), []string{"dir/key"})
 }
 
-func testPutInvalidKey(t *testing.T, s objectstore.Store, _ config) {
+func testUploadInvalidKey(t *testing.T, s objectstore.Store, _ config) {
 	mustCreate(t, s)
 	for _, key := range []string{"", strings.Repeat("k", objectstore.MaxKeyLength+1)} {
-		if err := s.Put(ctx(t), key, []byte("v")); !errors.Is(err, objectstore.ErrInvalidKey) {
-			t.Errorf("Put of a %d-byte key: %v, want ErrInvalidKey", len(key), err)
+		if _, err := s.Upload(ctx(t), key, strings.NewReader("v")); !errors.Is(err, objectstore.ErrInvalidKey) {
+			t.Errorf("Upload of a %d-byte key: %v, want ErrInvalidKey", len(key), err)
 		}
 	}
-	equal(t, "keys after rejected Puts", ListAll(t, s, ""), nil)
+	equal(t, "keys after rejected Uploads", ListAll(t, s, ""), nil)
 }
 
 func testDeleteKeysOnlyThoseGiven(t *testing.T, s objectstore.Store, _ config) {

@@ -1,7 +1,6 @@
 package swift
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -212,42 +211,32 @@ func (s *store) bulkDelete(ctx context.Context, keys []string) (failed map[strin
 	return failed, notFound, nil
 }
 
-// Put writes data as one object.
-func (s *store) Put(ctx context.Context, key string, data []byte) error {
-	return s.upload(ctx, key, bytes.NewReader(data), "put")
-}
-
 // Upload streams r as one object (a chunked PUT: nothing is buffered beyond the transport's
 // copy buffer). Swift stores it once the request ends, whole; a read error aborts the request
 // and leaves nothing. One object holds at most the proxy's max_file_size (5 GiB by default).
 func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
-	counted := &objectstore.CountingReader{R: r}
-	err := s.upload(ctx, key, counted, "upload")
-	return counted.N, err
-}
-
-func (s *store) upload(ctx context.Context, key string, r io.Reader, verb string) error {
 	if err := objectstore.ValidateKey(key); err != nil {
-		return fmt.Errorf("swift: container %q: %w", s.name, err)
+		return 0, fmt.Errorf("swift: container %q: %w", s.name, err)
 	}
 	c, err := s.objectStorage(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	op := fmt.Sprintf("%s %q", verb, key)
+	op := fmt.Sprintf("upload %q", key)
+	counted := &objectstore.CountingReader{R: r}
 	uctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	failing := &cancelOnError{r: r, cancel: cancel}
+	failing := &cancelOnError{r: counted, cancel: cancel}
 	_, err = objects.Create(uctx, c, s.name, key, objects.CreateOpts{Content: failing}).Extract()
 	switch {
 	case failing.err != nil:
-		return s.errorf(op, failing.err)
+		return counted.N, s.errorf(op, failing.err)
 	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
-		return fmt.Errorf("swift: container %q: %s: %w (HTTP 404)", s.name, op, objectstore.ErrBucketNotFound)
+		return counted.N, fmt.Errorf("swift: container %q: %s: %w (HTTP 404)", s.name, op, objectstore.ErrBucketNotFound)
 	case err != nil:
-		return s.errorf(op, err)
+		return counted.N, s.errorf(op, err)
 	}
-	return nil
+	return counted.N, nil
 }
 
 // cancelOnError cancels the upload's request when its body fails, so that the proxy sees a

@@ -4,17 +4,13 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,10 +21,12 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/functions/setup"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -52,6 +50,8 @@ type Pipeline struct {
 	Metrics *prometheus.Registry
 
 	identities map[string]jetstream.JetStream
+	// setup are the options Start set up with, which Setup sets up with again.
+	setup setup.Options
 }
 
 // Start starts the components and the bridge; extra adds components (testenv.WithS3) or
@@ -61,11 +61,11 @@ func Start(t testing.TB, extra ...testenv.Option) *Pipeline {
 	return start(t, "", nil, extra...)
 }
 
-// StartWithSetup is Start with setupArgs added to `housekeeper setup`'s
-// (e.g. "--stream-max-age", "3s").
-func StartWithSetup(t testing.TB, setupArgs []string, extra ...testenv.Option) *Pipeline {
+// StartWithSetup is Start with the setup's options changed by adjust
+// (e.g. func(o *setup.Options) { o.MaxAge = 3 * time.Second }).
+func StartWithSetup(t testing.TB, adjust func(*setup.Options), extra ...testenv.Option) *Pipeline {
 	t.Helper()
-	return start(t, "", setupArgs, extra...)
+	return start(t, "", adjust, extra...)
 }
 
 // StartSecure is Start with NATS secured as an operator runs it: TLS with client certificates,
@@ -76,7 +76,7 @@ func StartSecure(t testing.TB, form natsconn.Form, extra ...testenv.Option) *Pip
 	return start(t, form, nil, extra...)
 }
 
-func start(t testing.TB, secure natsconn.Form, setupArgs []string, extra ...testenv.Option) *Pipeline {
+func start(t testing.TB, secure natsconn.Form, adjustSetup func(*setup.Options), extra ...testenv.Option) *Pipeline {
 	t.Helper()
 	opts := []testenv.Option{testenv.WithKube(), testenv.WithAzurite()}
 	if secure == "" {
@@ -88,11 +88,11 @@ func start(t testing.TB, secure natsconn.Form, setupArgs []string, extra ...test
 		p.Auth = startSecureNATS(t, env, secure)
 	}
 	p.NC, p.JS = p.ConnectAs(events.IdentityOperator)
-	replicas := 1
-	if env.NATSCluster != nil {
-		replicas = len(env.NATSCluster.Nodes)
+	p.setup = p.defaultSetup()
+	if adjustSetup != nil {
+		adjustSetup(&p.setup)
 	}
-	setUp(t, p.NATSArgs(events.IdentitySetup), replicas, setupArgs...)
+	p.Setup()
 
 	b, err := bridge.New(env.Kube.Config, p.JSFor(events.IdentityBridge), nil, bridge.Options{Cluster: Cluster, Scope: Scope, Logger: p.Log.Named("bridge")})
 	if err != nil {
@@ -106,31 +106,31 @@ func start(t testing.TB, secure natsconn.Form, setupArgs []string, extra ...test
 	return p
 }
 
-// ackWait is the ack wait of every consumer setUp creates: a killed worker's event comes back
-// within seconds.
+// ackWait is the ack wait of every consumer the setup creates: a killed worker's event comes
+// back within seconds.
 const ackWait = 3 * time.Second
 
-// setUp runs `housekeeper setup` with the NATS flags nats, as every deployment does before the
-// bridge and the functions start: the streams and every function's consumer, with replicas
-// copies of each.
-func setUp(t testing.TB, nats []string, replicas int, extra ...string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	args := append(nats, "setup", "--log-level", "warn", "--ack-wait", ackWait.String(), "--stream-replicas", strconv.Itoa(replicas))
-	args = append(args, extra...)
-	if code := cli.Main(context.Background(), args, &out, &errOut); code != 0 {
-		t.Fatalf("housekeeper %s: exit %d\n%s", strings.Join(args, " "), code, errOut.String())
-	}
-}
-
-// Setup runs `housekeeper setup` again, as the setup Job does, connected as the setup identity.
-func (p *Pipeline) Setup(extra ...string) {
-	p.T.Helper()
+// defaultSetup are the options the pipeline sets up with unless told otherwise: every
+// function's consumer with a short ack wait, and a copy of each stream per NATS node.
+func (p *Pipeline) defaultSetup() setup.Options {
 	replicas := 1
 	if p.Env.NATSCluster != nil {
 		replicas = len(p.Env.NATSCluster.Nodes)
 	}
-	setUp(p.T, p.NATSArgs(events.IdentitySetup), replicas, extra...)
+	consumer := runner.DefaultConsumerSettings()
+	consumer.AckWait = ackWait
+	return setup.Options{Replicas: replicas, Consumer: consumer, Functions: all.Functions,
+		Log: p.Log.Named("setup").WithOptions(zap.IncreaseLevel(zap.WarnLevel))}
+}
+
+// Setup runs the setup, as every deployment does before the bridge and the functions start and
+// the setup Job does again after a change: the streams and every function's consumer, with the
+// options Start set up with, connected as the setup identity.
+func (p *Pipeline) Setup() {
+	p.T.Helper()
+	if err := setup.Run(context.Background(), p.JSFor(events.IdentitySetup), p.setup); err != nil {
+		p.T.Fatalf("setup: %v", err)
+	}
 }
 
 // Run runs fn in pull mode until the test ends, connected as its own identity; its consumer is

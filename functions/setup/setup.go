@@ -1,0 +1,121 @@
+// Package setup creates or updates housekeeper's JetStream streams and the durable consumers
+// of its functions: the one set-up step every deployment runs before the bridge and the
+// functions, which require them and never create them. `housekeeper setup` is its command
+// line; harnesses that run the stack in-process (scripts/testenv/pipeline, make run) call Run
+// directly, with the same settings as typed options rather than flags.
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
+)
+
+// ErrInvalidOptions is what Run returns, wrapped with what is wrong, for options it refuses
+// before sending anything to NATS: a caller tells a mistake of its own (the command line: a
+// usage error) from a failure of NATS.
+var ErrInvalidOptions = errors.New("invalid setup options")
+
+// Options are the one set of settings the streams and the consumers get. A zero MaxAge,
+// Replicas or Consumer is its default, as `housekeeper setup` has it without flags.
+type Options struct {
+	// MaxAge is how long the stream of record keeps events: the window replay reaches back
+	// into (pending schedules are kept until they fire, however long). Zero is
+	// events.DefaultMaxAge.
+	MaxAge time.Duration
+	// Replicas is the streams' replicas: 1 on a single server, 3 on a NATS cluster. Zero is 1.
+	Replicas int
+	// Consumer are the delivery settings written to every consumer, which workers read back
+	// from it. Zero is runner.DefaultConsumerSettings(); otherwise every setting must be set.
+	Consumer runner.ConsumerSettings
+	// Functions are the functions whose consumers to create or update; at least one. A
+	// consumer of a function left out is neither created nor removed, so installations that
+	// run different functions can share the streams.
+	Functions []runner.Definition
+	// Log receives what is now in place (a stream, a consumer, with its settings) and the
+	// waits for JetStream to answer; nil logs nothing.
+	Log *zap.Logger
+}
+
+// withDefaults returns o with its zero settings replaced by their defaults, or
+// ErrInvalidOptions if a setting is out of range.
+func (o Options) withDefaults() (Options, error) {
+	if o.MaxAge == 0 {
+		o.MaxAge = events.DefaultMaxAge
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.Consumer == (runner.ConsumerSettings{}) {
+		o.Consumer = runner.DefaultConsumerSettings()
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	if o.MaxAge < 0 || o.Replicas < 0 {
+		return o, fmt.Errorf("%w: stream max age %s and replicas %d must be positive", ErrInvalidOptions, o.MaxAge, o.Replicas)
+	}
+	if err := o.Consumer.Validate(); err != nil {
+		return o, fmt.Errorf("%w: consumer settings: %v", ErrInvalidOptions, err)
+	}
+	if len(o.Functions) == 0 {
+		return o, fmt.Errorf("%w: no functions: a setup creates the consumer of at least one", ErrInvalidOptions)
+	}
+	return o, nil
+}
+
+// Run creates or updates the streams and the durable consumer of every function in
+// o.Functions over js. Running it again changes only what differs: a stream that already has
+// its configuration is not written to, and a consumer is updated in place, keeping its
+// position. It first waits until JetStream answers (a cluster that has just started elects
+// its meta leader first, and a request before that gets no answer at all), for as long as ctx
+// allows.
+func Run(ctx context.Context, js jetstream.JetStream, o Options) error {
+	o, err := o.withDefaults()
+	if err != nil {
+		return err
+	}
+	if err := natsconn.RequireStreams(ctx, js, o.Log); err != nil && !errors.Is(err, events.ErrNotSetUp) {
+		return err
+	}
+	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(o.MaxAge), events.WithReplicas(o.Replicas)); err != nil {
+		return err
+	}
+	for _, name := range []string{events.RecordStream, events.DeadLetterStream} {
+		if err := logStream(ctx, js, name, o.Log); err != nil {
+			return err
+		}
+	}
+	for _, def := range o.Functions {
+		cons, err := runner.EnsureConsumer(ctx, js, runner.Function{Name: def.Name, Types: def.Types}, o.Consumer)
+		if err != nil {
+			return err
+		}
+		cfg := cons.CachedInfo().Config
+		o.Log.Info("consumer ready", zap.String("function", def.Name), zap.String("stream", events.RecordStream),
+			zap.String("consumer", cfg.Durable), zap.Strings("subjects", cfg.FilterSubjects),
+			zap.Duration("ack_wait", cfg.AckWait), zap.Int("max_deliver", cfg.MaxDeliver), zap.Int("max_ack_pending", cfg.MaxAckPending))
+	}
+	return nil
+}
+
+// logStream logs the stream called name as the server now has it, read back rather than as
+// asked for, so the log shows what a change left in place.
+func logStream(ctx context.Context, js jetstream.JetStream, name string, log *zap.Logger) error {
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("reading back stream %s: %w", name, err)
+	}
+	cfg := s.CachedInfo().Config
+	log.Info("stream ready", zap.String("stream", name), zap.Strings("subjects", cfg.Subjects),
+		zap.Duration("max_age", cfg.MaxAge), zap.Int("replicas", cfg.Replicas), zap.Uint64("messages", s.CachedInfo().State.Msgs))
+	return nil
+}
