@@ -51,8 +51,7 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 // Reconcile creates the bucket (an existing one is fine) and writes the generated secret. With
 // management credentials (an Azure service principal or workload identity) the provider first
 // provisions what holds the bucket and hands back the storage credentials to use and publish.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, secret *corev1.Secret) (gardener.Reconciliation, error) {
-	b := obj.(*extensionsv1alpha1.BackupBucket)
+func (a *Actuator) Reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket, secret *corev1.Secret) (gardener.Reconciliation, error) {
 	credentials := secret.Data
 	provider, err := a.provider(b)
 	if err != nil {
@@ -163,8 +162,7 @@ func (a *Actuator) removeAnnotations(ctx context.Context, b *extensionsv1alpha1.
 
 // Delete waits until no BackupEntry names the bucket, then deletes the bucket (and, with
 // management credentials, what holds it) and the generated secret.
-func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Deletion, error) {
-	b := obj.(*extensionsv1alpha1.BackupBucket)
+func (a *Actuator) Delete(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (gardener.Deletion, error) {
 	users, err := a.entriesUsing(ctx, b.Name)
 	if err != nil {
 		return gardener.Deletion{}, err

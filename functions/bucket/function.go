@@ -41,19 +41,17 @@ var Definition = runner.Definition{
 
 // newFunction returns the bucket function.
 func newFunction(c client.Client, providers objectstore.Registry, scope gardener.Scope, log *zap.Logger) runner.Function {
-	r := &gardener.Reconciler{
+	r := &gardener.Reconciler[*extensionsv1alpha1.BackupBucket]{
 		Scope: scope,
-		StatusWriter: gardener.StatusWriter{
-			Client: c,
-			Kind:   events.KindBackupBucket,
-			SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
-				return o.(*extensionsv1alpha1.BackupBucket).Spec.SecretRef
-			},
+		StatusWriter: gardener.StatusWriter[*extensionsv1alpha1.BackupBucket]{
+			Client:    c,
+			Kind:      events.KindBackupBucket,
+			SecretRef: func(b *extensionsv1alpha1.BackupBucket) corev1.SecretReference { return b.Spec.SecretRef },
 			Finalizer: Finalizer,
 			Log:       log,
 			Now:       time.Now,
 		},
-		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupBucket{} },
+		NewObject: func() *extensionsv1alpha1.BackupBucket { return &extensionsv1alpha1.BackupBucket{} },
 		Actuator:  &Actuator{Client: c, Providers: providers},
 	}
 	return runner.Function{

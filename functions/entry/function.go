@@ -34,13 +34,11 @@ var Publishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFil
 
 // StatusWriter writes BackupEntries as the Gardener protocol does; the purge function uses it
 // to record its progress and release an entry once its backups are gone.
-func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter {
-	return gardener.StatusWriter{
-		Client: c,
-		Kind:   events.KindBackupEntry,
-		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
-			return o.(*extensionsv1alpha1.BackupEntry).Spec.SecretRef
-		},
+func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter[*extensionsv1alpha1.BackupEntry] {
+	return gardener.StatusWriter[*extensionsv1alpha1.BackupEntry]{
+		Client:    c,
+		Kind:      events.KindBackupEntry,
+		SecretRef: func(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference { return e.Spec.SecretRef },
 		Finalizer: Finalizer,
 		Log:       log,
 		Now:       time.Now,
@@ -48,11 +46,11 @@ func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter {
 }
 
 // Reconciler returns the Gardener protocol for BackupEntries around a.
-func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler {
-	return &gardener.Reconciler{
+func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
+	return &gardener.Reconciler[*extensionsv1alpha1.BackupEntry]{
 		StatusWriter: StatusWriter(c, log),
 		Scope:        scope,
-		NewObject:    func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupEntry{} },
+		NewObject:    func() *extensionsv1alpha1.BackupEntry { return &extensionsv1alpha1.BackupEntry{} },
 		Migrates:     true,
 		Actuator:     a,
 	}

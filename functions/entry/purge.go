@@ -56,7 +56,7 @@ type Purger struct {
 	Scope gardener.Scope
 	// Entries writes BackupEntries as the Gardener protocol does: progress, errors, and
 	// releasing the finalizers once the backups are gone.
-	Entries   gardener.StatusWriter
+	Entries   gardener.StatusWriter[*extensionsv1alpha1.BackupEntry]
 	JetStream jetstream.JetStream
 	Cluster   string
 	Log       *zap.Logger

@@ -24,38 +24,38 @@ import (
 // restore. The write is a JSON patch whose test operations prove each of those fields and the
 // uid and resourceVersion on the live object, so a forged or outdated copy changes nothing;
 // a reconcile annotation goes in the same write, as upstream removes it before the work. It
-// returns the live object the server answers with and the operation it asked for, or nil when
-// the copy does not qualify or its proof failed: then the object is read.
-func (r *Reconciler) claim(ctx context.Context, e cloudevents.Event, ref events.Ref) (extensionsv1alpha1.Object, string, error) {
+// returns the live object the server answers with and the operation it asked for, or not ok
+// when the copy does not qualify or its proof failed: then the object is read.
+func (r *Reconciler[T]) claim(ctx context.Context, e cloudevents.Event, ref events.Ref) (live T, operation string, ok bool, err error) {
 	copied := r.NewObject()
 	if err := json.Unmarshal(e.Data(), copied); err != nil || copied.GetName() != ref.Name || copied.GetUID() == "" || copied.GetResourceVersion() == "" {
-		return nil, "", nil
+		return live, "", false, nil
 	}
-	operation := copied.GetAnnotations()[AnnotationOperation]
+	operation = copied.GetAnnotations()[AnnotationOperation]
 	// The claim proves the resourceVersion, so the copy's type and class are the live object's.
 	if !r.Scope.Serves(copied) || copied.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(copied, r.Finalizer) ||
 		copied.GetExtensionStatus().GetLastOperation() != nil ||
 		(operation != "" && operation != OperationReconcile && operation != OperationRestore) {
-		return nil, "", nil
+		return live, "", false, nil
 	}
 	patch, err := claimPatch(copied, r.Finalizer)
 	if err != nil {
-		return nil, "", err
+		return live, "", false, err
 	}
 	// The answer goes into an empty object: decoding into the copy would keep what the copy
 	// has and the live object lacks.
-	live := r.NewObject()
+	live = r.NewObject()
 	live.SetName(ref.Name)
 	err = r.Client.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch))
 	switch {
 	case err == nil:
-		return live, operation, nil
+		return live, operation, true, nil
 	case apierrors.IsInvalid(err), apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		// The copy is not the live object (outdated or forged), or the object is gone.
 		r.Log.Debug("the event's copy is not the live object: reading it", zap.String("name", ref.Name), zap.Error(err))
-		return nil, "", nil
+		return live, "", false, nil
 	default:
-		return nil, "", fmt.Errorf("adding finalizer to %s %s: %w", r.Kind, ref.Name, err)
+		return live, "", false, fmt.Errorf("adding finalizer to %s %s: %w", r.Kind, ref.Name, err)
 	}
 }
 

@@ -18,14 +18,14 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// Actuator does the provider work for one kind; the Reconciler owns the protocol around it.
-// Both methods must be idempotent.
-type Actuator interface {
+// Actuator does the provider work for one kind of extension object, T (*BackupBucket,
+// *BackupEntry); the Reconciler owns the protocol around it. Both methods must be idempotent.
+type Actuator[T extensionsv1alpha1.Object] interface {
 	// Reconcile converges the object (Create, Reconcile and Restore); credentials is its
 	// spec.secretRef secret (its data, and the metadata that marks a workload identity's).
-	Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials *corev1.Secret) (Reconciliation, error)
+	Reconcile(ctx context.Context, obj T, credentials *corev1.Secret) (Reconciliation, error)
 	// Delete cleans up after the object.
-	Delete(ctx context.Context, obj extensionsv1alpha1.Object) (Deletion, error)
+	Delete(ctx context.Context, obj T) (Deletion, error)
 }
 
 // Reconciliation says how a Reconcile ended when it succeeded.
@@ -55,20 +55,21 @@ type Deletion struct {
 // rests on and whose answer is the live object; the secret's finalizer is a strategic merge
 // patch whose answer carries the credentials; and lastOperation is written once, when the
 // operation has an outcome, not also as Processing before it.
-type Reconciler struct {
-	StatusWriter
+type Reconciler[T extensionsv1alpha1.Object] struct {
+	StatusWriter[T]
 	// Scope is what the function serves: an object of another type or class is never touched.
-	Scope     Scope
-	NewObject func() extensionsv1alpha1.Object
+	Scope Scope
+	// NewObject returns an empty object to read or decode into.
+	NewObject func() T
 	// Migrates says the kind takes part in control-plane migration (BackupEntry). For a kind
 	// that does not (BackupBucket), a migrate annotation is reconciled like any other change.
 	Migrates bool
-	Actuator Actuator
+	Actuator Actuator[T]
 }
 
 // Handle converges the live object the event names: claimed when the event announces a new
 // object, read otherwise.
-func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
+func (r *Reconciler[T]) Handle(ctx context.Context, e cloudevents.Event) error {
 	ref, err := events.RefOf(e)
 	if err != nil {
 		return runner.Permanent(err)
@@ -76,42 +77,42 @@ func (r *Reconciler) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ref.Kind != r.Kind {
 		return runner.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
-	claimed, operation, err := r.claim(ctx, e, ref)
+	claimed, operation, ok, err := r.claim(ctx, e, ref)
 	switch {
 	case err != nil:
 		return err
-	case claimed != nil:
+	case ok:
 		return r.converge(ctx, claimed, operation)
 	}
-	obj, err := r.read(ctx, ref.Name)
-	if obj == nil {
+	obj, found, err := r.read(ctx, ref.Name)
+	if !found {
 		return err
 	}
 	return r.Reconcile(ctx, obj)
 }
 
-// read reads the object; nil without an error means it is gone.
-func (r *Reconciler) read(ctx context.Context, name string) (extensionsv1alpha1.Object, error) {
-	obj := r.NewObject()
+// read reads the object; not found without an error means it is gone.
+func (r *Reconciler[T]) read(ctx context.Context, name string) (obj T, found bool, err error) {
+	obj = r.NewObject()
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Log.Debug("object is gone, nothing to do", zap.String("name", name))
-			return nil, nil
+			return obj, false, nil
 		}
-		return nil, fmt.Errorf("reading %s %s: %w", r.Kind, name, err)
+		return obj, false, fmt.Errorf("reading %s %s: %w", r.Kind, name, err)
 	}
-	return obj, nil
+	return obj, true, nil
 }
 
 // Reconcile converges the live object obj. A write that finds obj outdated returns a conflict
 // error, one that finds it gone a not-found error.
-func (r *Reconciler) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object) error {
+func (r *Reconciler[T]) Reconcile(ctx context.Context, obj T) error {
 	return r.converge(ctx, obj, obj.GetAnnotations()[AnnotationOperation])
 }
 
 // converge is Reconcile for the operation annotation operation, which a claim may have
 // removed from obj already.
-func (r *Reconciler) converge(ctx context.Context, obj extensionsv1alpha1.Object, operation string) error {
+func (r *Reconciler[T]) converge(ctx context.Context, obj T, operation string) error {
 	log := r.Log.With(zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()))
 	if !r.Scope.Serves(obj) {
 		log.Debug("not this installation's: its type or class is not served", zap.String("type", obj.GetExtensionSpec().GetExtensionType()))
@@ -136,7 +137,7 @@ func (r *Reconciler) converge(ctx context.Context, obj extensionsv1alpha1.Object
 }
 
 // operationType is OperationType for this kind: a kind that does not migrate has no Migrate.
-func (r *Reconciler) operationType(obj extensionsv1alpha1.Object) gardencorev1beta1.LastOperationType {
+func (r *Reconciler[T]) operationType(obj T) gardencorev1beta1.LastOperationType {
 	t := OperationType(obj)
 	switch {
 	case r.Migrates || t != gardencorev1beta1.LastOperationTypeMigrate:
@@ -151,7 +152,7 @@ func (r *Reconciler) operationType(obj extensionsv1alpha1.Object) gardencorev1be
 // migratedAway handles an object whose migration succeeded: the destination seed owns its
 // backups now, so nothing here may add a finalizer, write a secret or purge. A deletion only
 // releases a finalizer left behind (by an older housekeeper), without any cleanup.
-func (r *Reconciler) migratedAway(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
+func (r *Reconciler[T]) migratedAway(ctx context.Context, log *zap.Logger, obj T) error {
 	if obj.GetDeletionTimestamp() == nil || !controllerutil.ContainsFinalizer(obj, r.Finalizer) {
 		log.Debug("migrated away: nothing to do")
 		return nil
@@ -160,7 +161,7 @@ func (r *Reconciler) migratedAway(ctx context.Context, log *zap.Logger, obj exte
 	return r.RemoveFinalizers(ctx, obj)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, operation string) error {
+func (r *Reconciler[T]) reconcile(ctx context.Context, log *zap.Logger, obj T, t gardencorev1beta1.LastOperationType, operation string) error {
 	last := obj.GetExtensionStatus().GetLastOperation()
 	// Already done for this generation: do the (idempotent) work to repair drift, but write
 	// nothing unless the outcome changed, so a duplicated or replayed event changes nothing.
@@ -212,7 +213,7 @@ func (r *Reconciler) reconcile(ctx context.Context, log *zap.Logger, obj extensi
 	return nil
 }
 
-func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
+func (r *Reconciler[T]) delete(ctx context.Context, log *zap.Logger, obj T) error {
 	if !controllerutil.ContainsFinalizer(obj, r.Finalizer) {
 		return nil // never ours, or already released
 	}
@@ -236,7 +237,7 @@ func (r *Reconciler) delete(ctx context.Context, log *zap.Logger, obj extensions
 // migrate lets go of the object: the destination seed takes over. Nothing is cleaned up (etcd
 // keeps backing up into the bucket until the control plane has moved); the finalizers go, so
 // that gardenlet can delete the object without the extension purging anything.
-func (r *Reconciler) migrate(ctx context.Context, log *zap.Logger, obj extensionsv1alpha1.Object) error {
+func (r *Reconciler[T]) migrate(ctx context.Context, log *zap.Logger, obj T) error {
 	t := gardencorev1beta1.LastOperationTypeMigrate
 	if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, string(r.Kind)+" migrated", r.Now()) }); err != nil {
 		return err

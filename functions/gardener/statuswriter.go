@@ -24,11 +24,11 @@ import (
 // observedGeneration as upstream writes them, and our finalizer on the object and on its
 // spec.secretRef secret. The Reconciler writes through it, and so does whoever finishes an
 // operation the reconciler left pending (the purge of a deleted BackupEntry).
-type StatusWriter struct {
+type StatusWriter[T extensionsv1alpha1.Object] struct {
 	Client client.Client
 	Kind   events.Kind
 	// SecretRef returns the object's spec.secretRef.
-	SecretRef func(extensionsv1alpha1.Object) corev1.SecretReference
+	SecretRef func(T) corev1.SecretReference
 	Finalizer string
 	Log       *zap.Logger
 	// Now is the clock (tests set it).
@@ -37,7 +37,7 @@ type StatusWriter struct {
 
 // Fail records err in the status — lastOperation Error, lastError with its codes — and
 // returns it for the runner to retry or dead-letter.
-func (r *StatusWriter) Fail(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, err error) error {
+func (r *StatusWriter[T]) Fail(ctx context.Context, obj T, t gardencorev1beta1.LastOperationType, err error) error {
 	description := err.Error()
 	codes, task := CodesOf(err), taskOf(err)
 	r.Log.Warn("failed", zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()),
@@ -51,7 +51,7 @@ func (r *StatusWriter) Fail(ctx context.Context, obj extensionsv1alpha1.Object, 
 }
 
 // Progress records how far a long operation got: lastOperation Processing at progress.
-func (r *StatusWriter) Progress(ctx context.Context, obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationType, progress int32, description string) error {
+func (r *StatusWriter[T]) Progress(ctx context.Context, obj T, t gardencorev1beta1.LastOperationType, progress int32, description string) error {
 	return r.patchStatus(ctx, obj, func() {
 		setLastOperation(obj, t, gardencorev1beta1.LastOperationStateProcessing, progress, description, r.Now())
 	})
@@ -61,7 +61,7 @@ func (r *StatusWriter) Progress(ctx context.Context, obj extensionsv1alpha1.Obje
 // after ours goes, lastOperation says Delete Succeeded first, as upstream does, so that no
 // earlier lastError outlives the deletion; when ours is the last, the object goes at once and
 // that write is saved. Then RemoveFinalizers.
-func (r *StatusWriter) Release(ctx context.Context, obj extensionsv1alpha1.Object) error {
+func (r *StatusWriter[T]) Release(ctx context.Context, obj T) error {
 	if len(obj.GetFinalizers()) > 1 {
 		t := gardencorev1beta1.LastOperationTypeDelete
 		if err := r.patchStatus(ctx, obj, func() { setSucceeded(obj, t, r.succeeded(t), r.Now()) }); err != nil {
@@ -73,7 +73,7 @@ func (r *StatusWriter) Release(ctx context.Context, obj extensionsv1alpha1.Objec
 
 // RemoveFinalizers releases the object: first its spec.secretRef secret, as upstream does,
 // then the object itself. A conflict means obj is outdated: the caller reads it again.
-func (r *StatusWriter) RemoveFinalizers(ctx context.Context, obj extensionsv1alpha1.Object) error {
+func (r *StatusWriter[T]) RemoveFinalizers(ctx context.Context, obj T) error {
 	ref := r.SecretRef(obj)
 	if _, err := r.patchSecretFinalizer(ctx, ref, "$deleteFromPrimitiveList/finalizers"); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("releasing secret %s/%s: %w", ref.Namespace, ref.Name, err)
@@ -104,7 +104,7 @@ func (r *StatusWriter) RemoveFinalizers(ctx context.Context, obj extensionsv1alp
 
 // ensureFinalizers puts our finalizer on the object (dropping its operation annotation in the
 // same patch if dropOperation) and on its spec.secretRef secret, and returns the secret's data.
-func (r *StatusWriter) ensureFinalizers(ctx context.Context, obj extensionsv1alpha1.Object, dropOperation bool) (*corev1.Secret, error) {
+func (r *StatusWriter[T]) ensureFinalizers(ctx context.Context, obj T, dropOperation bool) (*corev1.Secret, error) {
 	change := func(o client.Object, finalizer string) bool {
 		changed := controllerutil.AddFinalizer(o, finalizer)
 		if dropOperation {
@@ -129,7 +129,7 @@ func (r *StatusWriter) ensureFinalizers(ctx context.Context, obj extensionsv1alp
 // patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with more
 // of its metadata. The patch carries obj's resourceVersion: other controllers edit finalizers
 // too, and obj may come from an event.
-func (r *StatusWriter) patchFinalizer(ctx context.Context, obj extensionsv1alpha1.Object, change func(client.Object, string) bool) error {
+func (r *StatusWriter[T]) patchFinalizer(ctx context.Context, obj T, change func(client.Object, string) bool) error {
 	base := obj.DeepCopyObject().(client.Object)
 	if !change(obj, r.Finalizer) {
 		return nil
@@ -140,7 +140,7 @@ func (r *StatusWriter) patchFinalizer(ctx context.Context, obj extensionsv1alpha
 // patchSecretFinalizer adds (directive "finalizers") or removes ("$deleteFromPrimitiveList/
 // finalizers") our finalizer on a secret with one strategic merge patch: no read, no conflict
 // with gardenlet's own patches of the secret, and the answer is the secret.
-func (r *StatusWriter) patchSecretFinalizer(ctx context.Context, ref corev1.SecretReference, directive string) (*corev1.Secret, error) {
+func (r *StatusWriter[T]) patchSecretFinalizer(ctx context.Context, ref corev1.SecretReference, directive string) (*corev1.Secret, error) {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{directive: []string{r.Finalizer}}})
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (r *StatusWriter) patchSecretFinalizer(ctx context.Context, ref corev1.Secr
 	return secret, r.Client.Patch(ctx, secret, client.RawPatch(types.StrategicMergePatchType, patch))
 }
 
-func (r *StatusWriter) removeAnnotation(ctx context.Context, obj extensionsv1alpha1.Object) error {
+func (r *StatusWriter[T]) removeAnnotation(ctx context.Context, obj T) error {
 	base := obj.DeepCopyObject().(client.Object)
 	if !dropAnnotation(obj) {
 		return nil
@@ -168,7 +168,7 @@ func dropAnnotation(o client.Object) bool {
 	return true
 }
 
-func (r *StatusWriter) patchStatus(ctx context.Context, obj extensionsv1alpha1.Object, mutate func()) error {
+func (r *StatusWriter[T]) patchStatus(ctx context.Context, obj T, mutate func()) error {
 	base := obj.DeepCopyObject().(client.Object)
 	mutate()
 	// Optimistic lock: a status written from a stale read must fail, not undo a newer one.
@@ -179,7 +179,7 @@ func (r *StatusWriter) patchStatus(ctx context.Context, obj extensionsv1alpha1.O
 }
 
 // succeeded is the description of a successful operation of type t.
-func (r *StatusWriter) succeeded(t gardencorev1beta1.LastOperationType) string {
+func (r *StatusWriter[T]) succeeded(t gardencorev1beta1.LastOperationType) string {
 	return fmt.Sprintf("%s %s", r.Kind, pastVerb(t))
 }
 
