@@ -52,54 +52,110 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 // management credentials (an Azure service principal or workload identity) the provider first
 // provisions what holds the bucket and hands back the storage credentials to use and publish.
 func (a *Actuator) Reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket, secret *corev1.Secret) (gardener.Reconciliation, error) {
-	credentials := secret.Data
-	provider, err := a.provider(b)
+	x, err := a.access(ctx, b, secret.Data)
 	if err != nil {
 		return gardener.Reconciliation{}, err
 	}
-	storage := credentials
-	var provisioned objectstore.Provisioned
-	pv, provisioning := objectstore.AsProvisioner(provider, credentials)
-	if provisioning {
-		req, err := a.provisioning(ctx, b, credentials)
-		if err != nil {
-			return gardener.Reconciliation{}, err
-		}
-		if provisioned, err = pv.Provision(ctx, req); err != nil {
-			return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("provisioning bucket %s: %w", b.Name, err))
-		}
-		storage = provisioned.Credentials
-	}
-	store, err := provider.Open(b.Name, storage)
+	created, err := x.createBucket(ctx, b)
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(err)
+		return gardener.Reconciliation{}, gardener.FromStore(err)
+	}
+	if err := a.publish(ctx, b, created.secretData); err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	// Only once the new key is published: a crash before this leaves the annotation, and the
+	// retry sees the rotation done (the published key is the newest) and does not rotate again.
+	if err := a.removeAnnotations(ctx, b, created.consumed); err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	if len(created.notes) > 0 {
+		return gardener.Reconciliation{Description: "Bucket reconciled: " + strings.Join(created.notes, "; ")}, nil
+	}
+	return gardener.Reconciliation{}, nil
+}
+
+// access is how a bucket is reached: its provider with the spec.secretRef credentials and, when
+// those are management credentials, the provisioner and what it needs.
+type access struct {
+	provider    objectstore.Provider
+	credentials map[string][]byte
+	// provisioner is nil for storage credentials, which open the bucket as they are.
+	provisioner  objectstore.Provisioner
+	provisioning objectstore.Provisioning
+}
+
+// access is how b's bucket is reached with credentials.
+func (a *Actuator) access(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (access, error) {
+	provider, err := a.provider(b)
+	if err != nil {
+		return access{}, err
+	}
+	x := access{provider: provider, credentials: credentials}
+	pv, ok := objectstore.AsProvisioner(provider, credentials)
+	if !ok {
+		return x, nil
+	}
+	x.provisioner = pv
+	x.provisioning, err = a.provisioning(ctx, b, credentials)
+	return x, err
+}
+
+// createdBucket is what createBucket did: the data of the generated secret, the annotations a
+// provisioner acted on, and what is worth telling.
+type createdBucket struct {
+	secretData map[string][]byte
+	consumed   []string
+	notes      []string
+}
+
+// createBucket creates b's bucket, provisioning what holds it first with management
+// credentials. Every error it returns is the object store's.
+func (x access) createBucket(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (createdBucket, error) {
+	var created createdBucket
+	storage := x.credentials
+	var provisioned objectstore.Provisioned
+	if x.provisioner != nil {
+		var err error
+		if provisioned, err = x.provisioner.Provision(ctx, x.provisioning); err != nil {
+			return created, fmt.Errorf("provisioning bucket %s: %w", b.Name, err)
+		}
+		storage, created.consumed = provisioned.Credentials, provisioned.Consumed
+	}
+	store, err := x.provider.Open(b.Name, storage)
+	if err != nil {
+		return created, err
 	}
 	var note string
-	if provisioning { // Provision applied the providerConfig's settings itself
+	if x.provisioner != nil { // Provision applied the providerConfig's settings itself
 		err = store.Create(ctx)
 	} else {
 		note, err = create(ctx, store, b)
 	}
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("creating bucket %s: %w", b.Name, err))
+		return created, fmt.Errorf("creating bucket %s: %w", b.Name, err)
 	}
-	data, err := provider.BackupSecretData(storage)
+	created.notes = slices.DeleteFunc([]string{provisioned.Description, note}, func(s string) bool { return s == "" })
+	created.secretData, err = x.provider.BackupSecretData(storage)
+	return created, err
+}
+
+// deleteBucket deletes the bucket, and with management credentials what holds it. Every error
+// it returns is the object store's.
+func (x access) deleteBucket(ctx context.Context, bucket string) error {
+	if x.provisioner != nil {
+		if err := x.provisioner.Deprovision(ctx, x.provisioning); err != nil {
+			return fmt.Errorf("deleting bucket %s: %w", bucket, err)
+		}
+		return nil
+	}
+	store, err := x.provider.Open(bucket, x.credentials)
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(err)
+		return err
 	}
-	if err := a.publish(ctx, b, data); err != nil {
-		return gardener.Reconciliation{}, err
+	if err := store.Delete(ctx); err != nil {
+		return fmt.Errorf("deleting bucket %s: %w", bucket, err)
 	}
-	// Only once the new key is published: a crash before this leaves the annotation, and the
-	// retry sees the rotation done (the published key is the newest) and does not rotate again.
-	if err := a.removeAnnotations(ctx, b, provisioned.Consumed); err != nil {
-		return gardener.Reconciliation{}, err
-	}
-	notes := slices.DeleteFunc([]string{provisioned.Description, note}, func(s string) bool { return s == "" })
-	if len(notes) > 0 {
-		return gardener.Reconciliation{Description: "Bucket reconciled: " + strings.Join(notes, "; ")}, nil
-	}
-	return gardener.Reconciliation{}, nil
+	return nil
 }
 
 // create creates the bucket with the settings of its providerConfig where the store takes
@@ -177,26 +233,12 @@ func (a *Actuator) Delete(ctx context.Context, b *extensionsv1alpha1.BackupBucke
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	provider, err := a.provider(b)
+	x, err := a.access(ctx, b, credentials)
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	if pv, ok := objectstore.AsProvisioner(provider, credentials); ok {
-		req, err := a.provisioning(ctx, b, credentials)
-		if err != nil {
-			return gardener.Deletion{}, err
-		}
-		if err := pv.Deprovision(ctx, req); err != nil {
-			return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
-		}
-	} else {
-		store, err := provider.Open(b.Name, credentials)
-		if err != nil {
-			return gardener.Deletion{}, gardener.StoreError(err)
-		}
-		if err := store.Delete(ctx); err != nil {
-			return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
-		}
+	if err := x.deleteBucket(ctx, b.Name); err != nil {
+		return gardener.Deletion{}, gardener.FromStore(err)
 	}
 	ref := publishedRef(b)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
@@ -251,5 +293,5 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 // generated secret).
 func (a *Actuator) provider(b *extensionsv1alpha1.BackupBucket) (objectstore.Provider, error) {
 	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name, Config: gardener.ProviderConfig(b)})
-	return p, gardener.StoreError(err)
+	return p, gardener.FromStore(err)
 }

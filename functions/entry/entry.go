@@ -123,7 +123,7 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	}
 	want, err := etcdBackupData(a.Providers, e, credentials, wi)
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(err)
+		return gardener.Reconciliation{}, err
 	}
 	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {
@@ -180,7 +180,8 @@ func providerData(providers objectstore.Registry, e *extensionsv1alpha1.BackupEn
 	if wi != nil {
 		in.WorkloadIdentity = credentials.Data[KeyConfig]
 	}
-	return p.EntrySecretData(in)
+	data, err := p.EntrySecretData(in)
+	return data, gardener.FromStore(err)
 }
 
 // writeSecret makes the secret at ref exactly what entry writes: its data, its own labels

@@ -116,7 +116,8 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 	log := p.Log.With(zap.String("entry", data.Entry), zap.String("uid", data.UID))
 	if e.Type() == events.TypePurgeVerify {
-		return p.verify(ctx, log, data)
+		// No entry is left to record a failure in: the runner alone hears of it.
+		return gardener.Classify(p.verify(ctx, log, data))
 	}
 	be := &extensionsv1alpha1.BackupEntry{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.Entry}, be); err != nil {
@@ -281,12 +282,12 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		return nil
 	})
 	if err != nil && !errors.Is(err, objectstore.ErrBucketNotFound) {
-		return gardener.StoreError(err)
+		return gardener.FromStore(err)
 	}
 	purged := Purged{}
 	for chunk := range slices.Chunk(marked, objectstore.MaxPageSize) {
 		if _, err := purged.deleteAndMark(ctx, store, locking, chunk, data.Prefix, p.KeyRetries); err != nil {
-			return err
+			return gardener.FromStore(err)
 		}
 	}
 	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
@@ -357,8 +358,14 @@ type Purged struct {
 // listed afresh, so after an interruption it resumes with what is left. Objects that object
 // lock keeps are marked for deletion when the store can mark them (objectstore.Locking) and
 // counted, not failed: deleting them is the follow-up purge's, when their lock ends. progress,
-// if set, hears (0, total) first and then after every page.
+// if set, hears (0, total) first and then after every page. Its errors are the object store's
+// (gardener.FromStore), unless they say why it refused.
 func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
+	purged, err := deletePrefix(ctx, store, prefix, retries, progress)
+	return purged, gardener.FromStore(err)
+}
+
+func deletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
 	var out Purged
 	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
 		return out, runner.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
@@ -372,7 +379,7 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		return out, nil
 	}
 	if err != nil {
-		return out, gardener.StoreError(err)
+		return out, err
 	}
 	progress(0, total)
 	locking, _ := store.(objectstore.Locking)
@@ -409,7 +416,7 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		}
 		progress(out.Deleted+out.Locked, max(total, out.Deleted+out.Locked))
 		if page, err = firstPage(ctx, store, prefix, locked); err != nil {
-			return out, gardener.StoreError(err)
+			return out, err
 		}
 	}
 }
@@ -420,7 +427,7 @@ func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 func (out *Purged) deleteAndMark(ctx context.Context, store objectstore.Store, locking objectstore.Locking, keys []string, prefix string, retries int) ([]string, error) {
 	failed, err := deleteWithRetries(ctx, store, keys, retries)
 	if err != nil {
-		return nil, gardener.StoreError(err)
+		return nil, err
 	}
 	out.Deleted += len(keys) - len(failed)
 	var locked []string
@@ -431,7 +438,7 @@ func (out *Purged) deleteAndMark(ctx context.Context, store objectstore.Store, l
 		}
 	}
 	if len(failed) > 0 {
-		return nil, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
+		return nil, fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed))
 	}
 	if len(locked) == 0 {
 		return nil, nil
@@ -439,7 +446,7 @@ func (out *Purged) deleteAndMark(ctx context.Context, store objectstore.Store, l
 	slices.Sort(locked)
 	until, note, err := locking.Mark(ctx, locked)
 	if err != nil {
-		return nil, gardener.StoreError(fmt.Errorf("marking %d locked objects under %s: %w", len(locked), prefix, err))
+		return nil, fmt.Errorf("marking %d locked objects under %s: %w", len(locked), prefix, err)
 	}
 	out.Locked += len(locked)
 	out.Note = note
@@ -524,7 +531,7 @@ func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEn
 	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(b)}
 	provider, err := p.Providers.Provider(w)
 	if err != nil {
-		return nil, gardener.StoreError(err) // before reading a secret that would not help
+		return nil, gardener.FromStore(err) // before reading a secret that would not help
 	}
 	credentials, err := gardener.ReadSecretData(ctx, p.Client, b.Spec.SecretRef)
 	if err != nil {
@@ -540,13 +547,13 @@ func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEn
 		}
 	}
 	store, err := provider.Open(be.Spec.BucketName, credentials)
-	return store, gardener.StoreError(err)
+	return store, gardener.FromStore(err)
 }
 
 // openWith opens be's bucket with the provider, region and credentials given.
 func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
 	if _, err := p.Providers.Get(providerType); err != nil {
-		return nil, gardener.StoreError(err) // before reading a secret that would not help
+		return nil, gardener.FromStore(err) // before reading a secret that would not help
 	}
 	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
 	if err != nil {
@@ -554,7 +561,7 @@ func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntr
 	}
 	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(be)}
 	_, store, err := p.Providers.Open(w, credentials)
-	return store, gardener.StoreError(err)
+	return store, gardener.FromStore(err)
 }
 
 func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {

@@ -35,9 +35,10 @@ type StatusWriter[T extensionsv1alpha1.Object] struct {
 	Now func() time.Time
 }
 
-// Fail records err in the status — lastOperation Error, lastError with its codes — and
-// returns it for the runner to retry or dead-letter.
+// Fail classifies err (Classify), records it in the status — lastOperation Error, lastError
+// with its codes — and returns it for the runner to retry or dead-letter.
 func (r *StatusWriter[T]) Fail(ctx context.Context, obj T, t gardencorev1beta1.LastOperationType, err error) error {
+	err = Classify(err)
 	description := err.Error()
 	codes, task := CodesOf(err), taskOf(err)
 	r.Log.Warn("failed", zap.String("kind", string(r.Kind)), zap.String("name", obj.GetName()),
