@@ -20,7 +20,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,9 +42,6 @@ var PurgeTypes = []string{events.TypePurgeDue, events.TypePurgeVerify}
 // PurgePublishes are the subjects the purge function publishes its work on (its NATS permission): the
 // outcome of each purge.
 var PurgePublishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...)
-
-// errPageFull stops a listing after one page.
-var errPageFull = errors.New("page full")
 
 // Purger deletes the backups of entries whose retention ended.
 type Purger struct {
@@ -341,143 +337,6 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 	return deleted, err
 }
 
-// Purged is what DeletePrefix did.
-type Purged struct {
-	// Deleted counts the objects deleted.
-	Deleted int
-	// Locked counts the objects object lock keeps; they are marked for deletion.
-	Locked int
-	// Until is the latest end of their locks (zero: a legal hold without end).
-	Until time.Time
-	// Note says what the store could not do for them (no lifecycle rules).
-	Note string
-}
-
-// DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
-// a time; keys that fail are tried again up to retries times, then reported. Each page is
-// listed afresh, so after an interruption it resumes with what is left. Objects that object
-// lock keeps are marked for deletion when the store can mark them (objectstore.Locking) and
-// counted, not failed: deleting them is the follow-up purge's, when their lock ends. progress,
-// if set, hears (0, total) first and then after every page. Its errors are the object store's
-// (gardener.FromStore), unless they say why it refused.
-func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
-	purged, err := deletePrefix(ctx, store, prefix, retries, progress)
-	return purged, gardener.FromStore(err)
-}
-
-func deletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
-	var out Purged
-	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
-		return out, runner.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
-	}
-	if progress == nil {
-		progress = func(int, int) {}
-	}
-	// The count's listing keeps its first page, so the first round need not list again.
-	total, page, err := count(ctx, store, prefix)
-	if errors.Is(err, objectstore.ErrBucketNotFound) {
-		return out, nil
-	}
-	if err != nil {
-		return out, err
-	}
-	progress(0, total)
-	locking, _ := store.(objectstore.Locking)
-	locked := map[string]bool{}
-	stalls := 0
-	var previous []string
-	for {
-		if len(page) == 0 {
-			return out, nil
-		}
-		// A store that reports keys deleted (or "not found") and keeps listing them would make
-		// this loop endless: a page that starts with a key already deleted is a stall, and a
-		// few in a row end the run with an error (the runner retries it later).
-		if slices.Contains(previous, page[0]) {
-			if stalls++; stalls > retries {
-				return out, gardener.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
-					gardencorev1beta1.ErrorRetryableInfraDependencies)
-			}
-		} else {
-			stalls = 0
-		}
-		previous = slices.Clone(page) // deleteWithRetries reuses the page for its retries
-		for _, k := range page {
-			if !strings.HasPrefix(k, prefix) {
-				return out, runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
-			}
-		}
-		marked, err := out.deleteAndMark(ctx, store, locking, page, prefix, retries)
-		if err != nil {
-			return out, err
-		}
-		for _, k := range marked {
-			locked[k] = true // listed still, and skipped from now on
-		}
-		progress(out.Deleted+out.Locked, max(total, out.Deleted+out.Locked))
-		if page, err = firstPage(ctx, store, prefix, locked); err != nil {
-			return out, err
-		}
-	}
-}
-
-// deleteAndMark deletes keys under prefix and marks for deletion those that object lock keeps,
-// when the store can mark them (locking is not nil), adding both counts and the latest end of
-// the locks to out. It returns the keys it marked; any other failure is an error.
-func (out *Purged) deleteAndMark(ctx context.Context, store objectstore.Store, locking objectstore.Locking, keys []string, prefix string, retries int) ([]string, error) {
-	failed, err := deleteWithRetries(ctx, store, keys, retries)
-	if err != nil {
-		return nil, err
-	}
-	out.Deleted += len(keys) - len(failed)
-	var locked []string
-	for k, err := range failed {
-		if locking != nil && errors.Is(err, objectstore.ErrObjectLocked) {
-			locked = append(locked, k)
-			delete(failed, k)
-		}
-	}
-	if len(failed) > 0 {
-		return nil, fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed))
-	}
-	if len(locked) == 0 {
-		return nil, nil
-	}
-	slices.Sort(locked)
-	until, note, err := locking.Mark(ctx, locked)
-	if err != nil {
-		return nil, fmt.Errorf("marking %d locked objects under %s: %w", len(locked), prefix, err)
-	}
-	out.Locked += len(locked)
-	out.Note = note
-	if until.After(out.Until) {
-		out.Until = until
-	}
-	return locked, nil
-}
-
-// deleteWithRetries deletes keys, trying the ones that failed again a few times; it returns
-// those that still failed.
-func deleteWithRetries(ctx context.Context, store objectstore.Store, keys []string, retries int) (map[string]error, error) {
-	delay := 200 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		failed, err := store.DeleteKeys(ctx, keys)
-		if err != nil || len(failed) == 0 || attempt >= retries {
-			return failed, err
-		}
-		keys = keys[:0]
-		for k := range failed {
-			keys = append(keys, k)
-		}
-		select {
-		case <-ctx.Done():
-			return failed, ctx.Err()
-		case <-time.After(delay):
-			delay *= 2
-		}
-	}
-}
-
 // liveOwner returns the name of a live entry whose backups share the prefix and bucket of
 // the source- entry be ("" for none, and for entries that are not source- entries). A
 // migration's source entry normally names the source seed's bucket; were it this seed's, a
@@ -500,70 +359,6 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 	return name, nil
 }
 
-// open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
-// opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any other entry
-// uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
-// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. A
-// bucket whose secret holds management credentials (an Azure service principal) is opened
-// with the storage credentials it published, its generated secret. An absent BackupBucket
-// object never means the backups are gone: only the store can say that.
-//
-// A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
-func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
-	if gardener.IsSourceEntry(be.Name) {
-		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
-	}
-	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) {
-		bucket := &extensionsv1alpha1.BackupBucket{}
-		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
-		case err == nil:
-			return p.openBucket(ctx, be, bucket)
-		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
-		}
-		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
-	})
-}
-
-// openBucket opens be's bucket with the BackupBucket's credentials, or with its generated
-// secret when those are management credentials.
-func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, b *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
-	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(b)}
-	provider, err := p.Providers.Provider(w)
-	if err != nil {
-		return nil, gardener.FromStore(err) // before reading a secret that would not help
-	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, b.Spec.SecretRef)
-	if err != nil {
-		return nil, err
-	}
-	if _, manages := objectstore.AsProvisioner(provider, credentials); manages {
-		ref := b.Status.GeneratedSecretRef
-		if ref == nil {
-			ref = &be.Spec.SecretRef // not published yet: the entry's copy is all there is
-		}
-		if credentials, err = gardener.ReadSecretData(ctx, p.Client, *ref); err != nil {
-			return nil, err
-		}
-	}
-	store, err := provider.Open(be.Spec.BucketName, credentials)
-	return store, gardener.FromStore(err)
-}
-
-// openWith opens be's bucket with the provider, region and credentials given.
-func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
-	if _, err := p.Providers.Get(providerType); err != nil {
-		return nil, gardener.FromStore(err) // before reading a secret that would not help
-	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
-	if err != nil {
-		return nil, err
-	}
-	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(be)}
-	_, store, err := p.Providers.Open(w, credentials)
-	return store, gardener.FromStore(err)
-}
-
 func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
 	err := func() error {
 		e, err := events.NewPurgeEvent(p.Cluster, op, kube.Ref(events.KindBackupEntry, be), data, p.Now())
@@ -581,54 +376,4 @@ func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operati
 		// The audit event is lost, not the work: the entry's status and the log say what happened.
 		log.Warn("cannot publish purge event", zap.String("operation", string(op)), zap.Error(err))
 	}
-}
-
-// count counts the keys under prefix and returns the first page of them.
-func count(ctx context.Context, store objectstore.Store, prefix string) (int, []string, error) {
-	n := 0
-	var first []string
-	err := store.List(ctx, prefix, func(keys []string) error {
-		if n == 0 {
-			first = slices.Clone(keys)
-		}
-		n += len(keys)
-		return nil
-	})
-	return n, first, err
-}
-
-// firstPage lists the first page of keys under prefix that are not in skip (marked locked
-// keys, which stay listed).
-func firstPage(ctx context.Context, store objectstore.Store, prefix string, skip map[string]bool) ([]string, error) {
-	var page []string
-	err := store.List(ctx, prefix, func(keys []string) error {
-		for _, k := range keys {
-			if !skip[k] {
-				page = append(page, k)
-			}
-		}
-		if len(page) == 0 {
-			return nil // a page of skipped keys: read on
-		}
-		return errPageFull
-	})
-	if errors.Is(err, errPageFull) || errors.Is(err, objectstore.ErrBucketNotFound) {
-		err = nil
-	}
-	return page, err
-}
-
-// firstError names one failed key and its error: a locked one if any, since no retry helps
-// there and the operator must act.
-func firstError(failed map[string]error) error {
-	var first error
-	for k, err := range failed {
-		if errors.Is(err, objectstore.ErrObjectLocked) {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		if first == nil {
-			first = fmt.Errorf("%s: %w", k, err)
-		}
-	}
-	return first
 }
