@@ -98,6 +98,42 @@ func deletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 	}
 }
 
+// deleteMarked deletes the objects under prefix that are marked for deletion (by a purge whose
+// objects object lock kept, or upstream), and never one outside it; what is still locked is
+// marked again. It counts the objects without a mark, which it leaves alone. Its errors are
+// the object store's (gardener.FromStore), unless they say why it refused.
+func deleteMarked(ctx context.Context, store objectstore.Store, locking objectstore.Locking, prefix string, retries int) (Purged, int, error) {
+	var marked []string
+	unmarked := 0
+	err := store.List(ctx, prefix, func(keys []string) error {
+		for _, k := range keys {
+			if !strings.HasPrefix(k, prefix) {
+				return runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
+			}
+			ok, err := locking.Marked(ctx, k)
+			if err != nil {
+				return err
+			}
+			if ok {
+				marked = append(marked, k)
+			} else {
+				unmarked++
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, objectstore.ErrBucketNotFound) {
+		return Purged{}, 0, gardener.FromStore(err)
+	}
+	var purged Purged
+	for chunk := range slices.Chunk(marked, objectstore.MaxPageSize) {
+		if _, err := purged.deleteAndMark(ctx, store, locking, chunk, prefix, retries); err != nil {
+			return Purged{}, 0, gardener.FromStore(err)
+		}
+	}
+	return purged, unmarked, nil
+}
+
 // deleteAndMark deletes keys under prefix and marks for deletion those that object lock keeps,
 // when the store can mark them (locking is not nil), adding both counts and the latest end of
 // the locks to out. It returns the keys it marked; any other failure is an error.

@@ -7,10 +7,8 @@ package entry
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -235,13 +233,7 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
 		}
-		// Gone, or another seed's (a migration's source- entry): the objects stay marked for
-		// the store's lifecycle rule, and the verified event says so.
-		data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
-		log.Info("not verifying: " + data.Reason)
-		p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
-		ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
-		p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+		p.notVerifiable(ctx, log, data)
 		return nil
 	}
 	if !p.Scope.Serves(bucket) {
@@ -258,36 +250,29 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		log.Info("not verifying: the store has no object lock", zap.String("bucket", data.BucketName))
 		return nil
 	}
-	var marked []string
-	unmarked := 0
-	err = store.List(ctx, data.Prefix, func(keys []string) error {
-		for _, k := range keys {
-			if !strings.HasPrefix(k, data.Prefix) {
-				return runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, data.Prefix)
-			}
-			ok, err := locking.Marked(ctx, k)
-			if err != nil {
-				return err
-			}
-			if ok {
-				marked = append(marked, k)
-			} else {
-				unmarked++
-			}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, objectstore.ErrBucketNotFound) {
-		return gardener.FromStore(err)
+	purged, unmarked, err := deleteMarked(ctx, store, locking, data.Prefix, p.KeyRetries)
+	if err != nil {
+		return err
 	}
-	purged := Purged{}
-	for chunk := range slices.Chunk(marked, objectstore.MaxPageSize) {
-		if _, err := purged.deleteAndMark(ctx, store, locking, chunk, data.Prefix, p.KeyRetries); err != nil {
-			return gardener.FromStore(err)
-		}
-	}
-	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
 	ref.UID = types.UID(data.UID)
+	return p.verified(ctx, log, ref, data, purged, unmarked)
+}
+
+// notVerifiable reports a verify purge whose bucket has no BackupBucket here: gone, or another
+// seed's (a migration's source- entry). The objects stay marked for the store's lifecycle rule,
+// and the verified event says so.
+func (p *Purger) notVerifiable(ctx context.Context, log *zap.Logger, data events.PurgeData) {
+	data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
+	log.Info("not verifying: " + data.Reason)
+	p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
+	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
+	p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+}
+
+// verified reports what a verify purge did to the entry ref's prefix: what is still locked is
+// verified again when its locks end, and the objects without a mark, left alone, are told.
+func (p *Purger) verified(ctx context.Context, log *zap.Logger, ref *extensionsv1alpha1.BackupEntry, data events.PurgeData, purged Purged, unmarked int) error {
+	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
 	if purged.Locked > 0 {
 		if err := p.scheduleVerify(ctx, log, ref, data, purged); err != nil {
 			return err
