@@ -83,7 +83,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	}
 	for _, def := range defs {
 		name := def.Name
-		cons, err := runner.EnsureConsumer(ctx, js, runner.Function{Name: name, Types: def.Types}, cs)
+		cons, err := runner.EnsureConsumer(ctx, js, def.Function(nil), cs)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,6 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,16 +29,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
-
-// PurgeName is the purge function's name.
-const PurgeName = "purge"
-
-// PurgeTypes are the events the purge function takes: the purges the NATS server fires when due.
-var PurgeTypes = []string{events.TypePurgeDue, events.TypePurgeVerify}
-
-// PurgePublishes are the subjects the purge function publishes its work on (its NATS permission): the
-// outcome of each purge.
-var PurgePublishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...)
 
 // Purger deletes the backups of entries whose retention ended.
 type Purger struct {
@@ -67,27 +56,24 @@ type Purger struct {
 
 // PurgeDefinition declares the purge function. It shares the entry function's retention flags.
 var PurgeDefinition = runner.Definition{
-	Name:      PurgeName,
-	Types:     PurgeTypes,
-	Publishes: PurgePublishes,
+	Name: "purge",
+	// The purges the NATS server fires when due, and the verify purges of what object lock kept.
+	Types: []string{events.TypePurgeDue, events.TypePurgeVerify},
+	// The verify purges it schedules, and the outcome of each purge.
+	Publishes: append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...),
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
-		return func(_ context.Context, d runner.Deps) (runner.Function, error) {
+		return func(_ context.Context, d runner.Deps) (runner.Handler, error) {
 			s, err := scope(d.Stores)
 			if err != nil {
-				return runner.Function{}, err
+				return nil, err
 			}
-			return newPurge(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, d.Metrics), nil
+			p := newPurger(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log)
+			p.Verified = NewVerifyMetrics(d.Metrics)
+			return p, nil
 		}
 	},
-}
-
-// newPurge returns the purge function.
-func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, reg prometheus.Registerer) runner.Function {
-	p := newPurger(c, js, providers, retention, scope, cluster, log)
-	p.Verified = NewVerifyMetrics(reg)
-	return runner.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
 }
 
 // newPurger returns a Purger with the settings the purge and the entry function share.
