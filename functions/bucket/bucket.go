@@ -52,11 +52,11 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 // management credentials (an Azure service principal or workload identity) the provider first
 // provisions what holds the bucket and hands back the storage credentials to use and publish.
 func (a *Actuator) Reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket, secret *corev1.Secret) (gardener.Reconciliation, error) {
-	x, err := a.access(ctx, b, secret.Data)
+	access, err := a.access(ctx, b, secret.Data)
 	if err != nil {
 		return gardener.Reconciliation{}, err
 	}
-	created, err := x.createBucket(ctx, b)
+	created, err := access.createBucket(ctx, b)
 	if err != nil {
 		return gardener.Reconciliation{}, gardener.FromStore(err)
 	}
@@ -74,9 +74,9 @@ func (a *Actuator) Reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBu
 	return gardener.Reconciliation{}, nil
 }
 
-// access is how a bucket is reached: its provider with the spec.secretRef credentials and, when
-// those are management credentials, the provisioner and what it needs.
-type access struct {
+// bucketAccess is how a bucket is reached: its provider with the spec.secretRef credentials
+// and, when those are management credentials, the provisioner and what it needs.
+type bucketAccess struct {
 	provider    objectstore.Provider
 	credentials map[string][]byte
 	// provisioner is nil for storage credentials, which open the bucket as they are.
@@ -85,19 +85,19 @@ type access struct {
 }
 
 // access is how b's bucket is reached with credentials.
-func (a *Actuator) access(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (access, error) {
+func (a *Actuator) access(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (bucketAccess, error) {
 	provider, err := a.provider(b)
 	if err != nil {
-		return access{}, err
+		return bucketAccess{}, err
 	}
-	x := access{provider: provider, credentials: credentials}
+	access := bucketAccess{provider: provider, credentials: credentials}
 	pv, ok := objectstore.AsProvisioner(provider, credentials)
 	if !ok {
-		return x, nil
+		return access, nil
 	}
-	x.provisioner = pv
-	x.provisioning, err = a.provisioning(ctx, b, credentials)
-	return x, err
+	access.provisioner = pv
+	access.provisioning, err = a.provisioning(ctx, b, credentials)
+	return access, err
 }
 
 // createdBucket is what createBucket did: the data of the generated secret, the annotations a
@@ -110,23 +110,23 @@ type createdBucket struct {
 
 // createBucket creates b's bucket, provisioning what holds it first with management
 // credentials. Every error it returns is the object store's.
-func (x access) createBucket(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (createdBucket, error) {
+func (ba bucketAccess) createBucket(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (createdBucket, error) {
 	var created createdBucket
-	storage := x.credentials
+	storage := ba.credentials
 	var provisioned objectstore.Provisioned
-	if x.provisioner != nil {
+	if ba.provisioner != nil {
 		var err error
-		if provisioned, err = x.provisioner.Provision(ctx, x.provisioning); err != nil {
+		if provisioned, err = ba.provisioner.Provision(ctx, ba.provisioning); err != nil {
 			return created, fmt.Errorf("provisioning bucket %s: %w", b.Name, err)
 		}
 		storage, created.consumed = provisioned.Credentials, provisioned.Consumed
 	}
-	store, err := x.provider.Open(b.Name, storage)
+	store, err := ba.provider.Open(b.Name, storage)
 	if err != nil {
 		return created, err
 	}
 	var note string
-	if x.provisioner != nil { // Provision applied the providerConfig's settings itself
+	if ba.provisioner != nil { // Provision applied the providerConfig's settings itself
 		err = store.Create(ctx)
 	} else {
 		note, err = create(ctx, store, b)
@@ -135,20 +135,20 @@ func (x access) createBucket(ctx context.Context, b *extensionsv1alpha1.BackupBu
 		return created, fmt.Errorf("creating bucket %s: %w", b.Name, err)
 	}
 	created.notes = slices.DeleteFunc([]string{provisioned.Description, note}, func(s string) bool { return s == "" })
-	created.secretData, err = x.provider.BackupSecretData(storage)
+	created.secretData, err = ba.provider.BackupSecretData(storage)
 	return created, err
 }
 
 // deleteBucket deletes the bucket, and with management credentials what holds it. Every error
 // it returns is the object store's.
-func (x access) deleteBucket(ctx context.Context, bucket string) error {
-	if x.provisioner != nil {
-		if err := x.provisioner.Deprovision(ctx, x.provisioning); err != nil {
+func (ba bucketAccess) deleteBucket(ctx context.Context, bucket string) error {
+	if ba.provisioner != nil {
+		if err := ba.provisioner.Deprovision(ctx, ba.provisioning); err != nil {
 			return fmt.Errorf("deleting bucket %s: %w", bucket, err)
 		}
 		return nil
 	}
-	store, err := x.provider.Open(bucket, x.credentials)
+	store, err := ba.provider.Open(bucket, ba.credentials)
 	if err != nil {
 		return err
 	}
@@ -233,11 +233,11 @@ func (a *Actuator) Delete(ctx context.Context, b *extensionsv1alpha1.BackupBucke
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	x, err := a.access(ctx, b, credentials)
+	access, err := a.access(ctx, b, credentials)
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	if err := x.deleteBucket(ctx, b.Name); err != nil {
+	if err := access.deleteBucket(ctx, b.Name); err != nil {
 		return gardener.Deletion{}, gardener.FromStore(err)
 	}
 	ref := publishedRef(b)
