@@ -21,7 +21,7 @@ func TestPurgeRunsAsEtcdBackupRestoreUser(t *testing.T) {
 	checked := 0
 	for _, m := range allManifests(t) {
 		path := podSpecPath(m.obj)
-		if path == nil || functionOf(m.obj) != entry.PurgeName {
+		if path == nil || functionOf(m.obj) != entry.PurgeDefinition.Name {
 			continue
 		}
 		pod, _, _ := unstructured.NestedMap(m.obj.Object, append(path, "securityContext")...)

@@ -22,7 +22,7 @@ func TestDefinitions(t *testing.T) {
 			t.Errorf("name %q empty or registered twice", def.Name)
 		}
 		seen[def.Name] = true
-		if err := (runner.Function{Name: def.Name, Types: def.Types, Handler: runner.HandlerFunc(nil)}).Validate(); err != nil {
+		if err := def.Function(runner.HandlerFunc(nil)).Validate(); err != nil {
 			t.Errorf("%s: %v", def.Name, err)
 		}
 		if def.Bind == nil {

@@ -51,56 +51,111 @@ func GeneratedSecretRef(b *extensionsv1alpha1.BackupBucket) corev1.SecretReferen
 // Reconcile creates the bucket (an existing one is fine) and writes the generated secret. With
 // management credentials (an Azure service principal or workload identity) the provider first
 // provisions what holds the bucket and hands back the storage credentials to use and publish.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, secret *corev1.Secret) (gardener.Reconciliation, error) {
-	b := obj.(*extensionsv1alpha1.BackupBucket)
-	credentials := secret.Data
-	provider, err := a.provider(b)
+func (a *Actuator) Reconcile(ctx context.Context, b *extensionsv1alpha1.BackupBucket, secret *corev1.Secret) (gardener.Reconciliation, error) {
+	access, err := a.access(ctx, b, secret.Data)
 	if err != nil {
 		return gardener.Reconciliation{}, err
 	}
-	storage := credentials
-	var provisioned objectstore.Provisioned
-	pv, provisioning := objectstore.AsProvisioner(provider, credentials)
-	if provisioning {
-		req, err := a.provisioning(ctx, b, credentials)
-		if err != nil {
-			return gardener.Reconciliation{}, err
-		}
-		if provisioned, err = pv.Provision(ctx, req); err != nil {
-			return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("provisioning bucket %s: %w", b.Name, err))
-		}
-		storage = provisioned.Credentials
-	}
-	store, err := provider.Open(b.Name, storage)
+	created, err := access.createBucket(ctx, b)
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(err)
+		return gardener.Reconciliation{}, gardener.FromStore(err)
+	}
+	if err := a.publish(ctx, b, created.secretData); err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	// Only once the new key is published: a crash before this leaves the annotation, and the
+	// retry sees the rotation done (the published key is the newest) and does not rotate again.
+	if err := a.removeAnnotations(ctx, b, created.consumed); err != nil {
+		return gardener.Reconciliation{}, err
+	}
+	if len(created.notes) > 0 {
+		return gardener.Reconciliation{Description: "Bucket reconciled: " + strings.Join(created.notes, "; ")}, nil
+	}
+	return gardener.Reconciliation{}, nil
+}
+
+// bucketAccess is how a bucket is reached: its provider with the spec.secretRef credentials
+// and, when those are management credentials, the provisioner and what it needs.
+type bucketAccess struct {
+	provider    objectstore.Provider
+	credentials map[string][]byte
+	// provisioner is nil for storage credentials, which open the bucket as they are.
+	provisioner  objectstore.Provisioner
+	provisioning objectstore.Provisioning
+}
+
+// access is how b's bucket is reached with credentials.
+func (a *Actuator) access(ctx context.Context, b *extensionsv1alpha1.BackupBucket, credentials map[string][]byte) (bucketAccess, error) {
+	provider, err := a.provider(b)
+	if err != nil {
+		return bucketAccess{}, err
+	}
+	access := bucketAccess{provider: provider, credentials: credentials}
+	pv, ok := objectstore.AsProvisioner(provider, credentials)
+	if !ok {
+		return access, nil
+	}
+	access.provisioner = pv
+	access.provisioning, err = a.provisioning(ctx, b, credentials)
+	return access, err
+}
+
+// createdBucket is what createBucket did: the data of the generated secret, the annotations a
+// provisioner acted on, and what is worth telling.
+type createdBucket struct {
+	secretData map[string][]byte
+	consumed   []string
+	notes      []string
+}
+
+// createBucket creates b's bucket, provisioning what holds it first with management
+// credentials. Every error it returns is the object store's.
+func (ba bucketAccess) createBucket(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (createdBucket, error) {
+	var created createdBucket
+	storage := ba.credentials
+	var provisioned objectstore.Provisioned
+	if ba.provisioner != nil {
+		var err error
+		if provisioned, err = ba.provisioner.Provision(ctx, ba.provisioning); err != nil {
+			return created, fmt.Errorf("provisioning bucket %s: %w", b.Name, err)
+		}
+		storage, created.consumed = provisioned.Credentials, provisioned.Consumed
+	}
+	store, err := ba.provider.Open(b.Name, storage)
+	if err != nil {
+		return created, err
 	}
 	var note string
-	if provisioning { // Provision applied the providerConfig's settings itself
+	if ba.provisioner != nil { // Provision applied the providerConfig's settings itself
 		err = store.Create(ctx)
 	} else {
 		note, err = create(ctx, store, b)
 	}
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(fmt.Errorf("creating bucket %s: %w", b.Name, err))
+		return created, fmt.Errorf("creating bucket %s: %w", b.Name, err)
 	}
-	data, err := provider.BackupSecretData(storage)
+	created.notes = slices.DeleteFunc([]string{provisioned.Description, note}, func(s string) bool { return s == "" })
+	created.secretData, err = ba.provider.BackupSecretData(storage)
+	return created, err
+}
+
+// deleteBucket deletes the bucket, and with management credentials what holds it. Every error
+// it returns is the object store's.
+func (ba bucketAccess) deleteBucket(ctx context.Context, bucket string) error {
+	if ba.provisioner != nil {
+		if err := ba.provisioner.Deprovision(ctx, ba.provisioning); err != nil {
+			return fmt.Errorf("deleting bucket %s: %w", bucket, err)
+		}
+		return nil
+	}
+	store, err := ba.provider.Open(bucket, ba.credentials)
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(err)
+		return err
 	}
-	if err := a.publish(ctx, b, data); err != nil {
-		return gardener.Reconciliation{}, err
+	if err := store.Delete(ctx); err != nil {
+		return fmt.Errorf("deleting bucket %s: %w", bucket, err)
 	}
-	// Only once the new key is published: a crash before this leaves the annotation, and the
-	// retry sees the rotation done (the published key is the newest) and does not rotate again.
-	if err := a.removeAnnotations(ctx, b, provisioned.Consumed); err != nil {
-		return gardener.Reconciliation{}, err
-	}
-	notes := slices.DeleteFunc([]string{provisioned.Description, note}, func(s string) bool { return s == "" })
-	if len(notes) > 0 {
-		return gardener.Reconciliation{Description: "Bucket reconciled: " + strings.Join(notes, "; ")}, nil
-	}
-	return gardener.Reconciliation{}, nil
+	return nil
 }
 
 // create creates the bucket with the settings of its providerConfig where the store takes
@@ -163,8 +218,7 @@ func (a *Actuator) removeAnnotations(ctx context.Context, b *extensionsv1alpha1.
 
 // Delete waits until no BackupEntry names the bucket, then deletes the bucket (and, with
 // management credentials, what holds it) and the generated secret.
-func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Deletion, error) {
-	b := obj.(*extensionsv1alpha1.BackupBucket)
+func (a *Actuator) Delete(ctx context.Context, b *extensionsv1alpha1.BackupBucket) (gardener.Deletion, error) {
 	users, err := a.entriesUsing(ctx, b.Name)
 	if err != nil {
 		return gardener.Deletion{}, err
@@ -179,26 +233,12 @@ func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (g
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	provider, err := a.provider(b)
+	access, err := a.access(ctx, b, credentials)
 	if err != nil {
 		return gardener.Deletion{}, err
 	}
-	if pv, ok := objectstore.AsProvisioner(provider, credentials); ok {
-		req, err := a.provisioning(ctx, b, credentials)
-		if err != nil {
-			return gardener.Deletion{}, err
-		}
-		if err := pv.Deprovision(ctx, req); err != nil {
-			return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
-		}
-	} else {
-		store, err := provider.Open(b.Name, credentials)
-		if err != nil {
-			return gardener.Deletion{}, gardener.StoreError(err)
-		}
-		if err := store.Delete(ctx); err != nil {
-			return gardener.Deletion{}, gardener.StoreError(fmt.Errorf("deleting bucket %s: %w", b.Name, err))
-		}
+	if err := access.deleteBucket(ctx, b.Name); err != nil {
+		return gardener.Deletion{}, gardener.FromStore(err)
 	}
 	ref := publishedRef(b)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: ref.Namespace}}
@@ -253,5 +293,5 @@ func (a *Actuator) entriesUsing(ctx context.Context, bucket string) ([]string, e
 // generated secret).
 func (a *Actuator) provider(b *extensionsv1alpha1.BackupBucket) (objectstore.Provider, error) {
 	p, err := a.Providers.Provider(objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: b.Name, Config: gardener.ProviderConfig(b)})
-	return p, gardener.StoreError(err)
+	return p, gardener.FromStore(err)
 }

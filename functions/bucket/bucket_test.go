@@ -291,7 +291,7 @@ func TestDeleteWaitsForEntriesThenRemovesContainerAndSecret(t *testing.T) {
 	if slices.Contains(f.secret("garden", "creds").Finalizers, bucket.Finalizer) {
 		t.Error("secretRef secret still carries the bucket finalizer")
 	}
-	if dls := f.DeadLetters(bucket.Name); len(dls) != 0 {
+	if dls := f.DeadLetters(bucket.Definition.Name); len(dls) != 0 {
 		t.Errorf("dead letters while waiting: %+v", dls)
 	}
 }
@@ -319,12 +319,12 @@ func TestReplayedEventsChangeNothing(t *testing.T) {
 	genBefore := f.secret("garden", "generated-bucket-stable").ResourceVersion
 	credsBefore := f.secret("garden", "creds").ResourceVersion
 
-	res, err := runner.Replay(ctx, f.JS, bucket.Name, runner.Window{FromSeq: 1}, nil)
+	res, err := runner.Replay(ctx, f.JS, bucket.Definition.Name, runner.Window{FromSeq: 1}, nil)
 	if err != nil || res.Redriven == 0 {
 		t.Fatalf("replay: %+v %v", res, err)
 	}
 	f.Eventually(30*time.Second, "replayed events handled", func() (bool, string) {
-		info, err := consumerInfo(f.JS, bucket.Name)
+		info, err := consumerInfo(f.JS, bucket.Definition.Name)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -402,7 +402,7 @@ func TestOperationAnnotation(t *testing.T) {
 		if json.Unmarshal(msg.Data, &gen) != nil || gen.Metadata.Generation != b.Generation { // patch left the new generation in b
 			return false, fmt.Sprintf("last update event has generation %d", gen.Metadata.Generation)
 		}
-		info, err := consumerInfo(f.JS, bucket.Name)
+		info, err := consumerInfo(f.JS, bucket.Definition.Name)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -262,6 +262,7 @@ func (tc bucketRow) run(t *testing.T) {
 		r, err = a.Reconcile(ctx, live, secret)
 		description = r.Description
 	}
+	err = gardener.Classify(err) // as the status writer records it
 
 	if got := classOf(err); got != tc.want.err {
 		t.Errorf("error %v: class %q, want %q", err, got, tc.want.err)

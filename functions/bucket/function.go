@@ -16,49 +16,38 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// Name is the function's name: its consumer, dead-letter and redrive subjects.
-const Name = "bucket"
-
-// Types are the events the function takes. A bucket whose deletion waits for its entries is
-// announced again by the bridge when one of them is gone.
-var Types = []string{events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced}
-
 // Definition declares the bucket function.
 var Definition = runner.Definition{
-	Name:  Name,
-	Types: Types,
+	Name: "bucket",
+	// A bucket whose deletion waits for its entries is announced again by the bridge when one
+	// of them is gone.
+	Types: []string{events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced},
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		scope := gardener.BindScope(fs)
-		return func(_ context.Context, d runner.Deps) (runner.Function, error) {
+		return func(_ context.Context, d runner.Deps) (runner.Handler, error) {
 			s, err := scope(d.Stores)
 			if err != nil {
-				return runner.Function{}, err
+				return nil, err
 			}
-			return newFunction(d.Client, d.Stores, s, d.Log), nil
+			return newReconciler(d.Client, d.Stores, s, d.Log), nil
 		}
 	},
 }
 
-// newFunction returns the bucket function.
-func newFunction(c client.Client, providers objectstore.Registry, scope gardener.Scope, log *zap.Logger) runner.Function {
-	r := &gardener.Reconciler{
+// newReconciler returns the bucket function's handler: the Gardener protocol around the
+// Actuator.
+func newReconciler(c client.Client, providers objectstore.Registry, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupBucket] {
+	return &gardener.Reconciler[*extensionsv1alpha1.BackupBucket]{
 		Scope: scope,
-		StatusWriter: gardener.StatusWriter{
-			Client: c,
-			Kind:   events.KindBackupBucket,
-			SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
-				return o.(*extensionsv1alpha1.BackupBucket).Spec.SecretRef
-			},
+		StatusWriter: gardener.StatusWriter[*extensionsv1alpha1.BackupBucket]{
+			Client:    c,
+			Kind:      events.KindBackupBucket,
+			SecretRef: func(b *extensionsv1alpha1.BackupBucket) corev1.SecretReference { return b.Spec.SecretRef },
 			Finalizer: Finalizer,
 			Log:       log,
 			Now:       time.Now,
 		},
-		NewObject: func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupBucket{} },
+		NewObject: func() *extensionsv1alpha1.BackupBucket { return &extensionsv1alpha1.BackupBucket{} },
 		Actuator:  &Actuator{Client: c, Providers: providers},
-	}
-	return runner.Function{
-		Name:    Name,
-		Types:   Types,
-		Handler: r,
 	}
 }

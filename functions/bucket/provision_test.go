@@ -143,7 +143,7 @@ func TestWorkloadIdentityBucket(t *testing.T) {
 	if err := objectstore.PutBytes(ctx, store, "shoot--w/etcd-main/v2/Full-1", []byte("snapshot")); err != nil {
 		t.Fatalf("writing into the container with the generated secret: %v", err)
 	}
-	if dls := f.DeadLetters(bucket.Name); len(dls) != 0 {
+	if dls := f.DeadLetters(bucket.Definition.Name); len(dls) != 0 {
 		t.Errorf("dead letters while waiting for the token: %+v", dls)
 	}
 }

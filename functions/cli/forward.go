@@ -49,7 +49,7 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 			return fmt.Errorf("%w: forward: no function %q: one of %s", errUsage, name, functionNames())
 		}
 		target := strings.ReplaceAll(*url, functionPlaceholder, name)
-		fns[i] = runner.Function{Name: name, Types: def.Types, Handler: &runner.Forwarder{URL: target, Client: client}}
+		fns[i] = def.Function(&runner.Forwarder{URL: target, Client: client})
 	}
 	proc, err := process.Start(ctx, process.Spec{Name: "housekeeper-forward", Flags: flags,
 		NATS: &nopts, Identity: events.IdentityForward, RequireStreams: true})

@@ -13,7 +13,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
-	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -29,7 +28,7 @@ func TestSetupCommand(t *testing.T) {
 
 	forward := func() (int, string) {
 		var out, errOut bytes.Buffer
-		code := Main(ctx, []string{"--nats-url", f.url, "forward", "--function", bucket.Name, "--url", "http://127.0.0.1:1/", "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut)
+		code := Main(ctx, []string{"--nats-url", f.url, "forward", "--function", bucket.Definition.Name, "--url", "http://127.0.0.1:1/", "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut)
 		return code, errOut.String()
 	}
 	if code, errOut := forward(); code != 1 || !strings.Contains(errOut, "stream HOUSEKEEPER does not exist") || !strings.Contains(errOut, "run `housekeeper setup`") {
@@ -55,7 +54,7 @@ func TestSetupCommand(t *testing.T) {
 	consumers := func() map[string]*jetstream.ConsumerInfo {
 		infos := map[string]*jetstream.ConsumerInfo{}
 		for _, def := range all.Functions {
-			fn := runner.Function{Name: def.Name, Types: def.Types}
+			fn := def.Function(nil)
 			c, err := js.Consumer(ctx, events.RecordStream, fn.Name)
 			if err != nil {
 				t.Fatalf("consumer of %s: %v", fn.Name, err)
@@ -108,7 +107,7 @@ func TestSetupCommand(t *testing.T) {
 	stopped, stop := context.WithTimeout(ctx, time.Second)
 	defer stop()
 	var out, errOut bytes.Buffer
-	if code := Main(stopped, []string{"--nats-url", f.url, "forward", "--function", bucket.Name, "--url", "http://127.0.0.1:1/", "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut); code != 0 {
+	if code := Main(stopped, []string{"--nats-url", f.url, "forward", "--function", bucket.Definition.Name, "--url", "http://127.0.0.1:1/", "--addr", "127.0.0.1:0", "--log-level", "error"}, &out, &errOut); code != 0 {
 		t.Errorf("forward after the setup: exit %d, %s", code, errOut.String())
 	}
 }

@@ -79,8 +79,7 @@ func SecretRef(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference {
 // shoot; otherwise it succeeds with a description that says why the secret waits (a lastError
 // would fail gardenlet's shoot operations for a namespace that is simply not there yet), and
 // the bridge announces the entry again when the namespace appears or changes hands.
-func (a *Actuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials *corev1.Secret) (gardener.Reconciliation, error) {
-	e := obj.(*extensionsv1alpha1.BackupEntry)
+func (a *Actuator) Reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEntry, credentials *corev1.Secret) (gardener.Reconciliation, error) {
 	result, err := a.reconcile(ctx, e, credentials)
 	if err == nil {
 		result = a.warnRetention(e, result)
@@ -124,7 +123,7 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	}
 	want, err := etcdBackupData(a.Providers, e, credentials, wi)
 	if err != nil {
-		return gardener.Reconciliation{}, gardener.StoreError(err)
+		return gardener.Reconciliation{}, err
 	}
 	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {
@@ -181,7 +180,8 @@ func providerData(providers objectstore.Registry, e *extensionsv1alpha1.BackupEn
 	if wi != nil {
 		in.WorkloadIdentity = credentials.Data[KeyConfig]
 	}
-	return p.EntrySecretData(in)
+	data, err := p.EntrySecretData(in)
+	return data, gardener.FromStore(err)
 }
 
 // writeSecret makes the secret at ref exactly what entry writes: its data, its own labels
@@ -291,8 +291,7 @@ func waitsForNamespace(ref corev1.SecretReference, reason string) gardener.Recon
 
 // Delete removes the etcd-backup secret if this entry wrote it and schedules the purge of the
 // entry's backups for when their retention ends; the entry waits, Pending, until then.
-func (a *Actuator) Delete(ctx context.Context, obj extensionsv1alpha1.Object) (gardener.Deletion, error) {
-	e := obj.(*extensionsv1alpha1.BackupEntry)
+func (a *Actuator) Delete(ctx context.Context, e *extensionsv1alpha1.BackupEntry) (gardener.Deletion, error) {
 	if err := a.deleteSecret(ctx, e); err != nil {
 		return gardener.Deletion{}, err
 	}

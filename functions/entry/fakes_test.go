@@ -347,6 +347,7 @@ func liveEntry(t *testing.T, c client.Client, name string) *extensionsv1alpha1.B
 
 func checkErr(t *testing.T, err error, class runner.Class, codes []gardencorev1beta1.ErrorCode) {
 	t.Helper()
+	err = gardener.Classify(err) // as the status writer records it
 	got := runner.Class("")
 	if err != nil {
 		got = runner.ClassOf(err)

@@ -443,7 +443,7 @@ func TestForgedEntryEvents(t *testing.T) {
 		})
 		f.upload(snapshots(name+"/", 3)...)
 	}
-	f.mustSettle(entry.Name, bucket.Name, entry.PurgeName)
+	f.mustSettle(entry.Definition.Name, bucket.Definition.Name, entry.PurgeDefinition.Name)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -474,9 +474,9 @@ func TestForgedEntryEvents(t *testing.T) {
 			live.Spec.SecretRef = corev1.SecretReference{Name: fmt.Sprintf("entry-decoy-%02d", i), Namespace: "garden"}
 			live.Spec.BucketName = "forged-bucket"
 		})
-		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupEntry, fg.op, live), redriveTarget(fg.redrive, entry.Name))
+		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupEntry, fg.op, live), redriveTarget(fg.redrive, entry.Definition.Name))
 	}
-	infos := f.settleAll(entry.Name, bucket.Name, entry.PurgeName)
+	infos := f.settleAll(entry.Definition.Name, bucket.Definition.Name, entry.PurgeDefinition.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -486,7 +486,7 @@ func TestForgedEntryEvents(t *testing.T) {
 
 	for i, fg := range cases {
 		t.Run(fg.String(), func(t *testing.T) {
-			check(t, infos[entry.Name], forged[i], before[i], after[i], dls)
+			check(t, infos[entry.Definition.Name], forged[i], before[i], after[i], dls)
 		})
 	}
 	t.Logf("%d forged entry events; test took %s", len(cases), time.Since(began).Round(time.Second))
@@ -545,7 +545,7 @@ func TestForgedBucketEvents(t *testing.T) {
 			f.waitState(&extensionsv1alpha1.BackupEntry{}, user, gardencorev1beta1.LastOperationStateSucceeded)
 		}
 	}
-	f.mustSettle(bucket.Name, entry.Name, entry.PurgeName)
+	f.mustSettle(bucket.Definition.Name, entry.Definition.Name, entry.PurgeDefinition.Name)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -581,9 +581,9 @@ func TestForgedBucketEvents(t *testing.T) {
 		c.apply(live, bucket.Finalizer, func() {
 			live.Spec.SecretRef = corev1.SecretReference{Name: fmt.Sprintf("bucket-decoy-%02d", i), Namespace: "garden"}
 		})
-		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupBucket, c.op, live), redriveTarget(c.redrive, bucket.Name))
+		forged[i] = f.publishForged(forgeObjectEvent(t, events.KindBackupBucket, c.op, live), redriveTarget(c.redrive, bucket.Definition.Name))
 	}
-	infos := f.settleAll(bucket.Name, entry.Name, entry.PurgeName)
+	infos := f.settleAll(bucket.Definition.Name, entry.Definition.Name, entry.PurgeDefinition.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -597,7 +597,7 @@ func TestForgedBucketEvents(t *testing.T) {
 			name += map[bool]string{false: ":unused", true: ":used-by-an-entry"}[c.used]
 		}
 		t.Run(name, func(t *testing.T) {
-			check(t, infos[bucket.Name], forged[i], before[i], after[i], dls)
+			check(t, infos[bucket.Definition.Name], forged[i], before[i], after[i], dls)
 		})
 	}
 	t.Logf("%d forged bucket events; test took %s", len(cases), time.Since(began).Round(time.Second))
@@ -629,7 +629,7 @@ func TestForgedPurgeDue(t *testing.T) {
 			f.deleteUntilPending(f.entry(names[i]))
 		}
 	}
-	f.mustSettle(entry.Name, bucket.Name, entry.PurgeName)
+	f.mustSettle(entry.Definition.Name, bucket.Definition.Name, entry.PurgeDefinition.Name)
 
 	observe := func(i int) []fact {
 		name := names[i]
@@ -669,9 +669,9 @@ func TestForgedPurgeDue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		forged[i] = f.publishForged(msg, redriveTarget(c.redrive, entry.PurgeName))
+		forged[i] = f.publishForged(msg, redriveTarget(c.redrive, entry.PurgeDefinition.Name))
 	}
-	infos := f.settleAll(entry.PurgeName, entry.Name, bucket.Name)
+	infos := f.settleAll(entry.PurgeDefinition.Name, entry.Definition.Name, bucket.Definition.Name)
 	dls := f.DeadLetters("")
 	after := make([][]fact, len(cases))
 	for i := range cases {
@@ -683,7 +683,7 @@ func TestForgedPurgeDue(t *testing.T) {
 		name := map[bool]string{false: "healthy-entry", true: "deleting-not-due"}[c.deleting] +
 			map[bool]string{false: ":purge-due-subject", true: ":redrive"}[c.redrive]
 		t.Run(name, func(t *testing.T) {
-			check(t, infos[entry.PurgeName], forged[i], before[i], after[i], dls)
+			check(t, infos[entry.PurgeDefinition.Name], forged[i], before[i], after[i], dls)
 		})
 	}
 	t.Logf("%d forged purge-due events; test took %s", len(cases), time.Since(began).Round(time.Second))

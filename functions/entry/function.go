@@ -21,26 +21,13 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// Name is the function's name.
-const Name = "entry"
-
-// Types are the events the function takes.
-var Types = []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced}
-
-// Publishes are the subjects the function publishes its work on (its NATS permission): the
-// purge schedules and their announcements, and the outcome of the purges it does itself (an
-// entry due when it is deleted).
-var Publishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeScheduled, events.TypePurgeCompleted)...)
-
 // StatusWriter writes BackupEntries as the Gardener protocol does; the purge function uses it
 // to record its progress and release an entry once its backups are gone.
-func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter {
-	return gardener.StatusWriter{
-		Client: c,
-		Kind:   events.KindBackupEntry,
-		SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
-			return o.(*extensionsv1alpha1.BackupEntry).Spec.SecretRef
-		},
+func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter[*extensionsv1alpha1.BackupEntry] {
+	return gardener.StatusWriter[*extensionsv1alpha1.BackupEntry]{
+		Client:    c,
+		Kind:      events.KindBackupEntry,
+		SecretRef: func(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference { return e.Spec.SecretRef },
 		Finalizer: Finalizer,
 		Log:       log,
 		Now:       time.Now,
@@ -48,11 +35,11 @@ func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter {
 }
 
 // Reconciler returns the Gardener protocol for BackupEntries around a.
-func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler {
-	return &gardener.Reconciler{
+func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
+	return &gardener.Reconciler[*extensionsv1alpha1.BackupEntry]{
 		StatusWriter: StatusWriter(c, log),
 		Scope:        scope,
-		NewObject:    func() extensionsv1alpha1.Object { return &extensionsv1alpha1.BackupEntry{} },
+		NewObject:    func() *extensionsv1alpha1.BackupEntry { return &extensionsv1alpha1.BackupEntry{} },
 		Migrates:     true,
 		Actuator:     a,
 	}
@@ -61,42 +48,40 @@ func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Log
 // Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions)
 // when it is given a Kubernetes configuration to start one from.
 var Definition = runner.Definition{
-	Name:      Name,
-	Types:     Types,
-	Publishes: Publishes,
+	Name:  "entry",
+	Types: []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced},
+	// The purge schedules and their announcements, and the outcome of the purges it does itself
+	// (an entry due when it is deleted).
+	Publishes: append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeScheduled, events.TypePurgeCompleted)...),
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
-		return func(ctx context.Context, d runner.Deps) (runner.Function, error) {
+		return func(ctx context.Context, d runner.Deps) (runner.Handler, error) {
 			// It writes etcd-backup from the credentials, and opens a bucket only to purge an
 			// entry due when it is deleted, where its stores can (purgesNow): else it schedules.
 			s, err := scope(nil)
 			if err != nil {
-				return runner.Function{}, err
+				return nil, err
 			}
 			// It still needs every type's provider: each knows what its etcd-backup adds.
 			if err := s.Links(d.Stores); err != nil {
-				return runner.Function{}, err
+				return nil, err
 			}
 			var metadata client.Reader
 			if d.Config != nil {
 				metadata = kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.FirstEventSettled, d.Log)
 			}
-			return newFunction(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
+			return newReconciler(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
 		}
 	},
 }
 
-// newFunction returns the entry function. metadata is a cache configured by MetadataCacheOptions, or
-// nil to read everything from the API server.
-func newFunction(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) runner.Function {
+// newReconciler returns the entry function's handler. metadata is a cache configured by
+// MetadataCacheOptions, or nil to read everything from the API server.
+func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
 	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
 		Purger: newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))}
-	return runner.Function{
-		Name:    Name,
-		Types:   Types,
-		Handler: Reconciler(c, a, scope, log),
-	}
+	return Reconciler(c, a, scope, log)
 }
 
 // MetadataCacheOptions configure the cache the entry function reads metadata from: of

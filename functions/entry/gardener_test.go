@@ -74,7 +74,7 @@ func TestMigratedEntryKeepsItsBackups(t *testing.T) {
 	// Once the entry function has handled the migrate event and every event after it (the
 	// finalizer's removal; the annotation's removal, its own write, is no event), the object
 	// must still be without finalizer.
-	f.Drained(entry.Name)
+	f.Drained(entry.Definition.Name)
 	if e := f.entry(name); len(e.Finalizers) != 0 || !gardener.IsMigrated(e) {
 		t.Fatalf("after the migrate annotation's removal: finalizers %v, lastOperation %+v", e.Finalizers, e.Status.LastOperation)
 	}
@@ -238,8 +238,8 @@ func TestEntryInATerminatingNamespace(t *testing.T) {
 		return op != nil && op.State == gardencorev1beta1.LastOperationStateSucceeded && e.Status.LastError == nil &&
 			strings.Contains(op.Description, "is terminating"), s
 	})
-	f.Handled(entry.Name, events.TypeEntryCreated, created)
-	if dls := f.DeadLetters(entry.Name); len(dls) != 0 {
+	f.Handled(entry.Definition.Name, events.TypeEntryCreated, created)
+	if dls := f.DeadLetters(entry.Definition.Name); len(dls) != 0 {
 		t.Errorf("dead letters: %+v", dls)
 	}
 }

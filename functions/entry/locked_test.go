@@ -3,17 +3,18 @@ package entry_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -176,10 +177,12 @@ func TestLockedSnapshotsArePurgedWhenTheLockEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := stream.GetLastMsgForSubject(ctx, subject)
-	if err != nil {
-		t.Fatalf("no %s event: %v", events.TypePurgeVerified, err)
-	}
+	// The verify purge publishes its event after its last delete: the objects may be gone first.
+	var msg *jetstream.RawStreamMsg
+	p.Eventually(10*time.Second, "the "+events.TypePurgeVerified+" event", func() (bool, string) {
+		msg, err = stream.GetLastMsgForSubject(ctx, subject)
+		return err == nil, fmt.Sprint(err)
+	})
 	var data events.PurgeData
 	if err := json.Unmarshal(msg.Data, &data); err != nil || data.Deleted != len(lockedKeys) || data.Locked != 0 {
 		t.Errorf("verified event %s: %+v (%v), want %d deleted and none locked", msg.Data, data, err, len(lockedKeys))

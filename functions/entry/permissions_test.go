@@ -53,26 +53,26 @@ func TestWholePipelineUnderNATSPermissions(t *testing.T) {
 	}
 	// Replay: the entry function gets its events again and changes nothing.
 	before := f.entry(name).ResourceVersion
-	if out := operator("replay", "--function", entry.Name, "--since", "1h"); !strings.Contains(out, "replay: re-drove") {
+	if out := operator("replay", "--function", entry.Definition.Name, "--since", "1h"); !strings.Contains(out, "replay: re-drove") {
 		t.Errorf("replay re-drove nothing: %s", out)
 	}
-	f.Drained(entry.Name)
+	f.Drained(entry.Definition.Name)
 	if after := f.entry(name).ResourceVersion; after != before {
 		t.Errorf("replay changed the entry: resourceVersion %s → %s", before, after)
 	}
 	// Dead letters: the operator may re-drive; something the function cannot read becomes a
 	// dead letter the operator lists and re-drives.
-	if _, err := p.JS.PublishMsg(ctx, &nats.Msg{Subject: events.RedriveSubject(entry.Name), Data: []byte("not an event"), Header: nats.Header{"Nats-Msg-Id": []string{"garbage-1"}}}); err != nil {
+	if _, err := p.JS.PublishMsg(ctx, &nats.Msg{Subject: events.RedriveSubject(entry.Definition.Name), Data: []byte("not an event"), Header: nats.Header{"Nats-Msg-Id": []string{"garbage-1"}}}); err != nil {
 		t.Fatalf("operator re-driving: %v", err)
 	}
 	f.Eventually(30*time.Second, "the garbage dead-lettered", func() (bool, string) {
-		out := operator("deadletters", "list", "--function", entry.Name)
+		out := operator("deadletters", "list", "--function", entry.Definition.Name)
 		return strings.Contains(out, "\n1 dead letters, 0 resolved\n"), out
 	})
-	if out := operator("deadletters", "retry", "--function", entry.Name, "--all"); !strings.Contains(out, "1 dead letters re-driven, 0 failed") {
+	if out := operator("deadletters", "retry", "--function", entry.Definition.Name, "--all"); !strings.Contains(out, "1 dead letters re-driven, 0 failed") {
 		t.Errorf("deadletters retry: %s", out)
 	}
-	f.Drained(entry.Name)
+	f.Drained(entry.Definition.Name)
 	// Resync: the bridge answers and announces the entry again.
 	out := operator("resync")
 	if !strings.Contains(out, "resync: the bridge queued") {

@@ -7,10 +7,8 @@ package entry
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -18,9 +16,7 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,19 +30,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// PurgeName is the purge function's name.
-const PurgeName = "purge"
-
-// PurgeTypes are the events the purge function takes: the purges the NATS server fires when due.
-var PurgeTypes = []string{events.TypePurgeDue, events.TypePurgeVerify}
-
-// PurgePublishes are the subjects the purge function publishes its work on (its NATS permission): the
-// outcome of each purge.
-var PurgePublishes = append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...)
-
-// errPageFull stops a listing after one page.
-var errPageFull = errors.New("page full")
-
 // Purger deletes the backups of entries whose retention ended.
 type Purger struct {
 	Client    client.Client
@@ -56,7 +39,7 @@ type Purger struct {
 	Scope gardener.Scope
 	// Entries writes BackupEntries as the Gardener protocol does: progress, errors, and
 	// releasing the finalizers once the backups are gone.
-	Entries   gardener.StatusWriter
+	Entries   gardener.StatusWriter[*extensionsv1alpha1.BackupEntry]
 	JetStream jetstream.JetStream
 	Cluster   string
 	Log       *zap.Logger
@@ -73,27 +56,24 @@ type Purger struct {
 
 // PurgeDefinition declares the purge function. It shares the entry function's retention flags.
 var PurgeDefinition = runner.Definition{
-	Name:      PurgeName,
-	Types:     PurgeTypes,
-	Publishes: PurgePublishes,
+	Name: "purge",
+	// The purges the NATS server fires when due, and the verify purges of what object lock kept.
+	Types: []string{events.TypePurgeDue, events.TypePurgeVerify},
+	// The verify purges it schedules, and the outcome of each purge.
+	Publishes: append([]string{events.SubjectPurgeSchedules}, events.SubjectFilters(events.TypePurgeCompleted, events.TypePurgeFailed, events.TypePurgeVerified)...),
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
-		return func(_ context.Context, d runner.Deps) (runner.Function, error) {
+		return func(_ context.Context, d runner.Deps) (runner.Handler, error) {
 			s, err := scope(d.Stores)
 			if err != nil {
-				return runner.Function{}, err
+				return nil, err
 			}
-			return newPurge(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, d.Metrics), nil
+			p := newPurger(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log)
+			p.Verified = NewVerifyMetrics(d.Metrics)
+			return p, nil
 		}
 	},
-}
-
-// newPurge returns the purge function.
-func newPurge(c client.Client, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, reg prometheus.Registerer) runner.Function {
-	p := newPurger(c, js, providers, retention, scope, cluster, log)
-	p.Verified = NewVerifyMetrics(reg)
-	return runner.Function{Name: PurgeName, Types: PurgeTypes, Handler: p}
 }
 
 // newPurger returns a Purger with the settings the purge and the entry function share.
@@ -116,7 +96,8 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 	log := p.Log.With(zap.String("entry", data.Entry), zap.String("uid", data.UID))
 	if e.Type() == events.TypePurgeVerify {
-		return p.verify(ctx, log, data)
+		// No entry is left to record a failure in: the runner alone hears of it.
+		return gardener.Classify(p.verify(ctx, log, data))
 	}
 	be := &extensionsv1alpha1.BackupEntry{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.Entry}, be); err != nil {
@@ -238,13 +219,7 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
 		}
-		// Gone, or another seed's (a migration's source- entry): the objects stay marked for
-		// the store's lifecycle rule, and the verified event says so.
-		data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
-		log.Info("not verifying: " + data.Reason)
-		p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
-		ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
-		p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+		p.notVerifiable(ctx, log, data)
 		return nil
 	}
 	if !p.Scope.Serves(bucket) {
@@ -261,36 +236,29 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		log.Info("not verifying: the store has no object lock", zap.String("bucket", data.BucketName))
 		return nil
 	}
-	var marked []string
-	unmarked := 0
-	err = store.List(ctx, data.Prefix, func(keys []string) error {
-		for _, k := range keys {
-			if !strings.HasPrefix(k, data.Prefix) {
-				return runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, data.Prefix)
-			}
-			ok, err := locking.Marked(ctx, k)
-			if err != nil {
-				return err
-			}
-			if ok {
-				marked = append(marked, k)
-			} else {
-				unmarked++
-			}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, objectstore.ErrBucketNotFound) {
-		return gardener.StoreError(err)
+	purged, unmarked, err := deleteMarked(ctx, store, locking, data.Prefix, p.KeyRetries)
+	if err != nil {
+		return err
 	}
-	purged := Purged{}
-	for chunk := range slices.Chunk(marked, objectstore.MaxPageSize) {
-		if _, err := purged.deleteAndMark(ctx, store, locking, chunk, data.Prefix, p.KeyRetries); err != nil {
-			return err
-		}
-	}
-	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
 	ref.UID = types.UID(data.UID)
+	return p.verified(ctx, log, ref, data, purged, unmarked)
+}
+
+// notVerifiable reports a verify purge whose bucket has no BackupBucket here: gone, or another
+// seed's (a migration's source- entry). The objects stay marked for the store's lifecycle rule,
+// and the verified event says so.
+func (p *Purger) notVerifiable(ctx context.Context, log *zap.Logger, data events.PurgeData) {
+	data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
+	log.Info("not verifying: " + data.Reason)
+	p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
+	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
+	p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+}
+
+// verified reports what a verify purge did to the entry ref's prefix: what is still locked is
+// verified again when its locks end, and the objects without a mark, left alone, are told.
+func (p *Purger) verified(ctx context.Context, log *zap.Logger, ref *extensionsv1alpha1.BackupEntry, data events.PurgeData, purged Purged, unmarked int) error {
+	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
 	if purged.Locked > 0 {
 		if err := p.scheduleVerify(ctx, log, ref, data, purged); err != nil {
 			return err
@@ -340,137 +308,6 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 	return deleted, err
 }
 
-// Purged is what DeletePrefix did.
-type Purged struct {
-	// Deleted counts the objects deleted.
-	Deleted int
-	// Locked counts the objects object lock keeps; they are marked for deletion.
-	Locked int
-	// Until is the latest end of their locks (zero: a legal hold without end).
-	Until time.Time
-	// Note says what the store could not do for them (no lifecycle rules).
-	Note string
-}
-
-// DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
-// a time; keys that fail are tried again up to retries times, then reported. Each page is
-// listed afresh, so after an interruption it resumes with what is left. Objects that object
-// lock keeps are marked for deletion when the store can mark them (objectstore.Locking) and
-// counted, not failed: deleting them is the follow-up purge's, when their lock ends. progress,
-// if set, hears (0, total) first and then after every page.
-func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
-	var out Purged
-	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
-		return out, runner.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
-	}
-	if progress == nil {
-		progress = func(int, int) {}
-	}
-	// The count's listing keeps its first page, so the first round need not list again.
-	total, page, err := count(ctx, store, prefix)
-	if errors.Is(err, objectstore.ErrBucketNotFound) {
-		return out, nil
-	}
-	if err != nil {
-		return out, gardener.StoreError(err)
-	}
-	progress(0, total)
-	locking, _ := store.(objectstore.Locking)
-	locked := map[string]bool{}
-	stalls := 0
-	var previous []string
-	for {
-		if len(page) == 0 {
-			return out, nil
-		}
-		// A store that reports keys deleted (or "not found") and keeps listing them would make
-		// this loop endless: a page that starts with a key already deleted is a stall, and a
-		// few in a row end the run with an error (the runner retries it later).
-		if slices.Contains(previous, page[0]) {
-			if stalls++; stalls > retries {
-				return out, gardener.Retryable(fmt.Errorf("object store still lists %s under %s after deleting it %d times: giving up for now", page[0], prefix, stalls),
-					gardencorev1beta1.ErrorRetryableInfraDependencies)
-			}
-		} else {
-			stalls = 0
-		}
-		previous = slices.Clone(page) // deleteWithRetries reuses the page for its retries
-		for _, k := range page {
-			if !strings.HasPrefix(k, prefix) {
-				return out, runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
-			}
-		}
-		marked, err := out.deleteAndMark(ctx, store, locking, page, prefix, retries)
-		if err != nil {
-			return out, err
-		}
-		for _, k := range marked {
-			locked[k] = true // listed still, and skipped from now on
-		}
-		progress(out.Deleted+out.Locked, max(total, out.Deleted+out.Locked))
-		if page, err = firstPage(ctx, store, prefix, locked); err != nil {
-			return out, gardener.StoreError(err)
-		}
-	}
-}
-
-// deleteAndMark deletes keys under prefix and marks for deletion those that object lock keeps,
-// when the store can mark them (locking is not nil), adding both counts and the latest end of
-// the locks to out. It returns the keys it marked; any other failure is an error.
-func (out *Purged) deleteAndMark(ctx context.Context, store objectstore.Store, locking objectstore.Locking, keys []string, prefix string, retries int) ([]string, error) {
-	failed, err := deleteWithRetries(ctx, store, keys, retries)
-	if err != nil {
-		return nil, gardener.StoreError(err)
-	}
-	out.Deleted += len(keys) - len(failed)
-	var locked []string
-	for k, err := range failed {
-		if locking != nil && errors.Is(err, objectstore.ErrObjectLocked) {
-			locked = append(locked, k)
-			delete(failed, k)
-		}
-	}
-	if len(failed) > 0 {
-		return nil, gardener.StoreError(fmt.Errorf("%d objects under %s could not be deleted, e.g. %w", len(failed), prefix, firstError(failed)))
-	}
-	if len(locked) == 0 {
-		return nil, nil
-	}
-	slices.Sort(locked)
-	until, note, err := locking.Mark(ctx, locked)
-	if err != nil {
-		return nil, gardener.StoreError(fmt.Errorf("marking %d locked objects under %s: %w", len(locked), prefix, err))
-	}
-	out.Locked += len(locked)
-	out.Note = note
-	if until.After(out.Until) {
-		out.Until = until
-	}
-	return locked, nil
-}
-
-// deleteWithRetries deletes keys, trying the ones that failed again a few times; it returns
-// those that still failed.
-func deleteWithRetries(ctx context.Context, store objectstore.Store, keys []string, retries int) (map[string]error, error) {
-	delay := 200 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		failed, err := store.DeleteKeys(ctx, keys)
-		if err != nil || len(failed) == 0 || attempt >= retries {
-			return failed, err
-		}
-		keys = keys[:0]
-		for k := range failed {
-			keys = append(keys, k)
-		}
-		select {
-		case <-ctx.Done():
-			return failed, ctx.Err()
-		case <-time.After(delay):
-			delay *= 2
-		}
-	}
-}
-
 // liveOwner returns the name of a live entry whose backups share the prefix and bucket of
 // the source- entry be ("" for none, and for entries that are not source- entries). A
 // migration's source entry normally names the source seed's bucket; were it this seed's, a
@@ -493,70 +330,6 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 	return name, nil
 }
 
-// open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
-// opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any other entry
-// uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
-// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. A
-// bucket whose secret holds management credentials (an Azure service principal) is opened
-// with the storage credentials it published, its generated secret. An absent BackupBucket
-// object never means the backups are gone: only the store can say that.
-//
-// A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
-func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
-	if gardener.IsSourceEntry(be.Name) {
-		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
-	}
-	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) {
-		bucket := &extensionsv1alpha1.BackupBucket{}
-		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
-		case err == nil:
-			return p.openBucket(ctx, be, bucket)
-		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
-		}
-		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
-	})
-}
-
-// openBucket opens be's bucket with the BackupBucket's credentials, or with its generated
-// secret when those are management credentials.
-func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, b *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
-	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(b)}
-	provider, err := p.Providers.Provider(w)
-	if err != nil {
-		return nil, gardener.StoreError(err) // before reading a secret that would not help
-	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, b.Spec.SecretRef)
-	if err != nil {
-		return nil, err
-	}
-	if _, manages := objectstore.AsProvisioner(provider, credentials); manages {
-		ref := b.Status.GeneratedSecretRef
-		if ref == nil {
-			ref = &be.Spec.SecretRef // not published yet: the entry's copy is all there is
-		}
-		if credentials, err = gardener.ReadSecretData(ctx, p.Client, *ref); err != nil {
-			return nil, err
-		}
-	}
-	store, err := provider.Open(be.Spec.BucketName, credentials)
-	return store, gardener.StoreError(err)
-}
-
-// openWith opens be's bucket with the provider, region and credentials given.
-func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
-	if _, err := p.Providers.Get(providerType); err != nil {
-		return nil, gardener.StoreError(err) // before reading a secret that would not help
-	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
-	if err != nil {
-		return nil, err
-	}
-	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(be)}
-	_, store, err := p.Providers.Open(w, credentials)
-	return store, gardener.StoreError(err)
-}
-
 func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
 	err := func() error {
 		e, err := events.NewPurgeEvent(p.Cluster, op, kube.Ref(events.KindBackupEntry, be), data, p.Now())
@@ -574,54 +347,4 @@ func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operati
 		// The audit event is lost, not the work: the entry's status and the log say what happened.
 		log.Warn("cannot publish purge event", zap.String("operation", string(op)), zap.Error(err))
 	}
-}
-
-// count counts the keys under prefix and returns the first page of them.
-func count(ctx context.Context, store objectstore.Store, prefix string) (int, []string, error) {
-	n := 0
-	var first []string
-	err := store.List(ctx, prefix, func(keys []string) error {
-		if n == 0 {
-			first = slices.Clone(keys)
-		}
-		n += len(keys)
-		return nil
-	})
-	return n, first, err
-}
-
-// firstPage lists the first page of keys under prefix that are not in skip (marked locked
-// keys, which stay listed).
-func firstPage(ctx context.Context, store objectstore.Store, prefix string, skip map[string]bool) ([]string, error) {
-	var page []string
-	err := store.List(ctx, prefix, func(keys []string) error {
-		for _, k := range keys {
-			if !skip[k] {
-				page = append(page, k)
-			}
-		}
-		if len(page) == 0 {
-			return nil // a page of skipped keys: read on
-		}
-		return errPageFull
-	})
-	if errors.Is(err, errPageFull) || errors.Is(err, objectstore.ErrBucketNotFound) {
-		err = nil
-	}
-	return page, err
-}
-
-// firstError names one failed key and its error: a locked one if any, since no retry helps
-// there and the operator must act.
-func firstError(failed map[string]error) error {
-	var first error
-	for k, err := range failed {
-		if errors.Is(err, objectstore.ErrObjectLocked) {
-			return fmt.Errorf("%s: %w", k, err)
-		}
-		if first == nil {
-			first = fmt.Errorf("%s: %w", k, err)
-		}
-	}
-	return first
 }

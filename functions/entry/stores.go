@@ -1,13 +1,84 @@
 package entry
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"golang.org/x/sync/singleflight"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
+
+// open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
+// opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any other entry
+// uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
+// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. A
+// bucket whose secret holds management credentials (an Azure service principal) is opened
+// with the storage credentials it published, its generated secret. An absent BackupBucket
+// object never means the backups are gone: only the store can say that.
+//
+// A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
+func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
+	if gardener.IsSourceEntry(be.Name) {
+		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
+	}
+	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) {
+		bucket := &extensionsv1alpha1.BackupBucket{}
+		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
+		case err == nil:
+			return p.openBucket(ctx, be, bucket)
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
+		}
+		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
+	})
+}
+
+// openBucket opens be's bucket with the BackupBucket's credentials, or with its generated
+// secret when those are management credentials.
+func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, b *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
+	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(b)}
+	provider, err := p.Providers.Provider(w)
+	if err != nil {
+		return nil, gardener.FromStore(err) // before reading a secret that would not help
+	}
+	credentials, err := gardener.ReadSecretData(ctx, p.Client, b.Spec.SecretRef)
+	if err != nil {
+		return nil, err
+	}
+	if _, manages := objectstore.AsProvisioner(provider, credentials); manages {
+		ref := b.Status.GeneratedSecretRef
+		if ref == nil {
+			ref = &be.Spec.SecretRef // not published yet: the entry's copy is all there is
+		}
+		if credentials, err = gardener.ReadSecretData(ctx, p.Client, *ref); err != nil {
+			return nil, err
+		}
+	}
+	store, err := provider.Open(be.Spec.BucketName, credentials)
+	return store, gardener.FromStore(err)
+}
+
+// openWith opens be's bucket with the provider, region and credentials given.
+func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
+	if _, err := p.Providers.Get(providerType); err != nil {
+		return nil, gardener.FromStore(err) // before reading a secret that would not help
+	}
+	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
+	if err != nil {
+		return nil, err
+	}
+	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(be)}
+	_, store, err := p.Providers.Open(w, credentials)
+	return store, gardener.FromStore(err)
+}
 
 // storeTTL is how long a warm instance reuses a bucket's store. In a mass deletion every
 // purge in a bucket would otherwise read the same BackupBucket and credentials again; a

@@ -107,7 +107,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 				observeSchedule(p.JS, cfg) != "no schedule", fmt.Sprintf("finalizers %v, status %+v", live.Finalizers, live.Status)
 		})
 	}
-	for _, fn := range []string{etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
+	for _, fn := range []string{etcdbackup.ScheduleDefinition.Name, etcdbackup.SnapshotDefinition.Name} {
 		if _, err := p.AtRest(fn); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		delForged[i] = publishForged(p, msg, dc.redrive, etcdbackup.ScheduleName)
+		delForged[i] = publishForged(p, msg, dc.redrive, etcdbackup.ScheduleDefinition.Name)
 	}
 	future := time.Now().UTC().AddDate(1, 0, 0)
 	dueForged := make([]pipeline.Stored, len(dueRedrive))
@@ -177,11 +177,11 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg.Header.Set(events.HeaderFiredAt, future.Format(time.RFC3339Nano))
-		dueForged[i] = publishForged(p, msg, redrive, etcdbackup.SnapshotName)
+		dueForged[i] = publishForged(p, msg, redrive, etcdbackup.SnapshotDefinition.Name)
 	}
 
 	infos := map[string]*jetstream.ConsumerInfo{}
-	for _, fn := range []string{etcdbackup.ScheduleName, etcdbackup.SnapshotName} {
+	for _, fn := range []string{etcdbackup.ScheduleDefinition.Name, etcdbackup.SnapshotDefinition.Name} {
 		info, err := p.AtRest(fn)
 		if err != nil {
 			t.Errorf("after the forged events: %v", err)
@@ -191,7 +191,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	dls := p.DeadLetters("")
 	for _, d := range dls {
 		ours := slices.ContainsFunc(dueForged, func(m pipeline.Stored) bool { return m.ID == d.EventID })
-		if !ours || d.Function != etcdbackup.SnapshotName {
+		if !ours || d.Function != etcdbackup.SnapshotDefinition.Name {
 			t.Errorf("unexpected dead letter of %s: %s %s (%s): %s", d.Function, d.EventType, d.EventID, d.Subject, d.Reason)
 		}
 	}
@@ -199,7 +199,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	for i, dc := range deleting {
 		via := map[bool]string{false: "object-subject", true: "redrive"}[dc.redrive]
 		t.Run("etcdbackupconfig.deleting:"+dc.identity+":"+via, func(t *testing.T) {
-			if err := pipeline.Acked(infos[etcdbackup.ScheduleName], delForged[i]); err != nil {
+			if err := pipeline.Acked(infos[etcdbackup.ScheduleDefinition.Name], delForged[i]); err != nil {
 				t.Fatal(err)
 			}
 			after := [2]string{observeConfig(delCfgs[i]), observeSchedule(p.JS, delCfgs[i])}
@@ -212,7 +212,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	for i, redrive := range dueRedrive {
 		via := map[bool]string{false: "object-subject", true: "redrive"}[redrive]
 		t.Run("etcdbackup.due:fired-at-next-year:"+via, func(t *testing.T) {
-			if err := pipeline.Acked(infos[etcdbackup.SnapshotName], dueForged[i]); err != nil {
+			if err := pipeline.Acked(infos[etcdbackup.SnapshotDefinition.Name], dueForged[i]); err != nil {
 				t.Fatal(err)
 			}
 			keys := listAll(t, dest.store, etcdbackup.Prefix(dueCfgs[i]))

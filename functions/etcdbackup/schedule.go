@@ -23,19 +23,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// ScheduleName is the schedule function's name.
-const ScheduleName = "schedule"
-
-// ScheduleTypes are the events the schedule function takes: every change of a config.
-var ScheduleTypes = []string{
-	events.TypeEtcdBackupConfigCreated, events.TypeEtcdBackupConfigUpdated,
-	events.TypeEtcdBackupConfigDeleting, events.TypeEtcdBackupConfigSynced,
-}
-
-// SchedulePublishes are the subjects the schedule function publishes its work on (its NATS
-// permission): the configs' schedules and their removal.
-var SchedulePublishes = []string{events.SubjectEtcdBackupSchedules, events.SubjectEtcdBackupUnschedules}
-
 // DueMessageTTL bounds how long a fired backup-due message stays in the stream: a fire
 // nobody handled by then is skipped (the next one comes), and a frequent schedule does not
 // fill the stream of record.
@@ -43,21 +30,17 @@ const DueMessageTTL = 24 * time.Hour
 
 // ScheduleDefinition declares the schedule function.
 var ScheduleDefinition = runner.Definition{
-	Name:      ScheduleName,
-	Types:     ScheduleTypes,
-	Publishes: SchedulePublishes,
-	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Function, error) {
-		return newSchedule(d.Client, d.JetStream, d.Cluster, d.Log), nil
+	Name: "schedule",
+	// Every change of a config.
+	Types: []string{
+		events.TypeEtcdBackupConfigCreated, events.TypeEtcdBackupConfigUpdated,
+		events.TypeEtcdBackupConfigDeleting, events.TypeEtcdBackupConfigSynced,
+	},
+	// The configs' schedules and their removal.
+	Publishes: []string{events.SubjectEtcdBackupSchedules, events.SubjectEtcdBackupUnschedules},
+	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
+		return &Scheduler{Client: d.Client, JetStream: d.JetStream, Cluster: d.Cluster, Log: d.Log, Now: time.Now}, nil
 	}),
-}
-
-// newSchedule returns the schedule function.
-func newSchedule(c client.Client, js jetstream.JetStream, cluster string, log *zap.Logger) runner.Function {
-	return runner.Function{
-		Name:    ScheduleName,
-		Types:   ScheduleTypes,
-		Handler: &Scheduler{Client: c, JetStream: js, Cluster: cluster, Log: log, Now: time.Now},
-	}
 }
 
 // Scheduler keeps each config's schedule on the NATS server in line with the config.

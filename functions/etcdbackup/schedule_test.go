@@ -101,8 +101,8 @@ func TestRefusedSchedule(t *testing.T) {
 				cond.ObservedGeneration == live.Generation, fmt.Sprintf("%+v", cond)
 		})
 	}
-	p.Drained(etcdbackup.ScheduleName)
-	if dls := p.DeadLetters(etcdbackup.ScheduleName); len(dls) != 0 {
+	p.Drained(etcdbackup.ScheduleDefinition.Name)
+	if dls := p.DeadLetters(etcdbackup.ScheduleDefinition.Name); len(dls) != 0 {
 		t.Fatalf("dead letters: %+v", dls)
 	}
 }
@@ -148,7 +148,7 @@ func TestOnceNow(t *testing.T) {
 		return live.Status.BackupCount == 1 && errors.Is(err, jetstream.ErrMsgNotFound),
 			fmt.Sprintf("status %+v; schedule: %v", live.Status, err)
 	})
-	p.Drained(etcdbackup.SnapshotName)
+	p.Drained(etcdbackup.SnapshotDefinition.Name)
 	if keys := listAll(t, dest.store, "team/once/"); len(keys) != 1 || live.Status.NextRun != nil {
 		t.Fatalf("backups %q, nextRun %v", keys, live.Status.NextRun)
 	}

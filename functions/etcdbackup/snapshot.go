@@ -19,32 +19,18 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// SnapshotName is the snapshot function's name.
-const SnapshotName = "snapshot"
-
-// SnapshotTypes are the events the snapshot function takes: fired schedules.
-var SnapshotTypes = []string{events.TypeEtcdBackupDue}
-
 // MaxFireSkew is how far a fire time may lie ahead of the function's clock (the NATS server's
 // clock and ours may differ a little); a fire further ahead is refused.
 const MaxFireSkew = time.Minute
 
 // SnapshotDefinition declares the snapshot function.
 var SnapshotDefinition = runner.Definition{
-	Name:  SnapshotName,
-	Types: SnapshotTypes,
-	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Function, error) {
-		return newSnapshot(d.Client, d.Stores, d.Log), nil
+	Name: "snapshot",
+	// Fired schedules.
+	Types: []string{events.TypeEtcdBackupDue},
+	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
+		return &Snapshotter{Client: d.Client, Providers: d.Stores, Log: d.Log, Now: time.Now}, nil
 	}),
-}
-
-// newSnapshot returns the snapshot function.
-func newSnapshot(c client.Client, providers objectstore.Registry, log *zap.Logger) runner.Function {
-	return runner.Function{
-		Name:    SnapshotName,
-		Types:   SnapshotTypes,
-		Handler: &Snapshotter{Client: c, Providers: providers, Log: log, Now: time.Now},
-	}
 }
 
 // Snapshotter takes one backup per fire of a config's schedule.

@@ -371,13 +371,6 @@ func (tc decisionRow) finalizer() string {
 	return decisionsEntryFinalizer
 }
 
-func (tc decisionRow) newObject() extensionsv1alpha1.Object {
-	if tc.bucket {
-		return &extensionsv1alpha1.BackupBucket{}
-	}
-	return &extensionsv1alpha1.BackupEntry{}
-}
-
 // seed is the object before the run.
 func (tc decisionRow) seed() extensionsv1alpha1.Object {
 	meta := metav1.ObjectMeta{Name: decisionsEntry, UID: decisionsUID, Generation: decisionsGen}
@@ -453,6 +446,17 @@ func seededDescription(kind events.Kind, t gardencorev1beta1.LastOperationType, 
 }
 
 func (tc decisionRow) run(t *testing.T) {
+	if tc.bucket {
+		runDecision(t, tc, func() *extensionsv1alpha1.BackupBucket { return &extensionsv1alpha1.BackupBucket{} },
+			func(b *extensionsv1alpha1.BackupBucket) corev1.SecretReference { return b.Spec.SecretRef })
+		return
+	}
+	runDecision(t, tc, func() *extensionsv1alpha1.BackupEntry { return &extensionsv1alpha1.BackupEntry{} },
+		func(e *extensionsv1alpha1.BackupEntry) corev1.SecretReference { return e.Spec.SecretRef })
+}
+
+// runDecision runs the row against the Reconciler of T, a BackupBucket or a BackupEntry.
+func runDecision[T extensionsv1alpha1.Object](t *testing.T, tc decisionRow, newObject func() T, secretRef func(T) corev1.SecretReference) {
 	ctx := context.Background()
 	seeded := tc.seed()
 	claims := 0
@@ -480,32 +484,27 @@ func (tc decisionRow) run(t *testing.T) {
 	}
 	c := builder.Build()
 
-	act := &recordingActuator{client: c, newObject: tc.newObject, finalizer: tc.finalizer(), name: seeded.GetName(),
+	act := &recordingActuator[T]{client: c, newObject: newObject, finalizer: tc.finalizer(), name: seeded.GetName(),
 		reconciliation: Reconciliation{Description: tc.reconcileDesc}, reconcileErr: tc.reconcileErr,
 		deletion: Deletion{Pending: tc.pending != "", Description: tc.pending}, deleteErr: tc.deleteErr}
-	r := &Reconciler{
-		StatusWriter: StatusWriter{
-			Client: c,
-			Kind:   tc.kind(),
-			SecretRef: func(o extensionsv1alpha1.Object) corev1.SecretReference {
-				if b, ok := o.(*extensionsv1alpha1.BackupBucket); ok {
-					return b.Spec.SecretRef
-				}
-				return o.(*extensionsv1alpha1.BackupEntry).Spec.SecretRef
-			},
+	r := &Reconciler[T]{
+		StatusWriter: StatusWriter[T]{
+			Client:    c,
+			Kind:      tc.kind(),
+			SecretRef: secretRef,
 			Finalizer: tc.finalizer(),
 			Log:       zap.NewNop(),
 			Now:       func() time.Time { return runAt },
 		},
 		Scope:     Scope{Types: []string{"local"}, Classes: []string{"shoot"}},
-		NewObject: tc.newObject,
+		NewObject: newObject,
 		Migrates:  !tc.bucket,
 		Actuator:  act,
 	}
 
-	before := tc.newObject()
+	before := newObject()
 	if tc.absent {
-		before = seeded
+		before = seeded.(T)
 		before.SetResourceVersion("7")
 	} else if err := c.Get(ctx, client.ObjectKey{Name: seeded.GetName()}, before); err != nil {
 		t.Fatal(err)
@@ -513,7 +512,7 @@ func (tc decisionRow) run(t *testing.T) {
 
 	var err error
 	if tc.event == "" {
-		err = r.Reconcile(ctx, before.DeepCopyObject().(extensionsv1alpha1.Object))
+		err = r.Reconcile(ctx, before.DeepCopyObject().(T))
 	} else {
 		err = r.Handle(ctx, tc.newEvent(t, before))
 	}
@@ -554,7 +553,7 @@ func (tc decisionRow) run(t *testing.T) {
 	}
 
 	// The object.
-	after := tc.newObject()
+	after := newObject()
 	switch err := c.Get(ctx, client.ObjectKey{Name: seeded.GetName()}, after); {
 	case apierrors.IsNotFound(err):
 		if !w.gone {
@@ -705,9 +704,9 @@ func errorClass(err error) runner.Class {
 // recordingActuator answers as told and records what it was asked; on Reconcile it checks that
 // the object and its secret carry our finalizer already, as the contract requires before any
 // provider work.
-type recordingActuator struct {
+type recordingActuator[T extensionsv1alpha1.Object] struct {
 	client    client.Client
-	newObject func() extensionsv1alpha1.Object
+	newObject func() T
 	finalizer string
 	name      string
 
@@ -721,7 +720,7 @@ type recordingActuator struct {
 	unguarded   string
 }
 
-func (a *recordingActuator) Reconcile(ctx context.Context, obj extensionsv1alpha1.Object, credentials *corev1.Secret) (Reconciliation, error) {
+func (a *recordingActuator[T]) Reconcile(ctx context.Context, _ T, credentials *corev1.Secret) (Reconciliation, error) {
 	a.calls = append(a.calls, "Reconcile")
 	a.credentials = credentials.Data
 	live := a.newObject()
@@ -735,7 +734,7 @@ func (a *recordingActuator) Reconcile(ctx context.Context, obj extensionsv1alpha
 	return a.reconciliation, a.reconcileErr
 }
 
-func (a *recordingActuator) Delete(context.Context, extensionsv1alpha1.Object) (Deletion, error) {
+func (a *recordingActuator[T]) Delete(context.Context, T) (Deletion, error) {
 	a.calls = append(a.calls, "Delete")
 	return a.deletion, a.deleteErr
 }

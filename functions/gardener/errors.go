@@ -63,16 +63,35 @@ func taskOf(err error) string {
 	return ""
 }
 
-// StoreError classifies an object-store error and attaches the Gardener error code: bad
-// input (credentials, names, types) is permanent until someone corrects it, and so is an
-// object that object lock protects (retrying cannot end a retention period; someone has to
-// lift the lock or re-trigger the operation after it ends); throttling and other failures
-// are retried.
-func StoreError(err error) error {
+// FromStore marks err as the object store's answer, for Classify: the actuators wrap what the
+// store says and return it, and the status writer classifies it once.
+func FromStore(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &storeError{err: err}
+}
+
+// storeError is an error the object store returned (FromStore).
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// Classify gives err what it tells the runner (its class) and lastError (Gardener's codes), once,
+// where it leaves the protocol (StatusWriter.Fail). An error that has a class or codes already
+// keeps them, and one that is not the object store's (FromStore) stays as it is: retryable,
+// without codes. The store's bad input (credentials, names, types) is permanent until someone
+// corrects it, and so is an object that object lock protects (retrying cannot end a retention
+// period; someone has to lift the lock or re-trigger the operation after it ends); throttling
+// and other failures are retried.
+func Classify(err error) error {
+	var store *storeError
+	if err == nil || classified(err) || !errors.As(err, &store) {
+		return err
+	}
 	var locked *objectstore.LockedError
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, objectstore.ErrUnauthenticated):
 		return Permanent(err, gardencorev1beta1.ErrorInfraUnauthenticated)
 	case errors.Is(err, objectstore.ErrUnauthorized):
@@ -94,4 +113,11 @@ func StoreError(err error) error {
 	default:
 		return Retryable(err, gardencorev1beta1.ErrorRetryableInfraDependencies)
 	}
+}
+
+// classified says whether err has a class for the runner or codes for lastError already.
+func classified(err error) bool {
+	var class *runner.Error
+	var coded *codedError
+	return errors.As(err, &class) || errors.As(err, &coded)
 }

@@ -7,11 +7,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 
 	"github.com/housekeeper-dev/housekeeper/functions/config"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 

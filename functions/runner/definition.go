@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,9 +17,10 @@ import (
 )
 
 // Definition declares a function once: what it is called, what it consumes and publishes, its
-// own flags and how it is built. The binary, the forwarders, the NATS permissions, setup, make
-// run and every test harness construct functions from their Definition, so they all run the
-// production configuration.
+// own flags and how its handler is built; the Definition makes that the Function, with its own
+// Name and Types. The binary, the forwarders, the NATS permissions, setup, make run and every
+// test harness construct functions from their Definition, so they all run the production
+// configuration.
 type Definition struct {
 	// Name names the durable consumer, the dead-letter and redrive subjects and the NATS
 	// identity.
@@ -36,9 +36,9 @@ type Definition struct {
 	Bind func(fs *flag.FlagSet) Constructor
 }
 
-// Constructor builds a function from the shared dependencies. ctx bounds what it starts
-// (caches, say).
-type Constructor func(ctx context.Context, d Deps) (Function, error)
+// Constructor builds a function's handler from the shared dependencies. ctx bounds what it
+// starts (caches, say).
+type Constructor func(ctx context.Context, d Deps) (Handler, error)
 
 // Deps are what functions are built from.
 type Deps struct {
@@ -63,7 +63,13 @@ type Deps struct {
 var ErrMissingCluster = errors.New("a function that publishes events needs the cluster name")
 
 // Publishing says whether the function publishes events of its own.
-func (d Definition) Publishing() bool { return len(d.Publishes) > 0 }
+func (def Definition) Publishing() bool { return len(def.Publishes) > 0 }
+
+// Function is the function def declares, served by h (its own handler, or one that forwards
+// its events elsewhere).
+func (def Definition) Function(h Handler) Function {
+	return Function{Name: def.Name, Types: def.Types, Handler: h}
+}
 
 // Build builds the function from d with its own flags set by args (as on its command line):
 // the construction of the binary, for in-process runs.
@@ -77,7 +83,8 @@ func (def Definition) Build(ctx context.Context, d Deps, args ...string) (Functi
 	return construct.Build(ctx, def, d)
 }
 
-// Build checks what every function needs and calls c.
+// Build checks what every function needs and builds the function def declares with the
+// handler c constructs.
 func (c Constructor) Build(ctx context.Context, def Definition, d Deps) (Function, error) {
 	if def.Publishing() && (d.Cluster == "" || d.JetStream == nil) {
 		return Function{}, fmt.Errorf("function %s: %w and JetStream", def.Name, ErrMissingCluster)
@@ -86,13 +93,11 @@ func (c Constructor) Build(ctx context.Context, def Definition, d Deps) (Functio
 		d.Log = zap.NewNop()
 	}
 	d.Log = d.Log.Named(def.Name)
-	fn, err := c(ctx, d)
+	h, err := c(ctx, d)
 	if err != nil {
 		return Function{}, fmt.Errorf("function %s: %w", def.Name, err)
 	}
-	if fn.Name != def.Name || len(fn.Types) != len(def.Types) {
-		return Function{}, fmt.Errorf("function %s: its constructor built %q with types %v", def.Name, fn.Name, fn.Types)
-	}
+	fn := def.Function(h)
 	return fn, fn.Validate()
 }
 

@@ -95,7 +95,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options) error {
 		}
 	}
 	for _, def := range o.Functions {
-		cons, err := runner.EnsureConsumer(ctx, js, runner.Function{Name: def.Name, Types: def.Types}, o.Consumer)
+		cons, err := runner.EnsureConsumer(ctx, js, def.Function(nil), o.Consumer)
 		if err != nil {
 			return err
 		}
