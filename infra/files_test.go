@@ -55,7 +55,7 @@ var metricNames = []string{
 }
 
 // metricSources are the files that register metricNames.
-var metricSources = []string{"../bridge/metrics.go", "../functions/runtime/metrics.go", "../functions/process/startup.go"}
+var metricSources = []string{"../bridge/metrics.go", "../functions/runner/metrics.go", "../functions/process/startup.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
