@@ -1,5 +1,9 @@
 // Package gardener holds the rules of Gardener's extension contract for backups that every
-// housekeeper component follows: names, annotations, finalizers and the status protocol.
+// housekeeper component follows: names, annotations, finalizers and the status protocol. Its
+// Reconciler[T] says the protocol once for an extension object type T (claim, finalizer,
+// lastOperation, lastError with Gardener's codes, object-store errors classified where the
+// status is written); a kind brings a two-method Actuator[T], as gardener's extension library
+// has it.
 package gardener
 
 import (
