@@ -12,23 +12,41 @@ import (
 // content) and installed files (by size and modification time: a reinstalled tool changes
 // both, and hashing hundreds of megabytes of binaries would cost what the cache saves).
 type Inputs struct {
-	Text      []string
+	Text []string
+	// Sources are globs relative to the repository's root: a clone elsewhere has the same key.
 	Sources   []string
 	Installed []string
 }
 
 // Key digests the inputs.
 func (in Inputs) Key() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
 	for _, s := range in.Text {
 		fmt.Fprintf(h, "text %q\n", s)
 	}
-	for _, src := range in.Sources {
-		data, err := os.ReadFile(src)
+	for _, pattern := range in.Sources {
+		sources, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "source %s %x\n", src, sha256.Sum256(data))
+		if len(sources) == 0 {
+			return "", fmt.Errorf("no source matches %s in %s", pattern, root)
+		}
+		for _, src := range sources {
+			data, err := os.ReadFile(src)
+			if err != nil {
+				return "", err
+			}
+			rel, err := filepath.Rel(root, src)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "source %s %x\n", filepath.ToSlash(rel), sha256.Sum256(data))
+		}
 	}
 	for _, file := range in.Installed {
 		fi, err := os.Stat(file)

@@ -99,10 +99,7 @@ func standInsTarball(ctx context.Context, root, work string, logf func(string, .
 	for _, s := range list {
 		in.Text = append(in.Text, fmt.Sprint(s.ref, s.services))
 	}
-	if in.Sources, err = filepath.Glob(filepath.Join(root, "scripts/images/*.go")); err != nil {
-		return "", err
-	}
-	in.Sources = append(in.Sources, filepath.Join(root, "test/compose/images_test.go"), filepath.Join(root, "test/compose/k3s/main.go"), filepath.Join(root, "go.sum"))
+	in.Sources = []string{"scripts/images/*.go", "test/compose/images_test.go", "test/compose/k3s/*.go", "go.sum"}
 	if in.Installed, err = standInInputs(); err != nil {
 		return "", err
 	}

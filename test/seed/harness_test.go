@@ -252,18 +252,11 @@ func thirdPartyImages(t testing.TB, ctx context.Context) []string {
 		"nats:" + natsVersion(t): {Binary: natsBin, Path: "/nats-server", Ports: []string{"4222", "6222", "8222"}},
 		kedaImage:                {Binary: kedaBin, Path: "/keda"},
 	}
-	root, err := stack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := stack.Inputs{Text: []string{runtime.GOARCH}, Installed: []string{natsBin, kedaBin}}
+	in := stack.Inputs{Text: []string{runtime.GOARCH}, Sources: []string{"scripts/images/*.go"}, Installed: []string{natsBin, kedaBin}}
 	for ref, spec := range specs {
 		in.Text = append(in.Text, fmt.Sprintf("%s %+v", ref, spec))
 	}
 	slices.Sort(in.Text)
-	if in.Sources, err = filepath.Glob(filepath.Join(root, "scripts/images/*.go")); err != nil {
-		t.Fatal(err)
-	}
 	tarball, _, err := stack.Cached("seed-third-party-images", in, func(out string) error {
 		theirs := map[name.Reference]v1.Image{}
 		for ref, spec := range specs {
