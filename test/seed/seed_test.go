@@ -563,5 +563,8 @@ func (s *seed) operatorCLI(ctx context.Context) {
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-operator"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the operator identity's Secret is still there after the README's commands: %v", err)
 	}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-cli"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the CLI's pod is still there after the README's commands (kubectl delete waits until it is gone): %v", err)
+	}
 	t.Logf("infra/README.md's housekeeper-cli commands listed the dead letters in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 }
