@@ -365,12 +365,15 @@ func (f *fixture) purgeDue(e *extensionsv1alpha1.BackupEntry, due time.Time) clo
 const helperEnv = "HOUSEKEEPER_TEST_PURGE_HELPER"
 
 // A purge of 2000 blobs killed midway is redelivered and finishes: no blob left in the prefix,
-// none deleted outside it.
+// none deleted outside it. The entry is not due when it is deleted (a retention of seconds), so
+// that its purge is scheduled and done by the purge function (the child, then this process):
+// due at once, the entry function would purge it itself and the child would kill nothing (it
+// did, and the test passed or failed on how fast that purge went).
 func TestKilledPurgeFinishesAfterRedelivery(t *testing.T) {
 	f := start(t, true)
 	const name = "shoot--dev--big--1"
 	f.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--big"}})
-	e := newEntry(name, map[string]string{entry.AnnotationForceDeletion: "true"})
+	e := newEntry(name, map[string]string{entry.AnnotationRetention: "8s"})
 	f.create(e)
 	f.waitState(&extensionsv1alpha1.BackupEntry{}, name, gardencorev1beta1.LastOperationStateSucceeded)
 	inside := snapshots(name+"/", 2000)
