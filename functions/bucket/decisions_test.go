@@ -22,6 +22,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // The decisions of the bucket Actuator, row by row, over the fake API server and a bucket in
@@ -242,13 +243,13 @@ func (tc bucketRow) run(t *testing.T) {
 		}
 		objs = append(objs, be)
 	}
-	w := &writes{}
+	w := &testenv.APIWrites{}
 	c := newBucketClient(w, objs...)
 	live := &extensionsv1alpha1.BackupBucket{}
 	if err := c.Get(ctx, client.ObjectKey{Name: fastBucket}, live); err != nil {
 		t.Fatal(err)
 	}
-	w.all = nil
+	w.Reset()
 	a := &bucket.Actuator{Client: c, Providers: providers}
 
 	var err error
@@ -284,7 +285,7 @@ func (tc bucketRow) run(t *testing.T) {
 	if got := mem.bucket.calls; !slices.Equal(got, tc.want.calls) {
 		t.Errorf("the bucket's calls %q, want %q", got, tc.want.calls)
 	}
-	if got := w.list(); !slices.Equal(got, tc.want.writes) {
+	if got := w.List(); !slices.Equal(got, tc.want.writes) {
 		t.Errorf("writes %q, want %q", got, tc.want.writes)
 	}
 	at := tc.want.at

@@ -2,7 +2,6 @@ package bucket_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -11,54 +10,27 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // The fakes the fast tests (decisions_test.go) run the bucket Actuator over: controller-runtime's
 // fake client, which refuses to create an object in a namespace that does not exist (as the API
 // server does), a bucket in memory and providers that open it. No process is started.
 
-// writes is the order in which the fake API server saw the writes of one run:
-// "create Secret garden/x", "patch BackupBucket b", "status BackupBucket b", "delete Secret ns/x".
-type writes struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (w *writes) add(verb string, obj client.Object) {
-	kind := fmt.Sprintf("%T", obj)
-	if gvk, err := apiutil.GVKForObject(obj, kube.Scheme); err == nil {
-		kind = gvk.Kind
-	}
-	name := obj.GetName()
-	if obj.GetNamespace() != "" {
-		name = obj.GetNamespace() + "/" + name
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.all = append(w.all, verb+" "+kind+" "+name)
-}
-
-func (w *writes) list() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.all)
-}
-
 // newBucketClient returns the fake API server holding objs; BackupBucket and BackupEntry have
 // their status subresource. Every write goes into w.
-func newBucketClient(w *writes, objs ...client.Object) client.Client {
+func newBucketClient(w *testenv.APIWrites, objs ...client.Object) client.Client {
 	return fake.NewClientBuilder().WithScheme(kube.Scheme).
 		WithStatusSubresource(&extensionsv1alpha1.BackupBucket{}, &extensionsv1alpha1.BackupEntry{}).
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				w.add("create", obj)
+				w.Add("create", obj)
 				if ns := obj.GetNamespace(); ns != "" {
 					if err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
 						return apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
@@ -67,15 +39,15 @@ func newBucketClient(w *writes, objs ...client.Object) client.Client {
 				return c.Create(ctx, obj, opts...)
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				w.add("patch", obj)
+				w.Add("patch", obj)
 				return c.Patch(ctx, obj, patch, opts...)
 			},
 			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-				w.add("delete", obj)
+				w.Add("delete", obj)
 				return c.Delete(ctx, obj, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				w.add(sub, obj)
+				w.Add(sub, obj)
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()

@@ -179,7 +179,7 @@ func (tc reconcileRow) run(t *testing.T) {
 	e := liveEntry(t, c, w.entryName())
 	before := &corev1.Secret{}
 	_ = c.Get(ctx, client.ObjectKeyFromObject(have), before)
-	api.writes.all = nil
+	api.writes.Reset()
 
 	r, err := a.Reconcile(ctx, e, creds)
 
@@ -187,7 +187,7 @@ func (tc reconcileRow) run(t *testing.T) {
 	if said := cmpOr(errString(err), r.Description); !strings.Contains(said, tc.says) {
 		t.Errorf("says %q, want it to say %q", said, tc.says)
 	}
-	if got := api.writes.list(); !slices.Equal(got, tc.writes) {
+	if got := api.writes.List(); !slices.Equal(got, tc.writes) {
 		t.Errorf("writes %q, want %q", got, tc.writes)
 	}
 	after := &corev1.Secret{}
@@ -319,7 +319,7 @@ func (tc deleteRow) run(t *testing.T) {
 		older.UID = "uid-older"
 		a.Metadata = (&apiServer{}).newEntryClient(namespace(""), older)
 	}
-	api.writes.all = nil
+	api.writes.Reset()
 
 	d, err := a.Delete(ctx, liveEntry(t, c, w.entryName()))
 
@@ -335,7 +335,7 @@ func (tc deleteRow) run(t *testing.T) {
 		t.Errorf("etcd-backup kept: %v, want %v", kept, tc.secretKept)
 	}
 	deletes := 0
-	for _, wr := range api.writes.list() {
+	for _, wr := range api.writes.List() {
 		if wr == "delete Secret "+ref.Namespace+"/"+ref.Name {
 			deletes++
 		}

@@ -20,7 +20,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -39,37 +38,10 @@ import (
 // delete, a conflict), a JetStream that records what is published, and a bucket in memory. No
 // process is started.
 
-// apiWrites is the order in which the fake API server saw the writes of one run: "create
-// Secret ns/name", "patch BackupEntry name", "status BackupEntry name", "delete Secret ns/name".
-type apiWrites struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (w *apiWrites) add(verb string, obj client.Object) {
-	kind := fmt.Sprintf("%T", obj)
-	if gvk, err := apiutil.GVKForObject(obj, kube.Scheme); err == nil {
-		kind = gvk.Kind
-	}
-	name := obj.GetName()
-	if obj.GetNamespace() != "" {
-		name = obj.GetNamespace() + "/" + name
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.all = append(w.all, verb+" "+kind+" "+name)
-}
-
-func (w *apiWrites) list() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.all)
-}
-
 // apiServer is the fake API server's behaviour beyond the fake client's: conflicts is how many
 // patches of a Secret answer Conflict first (another writer got there between read and patch).
 type apiServer struct {
-	writes    apiWrites
+	writes    testenv.APIWrites
 	conflicts int
 }
 
@@ -81,7 +53,7 @@ func (s *apiServer) newEntryClient(objs ...client.Object) client.Client {
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				s.writes.add("create", obj)
+				s.writes.Add("create", obj)
 				if ns := obj.GetNamespace(); ns != "" {
 					live := &corev1.Namespace{}
 					if err := c.Get(ctx, client.ObjectKey{Name: ns}, live); err != nil {
@@ -96,7 +68,7 @@ func (s *apiServer) newEntryClient(objs ...client.Object) client.Client {
 				return c.Create(ctx, obj, opts...)
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				s.writes.add("patch", obj)
+				s.writes.Add("patch", obj)
 				if _, ok := obj.(*corev1.Secret); ok && s.conflicts > 0 && patch.Type() == "application/merge-patch+json" {
 					s.conflicts--
 					return apierrors.NewConflict(corev1.Resource("secrets"), obj.GetName(), fmt.Errorf("the object has been modified"))
@@ -104,7 +76,7 @@ func (s *apiServer) newEntryClient(objs ...client.Object) client.Client {
 				return c.Patch(ctx, obj, patch, opts...)
 			},
 			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-				s.writes.add("delete", obj)
+				s.writes.Add("delete", obj)
 				o := (&client.DeleteOptions{}).ApplyOptions(opts)
 				if o.Preconditions != nil && o.Preconditions.UID != nil {
 					live := &metav1.PartialObjectMetadata{}
@@ -116,7 +88,7 @@ func (s *apiServer) newEntryClient(objs ...client.Object) client.Client {
 				return c.Delete(ctx, obj, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-				s.writes.add(sub, obj)
+				s.writes.Add(sub, obj)
 				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 			},
 		}).Build()
