@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,23 +44,7 @@ func TestConformance(t *testing.T) {
 	gl := newLogs(t)
 
 	// Build housekeeper while the garden starts.
-	var (
-		buildOnce sync.WaitGroup
-		binDir    string
-		buildErr  error
-	)
-	buildOnce.Add(1)
-	go func() {
-		defer buildOnce.Done()
-		binDir, buildErr = buildHousekeeper(gl.dir)
-	}()
-	bin := func(t *testing.T) string {
-		buildOnce.Wait()
-		if buildErr != nil {
-			t.Fatal(buildErr)
-		}
-		return binDir
-	}
+	bin := startBuildingHousekeeper()
 
 	g := startGarden(t, gl)
 	clk := startShiftClock(t)

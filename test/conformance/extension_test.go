@@ -73,7 +73,7 @@ func (providerLocal) start(t *testing.T, s *seedEnv, l *logs, root string) {
 
 // housekeeper runs nats-server, the bridge and the three functions as processes per seed.
 type housekeeper struct {
-	bin   func(t *testing.T) string
+	bin   func(t testing.TB) string
 	azure *azureSide
 	s3    *s3Side
 }

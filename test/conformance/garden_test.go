@@ -173,6 +173,10 @@ func TestMain(m *testing.M) {
 			code = max(code, 1)
 		}
 	}
+	if housekeeperBinaries.dir != "" {
+		<-housekeeperBinaries.done
+		_ = os.RemoveAll(housekeeperBinaries.dir)
+	}
 	if code == 0 && sharedGarden.dir != "" {
 		_ = os.RemoveAll(sharedGarden.dir)
 	} else if sharedGarden.dir != "" {
@@ -184,10 +188,37 @@ func TestMain(m *testing.M) {
 // workloadIdentityIssuer is the iss claim of the garden's workload identity tokens.
 const workloadIdentityIssuer = "https://issuer.housekeeper-conformance.test"
 
-// buildHousekeeper compiles the housekeeper and housekeeper-bridge binaries into dir/bin, of
+// housekeeperBinaries are the housekeeper and housekeeper-bridge binaries of every test in this
+// binary, built once (startBuildingHousekeeper).
+var housekeeperBinaries struct {
+	once sync.Once
+	done chan struct{}
+	dir  string
+	err  error
+}
+
+// startBuildingHousekeeper starts compiling the housekeeper and housekeeper-bridge binaries, of
 // this module or of the checkout HOUSEKEEPER_CONFORMANCE_SOURCE names (e.g. a git worktree at an
-// older commit, to judge it with this suite).
-func buildHousekeeper(dir string) (string, error) {
-	bin := filepath.Join(dir, "bin")
-	return bin, stack.BuildHousekeeper(context.Background(), os.Getenv("HOUSEKEEPER_CONFORMANCE_SOURCE"), bin, true)
+// older commit, to judge it with this suite), once per test binary, while the caller starts its
+// garden and seeds. The function it returns waits for them and gives their directory.
+func startBuildingHousekeeper() func(t testing.TB) string {
+	b := &housekeeperBinaries
+	b.once.Do(func() {
+		b.done = make(chan struct{})
+		go func() {
+			defer close(b.done)
+			if b.dir, b.err = os.MkdirTemp("", "housekeeper-conformance-bin-"); b.err != nil {
+				return
+			}
+			b.err = stack.BuildHousekeeper(context.Background(), os.Getenv("HOUSEKEEPER_CONFORMANCE_SOURCE"), b.dir, true)
+		}()
+	})
+	return func(t testing.TB) string {
+		t.Helper()
+		<-b.done
+		if b.err != nil {
+			t.Fatalf("building housekeeper: %v", b.err)
+		}
+		return b.dir
+	}
 }

@@ -55,13 +55,7 @@ func TestHandOver(t *testing.T) {
 	}
 	routeLibraryLogs()
 	l := newLogs(t)
-	var (
-		built  sync.WaitGroup
-		bin    string
-		bldErr error
-	)
-	built.Add(1)
-	go func() { defer built.Done(); bin, bldErr = buildHousekeeper(l.dir) }()
+	binaries := startBuildingHousekeeper()
 
 	g := startGarden(t, l)
 	clk := startShiftClock(t)
@@ -107,10 +101,7 @@ func TestHandOver(t *testing.T) {
 	// 2. Hand-over: provider-local's backup controllers stop (README step 2), housekeeper
 	// starts (step 3). Nothing needs annotating: housekeeper reads every object when it starts.
 	stopProviderLocal()
-	built.Wait()
-	if bldErr != nil {
-		t.Fatal(bldErr)
-	}
+	bin := binaries(t)
 	nats, err := stack.StartNATS(filepath.Join(l.dir, "jetstream"), stack.NATSLogger(l.zap(t, "nats-server.log")))
 	if err != nil {
 		t.Fatal(err)
