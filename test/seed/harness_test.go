@@ -32,6 +32,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	ctrlzap "sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
@@ -117,6 +119,9 @@ func startSeed(t testing.TB) *seed {
 	tarballs := thirdPartyImages(t, ctx)
 	t.Logf("NATS's and KEDA's images built in %s", time.Since(start).Round(time.Millisecond))
 
+	// envtest and gardenlet's controllers log through controller-runtime's logger: into a file of
+	// their own, not a "SetLogger was never called" stack trace in the test's output.
+	ctrllog.SetLogger(ctrlzap.New(ctrlzap.WriteTo(logFile("controller-runtime"))))
 	k, err := stack.StartKube(logFile("kube-apiserver"), stack.ForNode())
 	if err != nil {
 		t.Fatal(err)
