@@ -9,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,12 +35,17 @@ type Flags struct {
 	// Addr is the address of /healthz, /readyz, /metrics (and, for a function in http mode,
 	// its events).
 	Addr string
+	// CPUProfile, if set, is a file the process writes a CPU profile of its life to when it
+	// ends (pprof format): what make bench keeps of each process under a burst. A file, not an
+	// endpoint: nothing more listens in production.
+	CPUProfile string
 }
 
 // BindFlags registers the log flags and --addr on fs; usage describes what --addr serves.
 func (f *Flags) BindFlags(fs *flag.FlagSet, usage string) {
 	f.Log.BindFlags(fs)
 	fs.StringVar(&f.Addr, "addr", DefaultAddr, usage)
+	fs.StringVar(&f.CPUProfile, "cpu-profile", "", "write a CPU profile (pprof) of the process's life to this file when it ends")
 }
 
 // Spec is what a process needs.
@@ -67,6 +75,8 @@ type Process struct {
 	JetStream jetstream.JetStream
 	// Startup times the start, from Start to the first event acknowledged.
 	Startup *Startup
+
+	profile *os.File // the CPU profile being written, nil without Flags.CPUProfile
 }
 
 // Start starts what spec asks for. Close releases it.
@@ -79,6 +89,9 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 	reg := prometheus.NewRegistry()
 	p := &Process{Log: log, Metrics: reg, Startup: newStartup(log, reg)}
 	p.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := p.startProfile(spec.Flags.CPUProfile); err != nil {
+		return nil, err
+	}
 	if err := p.start(ctx, spec); err != nil {
 		p.Close()
 		return nil, err
@@ -130,10 +143,32 @@ func (p *Process) NATSReady() error {
 	return nil
 }
 
-// Close closes the NATS connection and flushes the log.
+func (p *Process) startProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("--cpu-profile: %w", err)
+	}
+	p.profile = f
+	return nil
+}
+
+// Close closes the NATS connection, ends the CPU profile and flushes the log.
 func (p *Process) Close() {
 	if p.NC != nil {
 		p.NC.Close()
+	}
+	if p.profile != nil {
+		pprof.StopCPUProfile()
+		if err := p.profile.Close(); err != nil {
+			p.Log.Error("writing the CPU profile", zap.Error(err))
+		}
 	}
 	_ = p.Log.Sync()
 }

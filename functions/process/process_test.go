@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -46,5 +48,29 @@ func TestStart(t *testing.T) {
 	}
 	if _, err := Start(ctx, Spec{Name: "x", Kube: &kube.Options{Kubeconfig: "/nonexistent/kubeconfig"}}); err == nil {
 		t.Error("a kubeconfig that does not exist started")
+	}
+}
+
+func TestCPUProfileWrittenAtClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	p, err := Start(context.Background(), Spec{Name: "housekeeper-test", Flags: Flags{CPUProfile: path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	prof, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pprof profile is gzipped protobuf: at least its gzip header and a few fields.
+	if len(prof) < 20 || prof[0] != 0x1f || prof[1] != 0x8b {
+		t.Errorf("--cpu-profile wrote %d bytes, not a gzipped profile", len(prof))
+	}
+}
+
+func TestCPUProfileUnwritableIsAnError(t *testing.T) {
+	_, err := Start(context.Background(), Spec{Name: "housekeeper-test", Flags: Flags{CPUProfile: filepath.Join(t.TempDir(), "missing", "cpu.pprof")}})
+	if err == nil || !strings.Contains(err.Error(), "--cpu-profile") {
+		t.Errorf("Start with an unwritable --cpu-profile: %v, want an error naming the flag", err)
 	}
 }
