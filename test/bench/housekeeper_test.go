@@ -26,6 +26,8 @@ type hkOptions struct {
 	// natsNodes > 0 runs nats-server as that many processes, the streams replicated on each
 	// (1: R1 synced on every write, 3: a cluster, R3), instead of embedded.
 	natsNodes int
+	// profile has every housekeeper process write a CPU profile to the log directory.
+	profile bool
 }
 
 func (o hkOptions) limitArgs() []string {
@@ -39,6 +41,8 @@ func (o hkOptions) limitArgs() []string {
 // as processes, as the conformance suite does.
 type housekeeper struct {
 	stopNATS func()
+	nats     *stack.NATSCluster // nil: embedded in this process
+	natsProf string             // nats-server's pprof address (one node), "" for none
 	procs    []*process
 }
 
@@ -63,11 +67,19 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		c, err := stack.StartNATSCluster(dir, o.natsNodes, "", func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") })
+		var include string
+		var err error
+		if o.profile {
+			// nats-server has no profile flag: it serves pprof on prof_port, fetched per burst.
+			if include, h.natsProf, err = natsProfiling(dir); err != nil {
+				return nil, err
+			}
+		}
+		c, err := stack.StartNATSCluster(dir, o.natsNodes, include, func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") })
 		if err != nil {
 			return nil, fmt.Errorf("nats-server: %w", err)
 		}
-		natsURL, h.stopNATS = c.URL, c.Stop
+		natsURL, h.stopNATS, h.nats = c.URL, c.Stop, c
 	}
 	environ := []string{
 		"HOUSEKEEPER_NATS_URL=" + natsURL,
@@ -82,7 +94,11 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		}
 	}
 	run := func(name string, args ...string) error {
-		p, _, err := e.exec(b, name, phase+"-"+name+".log", environ, append(args, o.limitArgs()...)...)
+		args = append(args, o.limitArgs()...)
+		if o.profile {
+			args = append(args, "--cpu-profile", filepath.Join(e.logDir, phase+"-"+name+".pprof"))
+		}
+		p, _, err := e.exec(b, name, phase+"-"+name+".log", environ, args...)
 		if err != nil {
 			return err
 		}
@@ -222,6 +238,37 @@ func (h *housekeeper) scrape() (byVerb, byResource counts, err error) {
 		byVerb[p.name], byResource[p.name] = v, r
 	}
 	return byVerb, byResource, nil
+}
+
+// natsProfiling writes the include file that has nats-server serve pprof on a free port.
+func natsProfiling(dir string) (include, addr string, err error) {
+	port, err := stack.FreePort()
+	if err != nil {
+		return "", "", err
+	}
+	// nats-server resolves an include relative to the including file, beside it in dir.
+	if err := os.WriteFile(filepath.Join(dir, "profiling.conf"), []byte(fmt.Sprintf("prof_port: %d\n", port)), 0o644); err != nil {
+		return "", "", err
+	}
+	return "profiling.conf", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+}
+
+// processes are housekeeper's processes and nats-server's, when they are processes.
+func (h *housekeeper) processes() []osProc {
+	var ps []osProc
+	for _, p := range h.procs {
+		ps = append(ps, osProc{name: p.name, pid: p.Pid(), metrics: p.addr})
+	}
+	if h.nats != nil {
+		for i, n := range h.nats.Nodes {
+			name := "nats-server"
+			if len(h.nats.Nodes) > 1 {
+				name = fmt.Sprintf("nats-server-%d", i)
+			}
+			ps = append(ps, osProc{name: name, pid: n.Pid(), pprof: h.natsProf})
+		}
+	}
+	return ps
 }
 
 // stop ends every process (SIGTERM, then SIGKILL after 10 s) and nats-server.

@@ -46,6 +46,9 @@ type result struct {
 
 	notes []string
 
+	// costs are the side's processes' CPU and memory per burst; nil for a side in this process.
+	costs *costs
+
 	failure string // why the phase failed; empty if it did not
 	cleaned bool   // after a failure: the phase's objects are gone
 }
@@ -110,6 +113,10 @@ func runPhase(b *testing.B, e *env, res *result) {
 	if err != nil {
 		fail("%v", err)
 	}
+	meter := newUsageMeter(s, e.logDir, r.id)
+	if err := meter.begin("create"); err != nil {
+		fail("measuring the side's processes: %v", err)
+	}
 
 	// The create burst: every entry as fast as the driver can, the clock of each entry
 	// starting at its create call.
@@ -130,6 +137,13 @@ func runPhase(b *testing.B, e *env, res *result) {
 	if err != nil {
 		fail("%v", err)
 	}
+	createCost, err := meter.end()
+	if err == nil {
+		err = meter.begin("delete")
+	}
+	if err != nil {
+		fail("measuring the side's processes: %v", err)
+	}
 	created := e.obs.snapshot(p.entries)
 
 	// The delete burst, as gardenlet deletes extension objects.
@@ -147,6 +161,13 @@ func runPhase(b *testing.B, e *env, res *result) {
 	c2, d2, deleteQuiet, err := settle(s, res, "after the delete burst")
 	if err != nil {
 		fail("%v", err)
+	}
+	deleteCost, err := meter.end()
+	if err != nil {
+		fail("measuring the side's processes: %v", err)
+	}
+	if len(meter.procs) > 0 {
+		res.costs = &costs{names: meter.names(), create: createCost, delete: deleteCost}
 	}
 	deleted := e.obs.snapshot(p.entries)
 	if left := e.obs.secretsLeft(p.entries); len(left) > 0 {

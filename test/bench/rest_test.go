@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,21 +108,12 @@ type restProc struct {
 
 func startRestWorld(b *testing.B) *restWorld {
 	e := startEnv(b)
-	w := &restWorld{e: e, running: map[string]*restProc{}, bucket: "bench-world", upstream: filepath.Join(e.binDir, "upstream")}
-	logf("rest: building upstream's process (test/bench/upstream)")
-	build := exec.Command("go", "build", "-o", w.upstream, "./test/bench/upstream")
-	root, err := stack.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building test/bench/upstream: %v\n%s", err, out)
-	}
+	w := &restWorld{e: e, running: map[string]*restProc{}, bucket: "bench-world", upstream: buildUpstream(b, e)}
 	dir := filepath.Join(e.logDir, "rest-nats")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
+	var err error
 	w.nats, err = stack.StartNATSCluster(dir, 1, "", func(name string) io.Writer { return e.file(b, "rest-nats-"+name+".log") })
 	if err != nil {
 		b.Fatalf("nats-server: %v", err)

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -41,11 +42,32 @@ func main() {
 	leaderElect := flag.Bool("leader-elect", true, "elect a leader on a Lease, as deployed")
 	namespace := flag.String("leader-election-namespace", "garden", "namespace of the Lease")
 	classes := flag.String("extension-classes", "", "extension classes served, comma-separated, as provider-local's flag (empty: shoot)")
+	cpuProfile := flag.String("cpu-profile", "", "write a CPU profile (pprof) of the process's life to this file when it ends, as housekeeper's processes do")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "upstream:", err)
+			os.Exit(1)
+		}
+		defer stopProfile()
+	}
 	if err := run(begin, *root, *addr, *leaderElect, *namespace, *classes); err != nil {
 		fmt.Fprintln(os.Stderr, "upstream:", err)
 		os.Exit(1)
 	}
+}
+
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 func run(begin time.Time, root, addr string, leaderElect bool, namespace, classList string) error {

@@ -1,0 +1,369 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// BenchmarkCost measures what a change costs each side: a create burst and a delete burst of
+// 5,000 BackupEntries with no client limit, upstream provider-local's controllers as their own
+// process (test/bench/upstream) beside housekeeper's processes with nats-server as its own
+// process, driven and observed from this process (counted for neither). It prints each
+// process's CPU seconds and peak RSS per burst, CPU per entry and the ratio, and keeps a CPU
+// profile of every process of both sides in the log directory.
+func BenchmarkCost(b *testing.B) {
+	n := burstEntries(b, 5000)
+	e := startEnv(b)
+	upstreamBin := buildUpstream(b, e)
+	rows := []row{
+		{id: "c1", label: "upstream provider-local, its own process, no client limit", start: func(b *testing.B, e *env, phase string) (side, error) {
+			return startUpstreamProcess(b, e, phase, upstreamBin)
+		}},
+		housekeeperRow("c2", "housekeeper, 1 replica each, --kube-qps -1, nats-server process (R1)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 1, profile: true}),
+	}
+	var results []*result
+	for _, r := range rows {
+		res := &result{row: r, n: n}
+		ok := b.Run(r.id+"-"+benchName(r.label), func(b *testing.B) { runPhase(b, e, res) })
+		results = append(results, res)
+		if !ok && !res.cleaned {
+			break
+		}
+	}
+	printTable(os.Stdout, fmt.Sprintf("Burst of %d BackupEntries, each side its own processes", n), results)
+	printCost(os.Stdout, results, e.logDir)
+}
+
+// buildUpstream builds test/bench/upstream, upstream's controllers as a process, into the
+// binary directory.
+func buildUpstream(b *testing.B, e *env) string {
+	bin := filepath.Join(e.binDir, "upstream")
+	logf("building upstream's process (test/bench/upstream)")
+	build := exec.Command("go", "build", "-o", bin, "./test/bench/upstream")
+	root, err := stack.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building test/bench/upstream: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// osProc is a process whose CPU and memory a phase measures.
+type osProc struct {
+	name string
+	pid  int
+	// metrics is its /metrics address, "" for none.
+	metrics string
+	// pprof is the address of its /debug/pprof, for a process that cannot write its own
+	// profile (nats-server); "" for none.
+	pprof string
+}
+
+// upstreamProcess is upstream's controllers as a process: a side with one process.
+type upstreamProcess struct{ p *process }
+
+func startUpstreamProcess(b *testing.B, e *env, phase, bin string) (*upstreamProcess, error) {
+	p, _, err := e.exec(b, "provider-local", phase+"-provider-local.log", os.Environ(), bin, "--kubeconfig", e.kubecfg, "--root", e.root,
+		"--leader-elect=false", "--cpu-profile", filepath.Join(e.logDir, phase+"-provider-local.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	u := &upstreamProcess{p: p}
+	if err := (&housekeeper{procs: []*process{p}}).waitReady(time.Minute); err != nil {
+		_ = u.stop()
+		return nil, err
+	}
+	return u, nil
+}
+
+func (u *upstreamProcess) requests() (counts, error) {
+	v, _, err := scrapeRequests(u.p.addr)
+	return counts{"provider-local": v}, err
+}
+
+func (u *upstreamProcess) detail() counts {
+	_, r, err := scrapeRequests(u.p.addr)
+	if err != nil {
+		return nil
+	}
+	return counts{"provider-local": r}
+}
+
+func (u *upstreamProcess) processes() []osProc {
+	return []osProc{{name: "provider-local", pid: u.p.Pid(), metrics: u.p.addr}}
+}
+
+func (u *upstreamProcess) stop() error {
+	_ = u.p.Signal(syscall.SIGTERM)
+	select {
+	case <-u.p.Done():
+		return nil
+	case <-time.After(30 * time.Second):
+		_ = u.p.Signal(syscall.SIGKILL)
+		return fmt.Errorf("provider-local did not stop within 30s of SIGTERM")
+	}
+}
+
+// cost is what one process spent in a burst.
+type cost struct {
+	cpu       time.Duration
+	rss, peak uint64  // bytes: the RSS at the burst's start, the highest during it
+	published float64 // the bridge's events published during the burst
+}
+
+// costs are a phase's processes' costs in each burst, in the order of the side's processes.
+type costs struct {
+	names          []string
+	create, delete map[string]cost
+}
+
+// usageMeter samples a side's processes: CPU at the start and end of a burst, the peak RSS
+// from the start (each burst resets the kernel's high-water mark).
+type usageMeter struct {
+	procs []osProc
+	start map[string]usage
+	pub   map[string]float64
+	// profiles is where profiles fetched from the processes' pprof go, named by prefix.
+	profiles, prefix string
+	profiling        *profiling
+}
+
+func newUsageMeter(s side, profiles, prefix string) *usageMeter {
+	m := &usageMeter{profiles: profiles, prefix: prefix}
+	if ps, ok := s.(interface{ processes() []osProc }); ok {
+		m.procs = ps.processes()
+	}
+	return m
+}
+
+// begin starts the burst called burst: CPU now, every process's peak RSS reset to its RSS
+// now, and the profiles of those served by pprof fetched until end.
+func (m *usageMeter) begin(burst string) error {
+	m.start, m.pub = map[string]usage{}, map[string]float64{}
+	m.profiling = &profiling{stop: make(chan struct{})}
+	for _, p := range m.procs {
+		if p.pprof != "" {
+			m.profiling.fetch(p.pprof, filepath.Join(m.profiles, fmt.Sprintf("%s-%s-%s", m.prefix, p.name, burst)))
+		}
+		// clear_refs 5 resets VmHWM (Linux ≥ 4.0), so the peak is this burst's.
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.pid), []byte("5"), 0); err != nil {
+			return fmt.Errorf("%s: resetting its peak RSS: %w", p.name, err)
+		}
+		u, err := usageOf(p.pid)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
+		}
+		m.start[p.name] = u
+		if p.metrics != "" {
+			if m.pub[p.name], err = scrapeCounter(p.metrics, "housekeeper_bridge_events_published_total"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// end is what each process spent since begin.
+func (m *usageMeter) end() (map[string]cost, error) {
+	m.profiling.end()
+	out := map[string]cost{}
+	for _, p := range m.procs {
+		u, err := usageOf(p.pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		c := cost{cpu: u.cpu - m.start[p.name].cpu, rss: m.start[p.name].rss, peak: u.peak}
+		if p.metrics != "" {
+			pub, err := scrapeCounter(p.metrics, "housekeeper_bridge_events_published_total")
+			if err != nil {
+				return nil, err
+			}
+			c.published = pub - m.pub[p.name]
+		}
+		out[p.name] = c
+	}
+	return out, nil
+}
+
+func (m *usageMeter) names() []string {
+	names := make([]string, len(m.procs))
+	for i, p := range m.procs {
+		names[i] = p.name
+	}
+	return names
+}
+
+// profiling fetches CPU profiles from pprof endpoints back to back until it ends.
+type profiling struct {
+	stop    chan struct{}
+	running sync.WaitGroup
+}
+
+// fetch writes addr's profiles, 5 s each, to prefix-1.pprof, prefix-2.pprof, … (go tool pprof
+// merges them); the last is cut short at the end.
+func (p *profiling) fetch(addr, prefix string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.running.Go(func() {
+		<-p.stop
+		cancel()
+	})
+	p.running.Go(func() {
+		for i := 1; ctx.Err() == nil; i++ {
+			if err := fetchProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=5", fmt.Sprintf("%s-%d.pprof", prefix, i)); err != nil && ctx.Err() == nil {
+				logf("profile of %s: %v", addr, err)
+				return
+			}
+		}
+	})
+}
+
+func (p *profiling) end() {
+	close(p.stop)
+	p.running.Wait()
+}
+
+func fetchProfile(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		_ = os.Remove(file) // cut short: not a profile
+		return err
+	}
+	return f.Close()
+}
+
+// scrapeCounter is the sum of a counter's series on a process's /metrics (0 if it has none).
+func scrapeCounter(addr, name string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return 0, fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
+	}
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
+		}
+		sum += v
+	}
+	return sum, sc.Err()
+}
+
+// printCost writes each side's CPU and peak memory per process and burst, per entry, and
+// housekeeper's against upstream's.
+func printCost(w io.Writer, results []*result, logDir string) {
+	var up, hk *result
+	for _, r := range results {
+		if r.failure != "" || r.costs == nil {
+			continue
+		}
+		if r.row.housekeeper {
+			hk = r
+		} else {
+			up = r
+		}
+	}
+	fmt.Fprintf(w, "\n### CPU and memory per burst, by process\n\n")
+	fmt.Fprintln(w, "| side | process | create: CPU s | create: RSS MiB, start → peak | delete: CPU s | delete: RSS MiB, start → peak |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
+	total := func(r *result, burst map[string]cost) time.Duration {
+		var t time.Duration
+		for _, c := range burst {
+			t += c.cpu
+		}
+		return t
+	}
+	mib := func(c cost) string {
+		return fmt.Sprintf("%.0f → %.0f", float64(c.rss)/(1<<20), float64(c.peak)/(1<<20))
+	}
+	for _, r := range []*result{up, hk} {
+		if r == nil {
+			continue
+		}
+		for _, name := range r.costs.names {
+			c, d := r.costs.create[name], r.costs.delete[name]
+			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.2f | %s |\n", r.row.label, name, c.cpu.Seconds(), mib(c), d.cpu.Seconds(), mib(d))
+		}
+		ct, dt := total(r, r.costs.create), total(r, r.costs.delete)
+		fmt.Fprintf(w, "| %s | **all, per entry** | **%.2f ms** | | **%.2f ms** | |\n", r.row.label,
+			float64(ct.Microseconds())/1000/float64(r.n), float64(dt.Microseconds())/1000/float64(r.n))
+	}
+	fmt.Fprintln(w)
+	if up != nil && hk != nil {
+		ratio := func(burst func(*result) map[string]cost) float64 {
+			return total(hk, burst(hk)).Seconds() / float64(hk.n) / (total(up, burst(up)).Seconds() / float64(up.n))
+		}
+		fmt.Fprintf(w, "housekeeper / upstream, CPU per entry (goal ≤ 1): create %.2f, delete %.2f; throughput %.2f, p99 %.2f (goals ≥ 1, ≤ 1).\n",
+			ratio(func(r *result) map[string]cost { return r.costs.create }), ratio(func(r *result) map[string]cost { return r.costs.delete }),
+			hk.entriesPerSec/up.entriesPerSec, hk.p99.Seconds()/up.p99.Seconds())
+	}
+	if hk != nil {
+		for _, burst := range []struct {
+			what string
+			c    map[string]cost
+		}{{"create", hk.costs.create}, {"delete", hk.costs.delete}} {
+			if c := burst.c["bridge"]; c.published > 0 {
+				fmt.Fprintf(w, "The bridge, %s burst: %.3f ms of CPU per event published (%.0f events; goal ≤ 0.3).\n",
+					burst.what, float64(c.cpu.Microseconds())/1000/c.published, c.published)
+			}
+		}
+	}
+	profiles, _ := filepath.Glob(filepath.Join(logDir, "*.pprof"))
+	// nats-server's pieces, one line per burst.
+	pieces := regexp.MustCompile(`-\d+\.pprof$`)
+	for i, p := range profiles {
+		profiles[i] = pieces.ReplaceAllString(p, "-*.pprof")
+	}
+	sort.Strings(profiles)
+	profiles = slices.Compact(profiles)
+	fmt.Fprintf(w, "\nCPU is user + system time from /proc/<pid>/stat over the burst (from its first create or delete call until no request for %s); peak RSS is VmHWM, reset at the burst's start. The driver and the observer run in the benchmark's process and count for neither side. CPU profiles: of each process's whole life, written by the process (--cpu-profile), and nats-server's per burst in 5 s pieces from its prof_port (go tool pprof -top <binary> <profiles…>):\n\n", settleQuiet)
+	for _, p := range profiles {
+		fmt.Fprintf(w, "- %s\n", p)
+	}
+}
