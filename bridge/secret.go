@@ -51,14 +51,16 @@ func (b *Bridge) secretNamespaceIndex(obj any) ([]string, error) {
 	return nil, nil
 }
 
-// secretUsers counts the handled objects whose spec.secretRef is in namespace.
-func (b *Bridge) secretUsers(namespace string) int {
-	n := 0
+// secretNamespaceInUse says whether a handled object's spec.secretRef is in namespace. It asks
+// which namespaces the index holds, as the indexer drops a value with no objects left: asking
+// for the namespace's objects would copy and sort thousands of keys for every deletion.
+func (b *Bridge) secretNamespaceInUse(namespace string) bool {
 	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries} {
-		keys, _ := inf.GetIndexer().IndexKeys(bySecretNamespace, namespace)
-		n += len(keys)
+		if slices.Contains(inf.GetIndexer().ListIndexFuncValues(bySecretNamespace), namespace) {
+			return true
+		}
 	}
-	return n
+	return false
 }
 
 // digestSecret replaces a secret's data with a digest of it before the informer caches it:

@@ -20,8 +20,8 @@ import (
 // object references it any longer.
 type secretWatch struct {
 	client rest.Interface
-	// users counts the handled objects whose spec.secretRef is in a namespace.
-	users func(namespace string) int
+	// inUse says whether a handled object's spec.secretRef is in a namespace.
+	inUse func(namespace string) bool
 	// handler builds the event handler of a namespace's informer; announceExisting is true for
 	// an informer started after the bridge's initial sync (see ensure).
 	handler func(announceExisting bool) cache.ResourceEventHandler
@@ -78,7 +78,7 @@ func (w *secretWatch) release(namespace string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	ns := w.namespaces[namespace]
-	if ns == nil || w.users(namespace) > 0 {
+	if ns == nil || w.inUse(namespace) {
 		return
 	}
 	ns.stop()
