@@ -2,10 +2,12 @@ package drill
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 
@@ -105,6 +107,9 @@ func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
 		}
 		seen = r
 		if r <= a.base {
+			if err := a.held(ctx, d, n, ev.EtcdEvent.Type, r, kv.Key, kv.Value); err != nil {
+				return err
+			}
 			a.skipped++
 			continue
 		}
@@ -150,4 +155,34 @@ func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
 		return d.fail(ErrRevisionMismatch, nil, "its events go on to revision %d, past %d its name says", a.rev, d.LastRevision)
 	}
 	return nil
+}
+
+// held checks that the restored full snapshot's db holds an event of a delta that it overlaps:
+// the key as the event left it, at the event's revision.
+func (a *applier) held(ctx context.Context, d Snapshot, n int, typ int32, r int64, key, value []byte) error {
+	resp, err := a.client.Get(ctx, string(key), clientv3.WithRev(r))
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return nil // the source compacted past it before the full snapshot: nothing to compare
+	}
+	if err != nil {
+		return d.fail(ErrDrill, err, "reading key %q at revision %d", key, r)
+	}
+	switch {
+	case typ == eventDelete && len(resp.Kvs) == 0:
+		return nil
+	case typ == eventPut && len(resp.Kvs) == 1 && resp.Kvs[0].ModRevision == r && bytes.Equal(resp.Kvs[0].Value, value):
+		return nil
+	}
+	op, has := "puts", "no such key"
+	if typ == eventDelete {
+		op = "deletes"
+	}
+	switch {
+	case len(resp.Kvs) == 0:
+	case resp.Kvs[0].ModRevision != r:
+		has = fmt.Sprintf("the key as changed at revision %d", resp.Kvs[0].ModRevision)
+	default:
+		has = "another value"
+	}
+	return d.fail(ErrRevisionMismatch, nil, "event %d at revision %d %s key %q, within the full snapshot's db at %d, which has %s there", n, r, op, key, a.base, has)
 }

@@ -71,7 +71,7 @@ type Result struct {
 	// DBSize and DBSizeInUse are the restored db's size and the part of it in use.
 	DBSize, DBSizeInUse int64
 	// Events is how many delta events were applied; SkippedEvents how many the full snapshot
-	// held already.
+	// held already (checked to be in its db at their revision, not applied).
 	Events, SkippedEvents int64
 	// Leases is how many leases came with the full snapshot (kept alive while the drill ran).
 	Leases int
@@ -154,6 +154,12 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 		return res, chain.Full.fail(ErrDrill, err, "starting etcd on its restored db")
 	}
 	defer etcd.close()
+	// Read before anything else can change the store: the deltas' overlap is judged by it.
+	base, err := etcd.revision(ctx)
+	if err != nil {
+		return res, chain.Full.fail(ErrDrill, err, "reading the restored store's revision")
+	}
+	res.FullRevision = base
 	if err := etcd.keepLeasesAlive(ctx); err != nil {
 		return res, chain.Full.fail(ErrDrill, err, "keeping its leases alive")
 	}
@@ -161,11 +167,6 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	if afterStart != nil {
 		afterStart()
 	}
-	base, err := etcd.revision(ctx)
-	if err != nil {
-		return res, chain.Full.fail(ErrDrill, err, "reading the restored store's revision")
-	}
-	res.FullRevision = base
 	if base < chain.Full.LastRevision {
 		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db is at revision %d, its name says %d", base, chain.Full.LastRevision)
 	}
