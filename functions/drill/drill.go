@@ -34,7 +34,7 @@ type Options struct {
 	MaxRevisionBytes int64
 	// Check, if set, is called with a client of the restored etcd and its revision before it
 	// is thrown away: a caller's own checks (certain keys exist, values decode). Its error is
-	// returned.
+	// returned as ErrCheck.
 	Check func(ctx context.Context, c *clientv3.Client, revision int64) error
 }
 
@@ -211,7 +211,7 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	res.DBSize, res.DBSizeInUse = st.DbSize, st.DbSizeInUse
 	if opts.Check != nil {
 		if err := opts.Check(ctx, etcd.client, res.Revision); err != nil {
-			return res, last.fail(ErrDrill, err, "the caller's check of the store restored up to it")
+			return res, last.fail(ErrCheck, err, "the store restored up to it")
 		}
 	}
 	return res, nil

@@ -339,6 +339,17 @@ func TestDrill(t *testing.T) {
 		t.Logf("%+v", res)
 	})
 
+	t.Run("a caller's check that fails", func(t *testing.T) {
+		missing := errors.New("no namespace kube-system")
+		_, err := Run(ctx, Dir(b.bucket), b.prefix, Options{WorkDir: t.TempDir(), Check: func(context.Context, *clientv3.Client, int64) error {
+			return missing
+		}})
+		want := "delta " + chain.Last().Key + ": check failed: the store restored up to it: no namespace kube-system"
+		if !errors.Is(err, ErrCheck) || !errors.Is(err, missing) || fmt.Sprint(err) != want {
+			t.Fatalf("error %v, want %q", err, want)
+		}
+	})
+
 	// Each case damages a copy of the bucket as a failing disk, upload or garbage collection
 	// would, and wants the drill to fail naming the object.
 	middle := chain.Deltas[len(chain.Deltas)/2]

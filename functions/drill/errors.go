@@ -32,6 +32,9 @@ var (
 	ErrTooLarge = errors.New("revision too large")
 )
 
+// ErrCheck: Options.Check failed on the restored store.
+var ErrCheck = errors.New("check failed")
+
 // These say the drill could not do its work; they say nothing about the backup.
 var (
 	// ErrSource: listing or reading the source failed.
