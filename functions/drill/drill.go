@@ -160,18 +160,18 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 		return res, chain.Full.fail(ErrDrill, err, "reading the restored store's revision")
 	}
 	res.FullRevision = base
+	if base < chain.Full.LastRevision {
+		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db is at revision %d, its name says %d", base, chain.Full.LastRevision)
+	}
+	if status.Revision > base {
+		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db holds revision %d, etcd serves it at %d", status.Revision, base)
+	}
 	if err := etcd.keepLeasesAlive(ctx); err != nil {
 		return res, chain.Full.fail(ErrDrill, err, "keeping its leases alive")
 	}
 	res.Leases = etcd.leases
 	if afterStart != nil {
 		afterStart()
-	}
-	if base < chain.Full.LastRevision {
-		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db is at revision %d, its name says %d", base, chain.Full.LastRevision)
-	}
-	if status.Revision > base {
-		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db holds revision %d, etcd serves it at %d", status.Revision, base)
 	}
 
 	a := &applier{client: etcd.client, base: base, rev: base, maxBytes: maxBytes}
