@@ -1,0 +1,29 @@
+// Package drill proves that a shoot's etcd backups restore: for one backup prefix it takes the
+// chain etcd-backup-restore's own restore would take — the latest full snapshot and the delta
+// snapshots after it — rebuilds an etcd from it in a throwaway data directory, and checks it.
+//
+// It reads etcd-backup-restore's layout as v0.44.1 writes it (pkg/snapstore, pkg/snapshot):
+// objects <prefix>/v2/{Full,Incr}-<start>-<last>-<unix time>[.gz|.zlib|.Z][.final], and the older
+// <prefix>/v1/Backup-<unix time>/... A full snapshot is etcd's snapshot db followed by its
+// SHA-256; a delta is a JSON array of watch events followed by the SHA-256 of that JSON; either
+// may be compressed as its name says. The drill restores the way etcd-backup-restore's restorer
+// does: etcdutl's snapshot restore of the full snapshot, then an embedded etcd to which each
+// revision of the deltas' events is applied as one transaction.
+//
+// A drill that passes proves: every object of the chain reads back whole and matches the
+// SHA-256 written into it; the deltas follow the full snapshot and each other without a missing
+// revision; every event applies and lands at the revision it had in the source, so the restored
+// store ends at the revision of the newest snapshot (Result.Revision); etcd opens the result and
+// serves all its keys. Result carries digests of the restored store to compare with the source.
+//
+// It does not prove: that the data is what the cluster had (a backup faithfully taken of bad
+// data restores fine; compare Result.KVSHA256 with the source to check that); that snapshots
+// older than the latest full one, or in another prefix, restore; that etcd-backup-restore's own
+// restore (its version, its flags, its object store client) succeeds where the drill does — the
+// drill follows its code, it does not run it; leases: as etcd-backup-restore's restorer, it
+// applies the deltas' puts without their leases, and keeps the full snapshot's leases alive
+// while it runs, so that none expires into a revision the source never had.
+//
+// The drill never writes to the source. It streams every object through a temporary file in a
+// work directory it removes when it returns, and holds at most one revision's events in memory.
+package drill

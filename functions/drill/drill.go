@@ -1,0 +1,259 @@
+package drill
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+)
+
+// Options tune a drill; the zero value is usable.
+type Options struct {
+	// WorkDir is where the drill makes its temporary directory (the full snapshot's db, the
+	// restored data directory, one delta at a time); "" is os.TempDir(). It needs room for
+	// about twice the snapshot db.
+	WorkDir string
+	// Logger receives etcd's and etcdutl's logs; nil discards them.
+	Logger *zap.Logger
+	// QuotaBytes is the throwaway etcd's backend quota; 0 is etcd-backup-restore's 8 GiB.
+	QuotaBytes int64
+	// MaxRevisionBytes bounds the memory one revision's events take: the keys and values of a
+	// revision, applied as one transaction, must fit; 0 is etcd-backup-restore's request limit of
+	// 10 MiB, beyond which its restore fails too.
+	MaxRevisionBytes int64
+	// Check, if set, is called with a client of the restored etcd and its revision before it
+	// is thrown away: a caller's own checks (certain keys exist, values decode). Its error is
+	// returned as ErrCheck.
+	Check func(ctx context.Context, c *clientv3.Client, revision int64) error
+}
+
+// Result is what a drill restored and found.
+type Result struct {
+	// Prefix is the prefix the drill was run on.
+	Prefix string
+	// Full is the key of the full snapshot restored; Deltas the keys of the deltas applied
+	// after it, in order. They are set as soon as the chain is known, on failure too.
+	Full   string
+	Deltas []string
+	// NewestPoint is when the chain's newest snapshot was taken (from its name): the point in
+	// time the backups restore to.
+	NewestPoint time.Time
+	// FullRevision is the revision of the full snapshot's db, which may be ahead of the one
+	// its name says.
+	FullRevision int64
+	// Revision is the restored store's revision. The deltas' events are applied one source
+	// revision per transaction, so the store's revisions are the source's: Revision is the
+	// source revision the backups restore to, the last delta's last revision (FullRevision
+	// without deltas), and keys keep their source mod and create revisions.
+	Revision int64
+	// Keys is how many keys the restored store holds at Revision.
+	Keys int64
+	// KVSHA256 is the hex SHA-256 over every key and value at Revision in key order, each as
+	// an 8-byte big-endian length and the bytes: independent of history and leases, equal to
+	// the same digest of the source at Revision.
+	KVSHA256 string
+	// HashKV is etcd's maintenance HashKV at Revision (history since CompactRevision
+	// included); equal to the source's at that revision only where the source has not
+	// compacted since the full snapshot and the deltas' keys carried no leases.
+	HashKV          uint32
+	CompactRevision int64
+	// DBSize and DBSizeInUse are the restored db's size and the part of it in use.
+	DBSize, DBSizeInUse int64
+	// Events is how many delta events were applied; SkippedEvents how many the full snapshot
+	// held already (checked to be in its db at their revision, not applied).
+	Events, SkippedEvents int64
+	// Leases is how many leases came with the full snapshot (kept alive while the drill ran).
+	Leases int
+	// ReadBytes is how many bytes the drill read from the source.
+	ReadBytes int64
+	// Duration is how long the drill took.
+	Duration time.Duration
+}
+
+const defaultQuotaBytes = 8 << 30
+
+// Run drills the backups under prefix in src: see the package documentation. A failure is an
+// *Error (errors.Is it against the sentinels); Result holds what was known by then.
+func Run(ctx context.Context, src Source, prefix string, opts Options) (res Result, err error) {
+	start := time.Now()
+	res.Prefix = prefix
+	defer func() { res.Duration = time.Since(start) }()
+	lg := opts.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	quota := opts.QuotaBytes
+	if quota <= 0 {
+		quota = defaultQuotaBytes
+	}
+	maxBytes := opts.MaxRevisionBytes
+	if maxBytes <= 0 {
+		maxBytes = 10 << 20
+	}
+
+	var keys []string
+	if err := src.List(ctx, prefix, func(page []string) error {
+		keys = append(keys, page...)
+		return nil
+	}); err != nil {
+		return res, &Error{Err: ErrSource, Detail: fmt.Sprintf("listing %q", prefix), Cause: err}
+	}
+	chain, err := LatestChain(keys)
+	if chain.Full.Key != "" {
+		res.Full = chain.Full.Key
+		for _, d := range chain.Deltas {
+			res.Deltas = append(res.Deltas, d.Key)
+		}
+		res.NewestPoint = chain.Last().CreatedOn
+	}
+	if err != nil {
+		if e, ok := err.(*Error); ok && e.Err == ErrNoFullSnapshot {
+			e.Detail = fmt.Sprintf("under %q: %s", prefix, e.Detail)
+		}
+		return res, err
+	}
+
+	work, err := os.MkdirTemp(opts.WorkDir, "drill-")
+	if err != nil {
+		return res, &Error{Err: ErrDrill, Detail: "creating the work directory", Cause: err}
+	}
+	defer os.RemoveAll(work)
+
+	full, err := fetch(ctx, src, chain.Full, filepath.Join(work, "full.db"))
+	res.ReadBytes += full.stored
+	if err != nil {
+		return res, err
+	}
+	dataDir := filepath.Join(work, "data")
+	if err := restoreDB(lg, full.path, dataDir); err != nil {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, fs.ErrPermission) {
+			return res, chain.Full.fail(ErrDrill, err, "restoring its snapshot db")
+		}
+		return res, chain.Full.fail(ErrCorrupt, err, "restoring its snapshot db")
+	}
+	_ = os.Remove(full.path) // the data directory has its copy
+	// A structural check of the db (bbolt's), its keys and revision, before a server runs on it.
+	status, err := snapshot.NewV3(lg).Status(filepath.Join(dataDir, "member", "snap", "db"))
+	if err != nil {
+		return res, chain.Full.fail(ErrCorrupt, err, "checking its restored db")
+	}
+
+	etcd, err := startEtcd(ctx, lg, dataDir, quota, uint(maxBytes)+requestOverhead)
+	if err != nil {
+		return res, chain.Full.fail(ErrDrill, err, "starting etcd on its restored db")
+	}
+	defer etcd.close()
+	// Read before anything else can change the store: the deltas' overlap is judged by it.
+	base, err := etcd.revision(ctx)
+	if err != nil {
+		return res, chain.Full.fail(ErrDrill, err, "reading the restored store's revision")
+	}
+	res.FullRevision = base
+	if base < chain.Full.LastRevision {
+		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db is at revision %d, its name says %d", base, chain.Full.LastRevision)
+	}
+	if status.Revision > base {
+		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db holds revision %d, etcd serves it at %d", status.Revision, base)
+	}
+	if err := etcd.keepLeasesAlive(ctx); err != nil {
+		return res, chain.Full.fail(ErrDrill, err, "keeping its leases alive")
+	}
+	res.Leases = etcd.leases
+	if afterStart != nil {
+		afterStart()
+	}
+
+	a := &applier{client: etcd.client, base: base, rev: base, maxBytes: maxBytes}
+	for _, d := range chain.Deltas {
+		f, err := fetch(ctx, src, d, filepath.Join(work, "delta"))
+		res.ReadBytes += f.stored
+		if err != nil {
+			return res, err
+		}
+		err = a.apply(ctx, d, f)
+		res.Events, res.SkippedEvents = a.applied, a.skipped
+		if err != nil {
+			return res, err
+		}
+	}
+	res.Revision = a.rev
+	last := chain.Last()
+
+	// What the store serves now, not what the applier counted.
+	if rev, err := etcd.revision(ctx); err != nil {
+		return res, last.fail(ErrDrill, err, "reading the restored store's revision")
+	} else if rev != res.Revision {
+		return res, last.fail(ErrRevisionMismatch, nil, "the restored store is at revision %d after the deltas, not %d", rev, res.Revision)
+	}
+	if res.Keys, res.KVSHA256, err = digest(ctx, etcd.client, res.Revision); err != nil {
+		return res, last.fail(ErrDrill, err, "reading the restored keys at revision %d", res.Revision)
+	}
+	hkv, err := etcd.client.HashKV(ctx, etcd.endpoint, res.Revision)
+	if err != nil {
+		return res, last.fail(ErrDrill, err, "hashing the restored store at revision %d", res.Revision)
+	}
+	res.HashKV, res.CompactRevision = hkv.Hash, hkv.CompactRevision
+	st, err := etcd.client.Status(ctx, etcd.endpoint)
+	if err != nil {
+		return res, last.fail(ErrDrill, err, "reading the restored store's status")
+	}
+	res.DBSize, res.DBSizeInUse = st.DbSize, st.DbSizeInUse
+	if opts.Check != nil {
+		if err := opts.Check(ctx, etcd.client, res.Revision); err != nil {
+			return res, last.fail(ErrCheck, err, "the store restored up to it")
+		}
+	}
+	return res, nil
+}
+
+// afterStart is a test hook: it runs once the throwaway etcd serves, before any delta.
+var afterStart func()
+
+func (t *throwaway) revision(ctx context.Context) (int64, error) {
+	resp, err := t.client.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
+}
+
+// digest reads every key at rev, in pages, and returns how many there are and the hex SHA-256
+// of their keys and values (see Result.KVSHA256).
+func digest(ctx context.Context, c *clientv3.Client, rev int64) (int64, string, error) {
+	h := sha256.New()
+	var n int64
+	var lenBuf [8]byte
+	write := func(b []byte) {
+		binary.BigEndian.PutUint64(lenBuf[:], uint64(len(b)))
+		h.Write(lenBuf[:])
+		h.Write(b)
+	}
+	from := "\x00"
+	for {
+		resp, err := c.Get(ctx, from, clientv3.WithFromKey(), clientv3.WithRev(rev), clientv3.WithLimit(1000),
+			clientv3.WithSerializable())
+		if err != nil {
+			return 0, "", err
+		}
+		for _, kv := range resp.Kvs {
+			write(kv.Key)
+			write(kv.Value)
+			n++
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return n, hex.EncodeToString(h.Sum(nil)), nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
