@@ -85,16 +85,44 @@ func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStre
 }
 
 // MetadataCacheOptions configure the cache the entry function reads metadata from: of
-// namespaces, and of secrets named etcd-backup. Metadata only: no secret value is cached.
+// namespaces, and of secrets named etcd-backup. Metadata only: no secret value is cached, and
+// of the metadata only what the function reads (cachedMetadata), so that what it holds per
+// entry stays a few hundred bytes however many labels a seed puts on a shoot's namespace.
 func MetadataCacheOptions() cache.Options {
 	return cache.Options{
 		Scheme:           kube.Scheme,
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: cachedMetadata,
 		ByObject: map[client.Object]cache.ByObject{
 			metadataOf("Namespace"): {},
 			metadataOf("Secret"):    {Field: fields.OneTermEqualSelector("metadata.name", SecretName)},
 		},
 	}
+}
+
+// cachedAnnotations are the annotations the function reads from the cache: which shoot a
+// namespace belongs to, and which entry wrote an etcd-backup secret.
+var cachedAnnotations = []string{gardener.ShootUIDAnnotation, AnnotationCreatedBy}
+
+// cachedMetadata keeps of an object's metadata what the function reads: its identity, its
+// deletion and cachedAnnotations.
+func cachedMetadata(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	kept := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}}
+	for _, k := range cachedAnnotations {
+		if v, ok := m.Annotations[k]; ok {
+			if kept.Annotations == nil {
+				kept.Annotations = map[string]string{}
+			}
+			kept.Annotations[k] = v
+		}
+	}
+	return kept, nil
 }
 
 func metadataOf(kind string) *metav1.PartialObjectMetadata {

@@ -16,49 +16,61 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
-// open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
-// opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any other entry
-// uses its BackupBucket's credentials, so that a purge works even when the entry's own secret
-// is gone (gardener#2557), and its own secret when this seed has no such BackupBucket. A
-// bucket whose secret holds management credentials (an Azure service principal) is opened
-// with the storage credentials it published, its generated secret. An absent BackupBucket
-// object never means the backups are gone: only the store can say that.
-//
-// A warm instance reuses the store of a non-source entry's bucket for a while (openStores).
-func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
+// Buckets opens BackupEntries' buckets as the purge does; the drill opens them the same way.
+type Buckets struct {
+	Client    client.Reader
+	Providers objectstore.Registry
+}
+
+// Open opens the entry's bucket. A source- entry's bucket belongs to the source seed: it is
+// opened, as upstream does, with the entry's own spec.type, spec.region and spec.secretRef. Any
+// other entry uses its BackupBucket's credentials, so that a purge works even when the entry's
+// own secret is gone (gardener#2557), and its own secret when this seed has no such
+// BackupBucket. A bucket whose secret holds management credentials (an Azure service principal)
+// is opened with the storage credentials it published, its generated secret. An absent
+// BackupBucket object never means the backups are gone: only the store can say that.
+func (b Buckets) Open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
 	if gardener.IsSourceEntry(be.Name) {
-		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
+		return b.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
 	}
-	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) {
-		bucket := &extensionsv1alpha1.BackupBucket{}
-		switch err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
-		case err == nil:
-			return p.openBucket(ctx, be, bucket)
-		case !apierrors.IsNotFound(err):
-			return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
-		}
-		return p.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
-	})
+	bucket := &extensionsv1alpha1.BackupBucket{}
+	switch err := b.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); {
+	case err == nil:
+		return b.openBucket(ctx, be, bucket)
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
+	}
+	return b.openWith(ctx, be, be.Spec.Type, be.Spec.Region, be.Spec.SecretRef)
+}
+
+// open opens the entry's bucket (Buckets.Open); a warm instance reuses the store of a
+// non-source entry's bucket for a while (openStores).
+func (p *Purger) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
+	buckets := Buckets{Client: p.Client, Providers: p.Providers}
+	if gardener.IsSourceEntry(be.Name) {
+		return buckets.Open(ctx, be)
+	}
+	return p.stores.getOrOpen(be.Spec.BucketName, func() (objectstore.Store, error) { return buckets.Open(ctx, be) })
 }
 
 // openBucket opens be's bucket with the BackupBucket's credentials, or with its generated
 // secret when those are management credentials.
-func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, b *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
-	w := objectstore.Where{Type: b.Spec.Type, Region: b.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(b)}
-	provider, err := p.Providers.Provider(w)
+func (b Buckets) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEntry, bucket *extensionsv1alpha1.BackupBucket) (objectstore.Store, error) {
+	w := objectstore.Where{Type: bucket.Spec.Type, Region: bucket.Spec.Region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(bucket)}
+	provider, err := b.Providers.Provider(w)
 	if err != nil {
 		return nil, gardener.FromStore(err) // before reading a secret that would not help
 	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, b.Spec.SecretRef)
+	credentials, err := gardener.ReadSecretData(ctx, b.Client, bucket.Spec.SecretRef)
 	if err != nil {
 		return nil, err
 	}
 	if _, manages := objectstore.AsProvisioner(provider, credentials); manages {
-		ref := b.Status.GeneratedSecretRef
+		ref := bucket.Status.GeneratedSecretRef
 		if ref == nil {
 			ref = &be.Spec.SecretRef // not published yet: the entry's copy is all there is
 		}
-		if credentials, err = gardener.ReadSecretData(ctx, p.Client, *ref); err != nil {
+		if credentials, err = gardener.ReadSecretData(ctx, b.Client, *ref); err != nil {
 			return nil, err
 		}
 	}
@@ -67,16 +79,16 @@ func (p *Purger) openBucket(ctx context.Context, be *extensionsv1alpha1.BackupEn
 }
 
 // openWith opens be's bucket with the provider, region and credentials given.
-func (p *Purger) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
-	if _, err := p.Providers.Get(providerType); err != nil {
+func (b Buckets) openWith(ctx context.Context, be *extensionsv1alpha1.BackupEntry, providerType, region string, secretRef corev1.SecretReference) (objectstore.Store, error) {
+	if _, err := b.Providers.Get(providerType); err != nil {
 		return nil, gardener.FromStore(err) // before reading a secret that would not help
 	}
-	credentials, err := gardener.ReadSecretData(ctx, p.Client, secretRef)
+	credentials, err := gardener.ReadSecretData(ctx, b.Client, secretRef)
 	if err != nil {
 		return nil, err
 	}
 	w := objectstore.Where{Type: providerType, Region: region, Bucket: be.Spec.BucketName, Config: gardener.ProviderConfig(be)}
-	_, store, err := p.Providers.Open(w, credentials)
+	_, store, err := b.Providers.Open(w, credentials)
 	return store, gardener.FromStore(err)
 }
 

@@ -15,7 +15,7 @@ import (
 
 // ReadSecretData reads the data of the secret ref points to. A missing secret is a
 // configuration problem that waits for someone to create it.
-func ReadSecretData(ctx context.Context, c client.Client, ref corev1.SecretReference) (map[string][]byte, error) {
+func ReadSecretData(ctx context.Context, c client.Reader, ref corev1.SecretReference) (map[string][]byte, error) {
 	secret := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
