@@ -51,9 +51,9 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	return info, nil
 }
 
-// Open downloads the blob as a stream. A read that fails mid-way resumes where it stopped
-// with a ranged download of the same blob version (its ETag), a few times: a snapshot of
-// GiBs would otherwise be read again from its start on a connection's hiccup.
+// Open downloads the blob as a stream. A read that fails mid-way resumes where it stopped, a
+// few times, with a ranged download of the same blob (its ETag): a snapshot of GiBs would
+// otherwise fail whole on one broken connection.
 func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("azure: container %q: %w", s.name, err)
