@@ -46,6 +46,7 @@ type Store interface {
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
 	// Open returns a reader of the object at key from its start, streamed: memory stays bounded
 	// whatever the object's size. ErrObjectNotFound if there is none. The caller closes it.
+	// Once ctx ends, its reads fail with ctx's error.
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 }
 

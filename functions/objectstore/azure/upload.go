@@ -67,5 +67,5 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
 	}
 	// EarlyCloseAsError: a Close by the caller ends the reading; it does not start a retry.
-	return resp.NewRetryReader(ctx, &blob.RetryReaderOptions{EarlyCloseAsError: true}), nil
+	return objectstore.ReadUntilDone(ctx, resp.NewRetryReader(ctx, &blob.RetryReaderOptions{EarlyCloseAsError: true})), nil
 }

@@ -191,7 +191,7 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		}
 		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
 	}
-	return r, nil
+	return objectstore.ReadUntilDone(ctx, r), nil
 }
 
 // writeError is the error of a write: a 404 to an object insert can only mean the bucket.

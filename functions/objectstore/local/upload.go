@@ -139,8 +139,5 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		f.Close()
 		return nil, fmt.Errorf("local: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
 	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{contextReader{ctx, f}, f}, nil
+	return objectstore.ReadUntilDone(ctx, f), nil
 }

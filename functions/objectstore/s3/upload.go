@@ -69,5 +69,5 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		}
 		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
 	}
-	return out.Body, nil
+	return objectstore.ReadUntilDone(ctx, out.Body), nil
 }

@@ -288,7 +288,7 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	res := objects.Download(ctx, c, s.name, key, nil)
 	switch {
 	case res.Err == nil:
-		return res.Body, nil
+		return objectstore.ReadUntilDone(ctx, res.Body), nil
 	case res.Body != nil:
 		res.Body.Close()
 	}
