@@ -108,6 +108,10 @@ func (s *memBucket) Stat(context.Context, string) (objectstore.ObjectInfo, error
 	panic("the bucket function reads no object")
 }
 
+func (s *memBucket) Open(context.Context, string) (io.ReadCloser, error) {
+	panic("the bucket function reads no object")
+}
+
 // configurableBucket is memBucket with CreateWithConfig (S3's object lock).
 type configurableBucket struct{ *memBucket }
 

@@ -187,6 +187,10 @@ func (s *memStore) Stat(context.Context, string) (objectstore.ObjectInfo, error)
 	panic("the entry functions read no object")
 }
 
+func (s *memStore) Open(context.Context, string) (io.ReadCloser, error) {
+	panic("the entry functions read no object")
+}
+
 // keys lists what the store holds, sorted.
 func (s *memStore) keys() []string {
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package etcdbackup_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -211,6 +212,21 @@ func (s *memStore) Stat(ctx context.Context, key string) (objectstore.ObjectInfo
 		return objectstore.ObjectInfo{}, fmt.Errorf("%s: %w", key, objectstore.ErrObjectNotFound)
 	}
 	return objectstore.ObjectInfo{Key: key, Size: int64(len(data))}, nil
+}
+
+func (s *memStore) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	s.call()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	data, ok := s.objects[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", key, objectstore.ErrObjectNotFound)
+	}
+	// Upload replaces the slice, never writes into it: the reader may share it.
+	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
 // keys lists what the store holds, sorted.

@@ -5,7 +5,7 @@
 // from the secret housekeeper generates for it. A [Registry] picks the provider by the
 // BackupBucket's spec.type. The bucket, entry and purge functions use nothing else. A store
 // writes one way, streaming ([Store.Upload]); [PutBytes] writes bytes already in memory
-// through it, for tests and make faults.
+// through it, for tests and make faults. It reads the same way ([Store.Open]).
 //
 // Providers live in subpackages (azure, s3, gcs, swift, local; package providers links them
 // all) and share the rules here: bucket names are

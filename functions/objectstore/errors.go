@@ -36,7 +36,7 @@ var (
 	// ErrInvalidKey: an object key is unusable: empty, too long, or (local) absolute,
 	// escaping the bucket directory or holding "." or ".." segments.
 	ErrInvalidKey = errors.New("invalid object key")
-	// ErrObjectNotFound: Stat found no object at the key.
+	// ErrObjectNotFound: Stat or Open found no object at the key.
 	ErrObjectNotFound = errors.New("object not found")
 	// ErrInvalidConfig: the bucket's provider configuration (spec.providerConfig) is
 	// malformed or asks for something the provider refuses; the message names the field.

@@ -44,6 +44,10 @@ type Store interface {
 	Upload(ctx context.Context, key string, r io.Reader) (int64, error)
 	// Stat reports the object at key as the store has it; ErrObjectNotFound if there is none.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	// Open returns a reader of the object at key from its start, streamed: memory stays bounded
+	// whatever the object's size. ErrObjectNotFound if there is none. The caller closes it.
+	// Once ctx ends, its reads fail with ctx's error.
+	Open(ctx context.Context, key string) (io.ReadCloser, error)
 }
 
 // ObjectInfo is what Stat reports of an object.

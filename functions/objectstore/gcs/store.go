@@ -174,6 +174,26 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	return objectstore.ObjectInfo{Key: key, Size: attrs.Size}, nil
 }
 
+// Open reads the object with the library's Reader, which streams the body (and, reading the
+// whole object, checks its CRC32C at the end). A 404 says the same of a missing bucket as of a
+// missing object: the bucket is read to tell them apart.
+func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("gcs: bucket %q: %w", s.name, err)
+	}
+	r, err := s.client.Bucket(s.name).Object(key).NewReader(ctx)
+	if err != nil {
+		if errors.Is(err, storage.ErrObjectNotExist) || isStatus(err, http.StatusNotFound) {
+			if err := s.bucket(ctx); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("gcs: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		}
+		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
+	}
+	return objectstore.ReadUntilDone(ctx, r), nil
+}
+
 // writeError is the error of a write: a 404 to an object insert can only mean the bucket.
 func (s *store) writeError(op string, err error) error {
 	if isStatus(err, http.StatusNotFound) {

@@ -152,8 +152,8 @@ var _ objectstore.Store = (*store)(nil)
 
 func (s *store) dir() string { return filepath.Join(s.root, s.name) }
 
-// open returns an os.Root at the bucket directory, or ErrBucketNotFound.
-func (s *store) open() (*os.Root, error) {
+// openRoot returns an os.Root at the bucket directory, or ErrBucketNotFound.
+func (s *store) openRoot() (*os.Root, error) {
 	parent, err := os.OpenRoot(s.root)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -228,7 +228,7 @@ func (s *store) Delete(ctx context.Context) error {
 // "a/b" as it would in a blob store. Directories that cannot hold keys under prefix are
 // skipped.
 func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) error) error {
-	r, err := s.open()
+	r, err := s.openRoot()
 	if err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error
 	if len(keys) == 0 {
 		return nil, ctx.Err()
 	}
-	r, err := s.open()
+	r, err := s.openRoot()
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 	if err := ValidateKey(key); err != nil {
 		return 0, fmt.Errorf("local: bucket %q: %w", s.name, err)
 	}
-	root, err := s.open()
+	root, err := s.openRoot()
 	if err != nil {
 		return 0, err
 	}
@@ -80,7 +80,7 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	if err := ValidateKey(key); err != nil {
 		return objectstore.ObjectInfo{}, fmt.Errorf("local: bucket %q: %w", s.name, err)
 	}
-	root, err := s.open()
+	root, err := s.openRoot()
 	if err != nil {
 		return objectstore.ObjectInfo{}, err
 	}
@@ -107,4 +107,37 @@ func (c contextReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// Open opens the file for reading; the os.Root it came through may close, the file stays open.
+func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("local: bucket %q: %w", s.name, err)
+	}
+	root, err := s.openRoot()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(key)
+	if err != nil {
+		if missing(err) {
+			return nil, fmt.Errorf("local: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		}
+		return nil, s.keyError("open", key, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, s.keyError("open", key, err)
+	case !fi.Mode().IsRegular():
+		// A directory holds other keys and is no object, as Stat has it.
+		f.Close()
+		return nil, fmt.Errorf("local: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+	}
+	return objectstore.ReadUntilDone(ctx, f), nil
 }

@@ -54,3 +54,20 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	}
 	return objectstore.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength)}, nil
 }
+
+// Open sends GetObject and hands on its body, which the SDK streams from the connection.
+// Unlike HeadObject's, GetObject's 404 carries a code, which tells a missing bucket apart.
+func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("s3: bucket %q: %w", s.name, err)
+	}
+	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.name), Key: aws.String(key)})
+	if err != nil {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound && !isCode(err, "NoSuchBucket") {
+			return nil, fmt.Errorf("s3: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		}
+		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
+	}
+	return objectstore.ReadUntilDone(ctx, out.Body), nil
+}

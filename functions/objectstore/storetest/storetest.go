@@ -52,6 +52,10 @@ func Run(t *testing.T, open func(t *testing.T, bucket string) objectstore.Store,
 		{"DeleteBucket", testDeleteBucket},
 		{"UploadStreams", testUploadStreams},
 		{"UploadFailureLeavesNothing", testUploadFailureLeavesNothing},
+		{"OpenReadsUpload", testOpenReadsUpload},
+		{"OpenMissingKey", testOpenMissingKey},
+		{"OpenMissingBucket", testOpenMissingBucket},
+		{"OpenCancelled", testOpenCancelled},
 	}
 	for i, tc := range tests {
 		bucket := fmt.Sprintf("conformance-%02d-%s", i, strings.ToLower(tc.name))

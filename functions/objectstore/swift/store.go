@@ -274,3 +274,29 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	}
 	return objectstore.ObjectInfo{Key: key, Size: h.ContentLength}, nil
 }
+
+// Open downloads the object and hands on the response's body unread. Swift answers 404 alike
+// for a missing container and a missing object: the container is read to tell them apart.
+func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	if err := objectstore.ValidateKey(key); err != nil {
+		return nil, fmt.Errorf("swift: container %q: %w", s.name, err)
+	}
+	c, err := s.objectStorage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res := objects.Download(ctx, c, s.name, key, nil)
+	switch {
+	case res.Err == nil:
+		return objectstore.ReadUntilDone(ctx, res.Body), nil
+	case res.Body != nil:
+		res.Body.Close()
+	}
+	if gophercloud.ResponseCodeIs(res.Err, http.StatusNotFound) {
+		if err := s.container(ctx); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("swift: container %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+	}
+	return nil, s.errorf(fmt.Sprintf("open %q", key), res.Err)
+}
