@@ -31,21 +31,28 @@ type counter struct {
 	inFlight, maxInFlght int
 }
 
+// RoundTrip counts the requests the server answered: one the transport failed to deliver
+// (Azurite closing an idle keep-alive connection as it is reused) and the SDK sent again is one
+// request, not two.
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	isBatch := r.URL.Query().Get("comp") == "batch"
-	c.mu.Lock()
-	c.requests++
-	if isBatch {
-		c.batches++
-		c.inFlight++
-		c.maxInFlght = max(c.maxInFlght, c.inFlight)
-	}
-	c.mu.Unlock()
-	resp, err := http.DefaultTransport.RoundTrip(r)
 	if isBatch {
 		c.mu.Lock()
-		c.inFlight--
+		c.inFlight++
+		c.maxInFlght = max(c.maxInFlght, c.inFlight)
 		c.mu.Unlock()
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if isBatch {
+		c.inFlight--
+	}
+	if err == nil {
+		c.requests++
+		if isBatch {
+			c.batches++
+		}
 	}
 	return resp, err
 }
