@@ -51,6 +51,9 @@ commands:
   replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N] [--timeout D]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object
+  drill --entry NAME [--etcd NAME] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]
+                         restore a BackupEntry's latest backups into a throwaway etcd now and
+                         say whether they restore (exit code 1 if not), naming the object at fault
   deadletters list [--function F] [--kubeconfig FILE] [--timeout D]
                          show dead letters with their age, reason and their object's state now
   deadletters retry [--function F] (--seq N[,N...] | --all) [--timeout D]
@@ -135,6 +138,8 @@ func run(ctx context.Context, args []string, out io.Writer, providers []objectst
 		return replay(ctx, rest[1:], out, connect)
 	case "resync":
 		return resync(ctx, rest[1:], out, connect)
+	case "drill":
+		return runDrill(ctx, rest[1:], out, providers)
 	case "deadletters":
 		if len(rest) < 2 || isHelp(rest[1]) {
 			return fmt.Errorf("%w: deadletters needs list or retry (housekeeper deadletters list --help)", errUsage)

@@ -41,44 +41,46 @@ type Options struct {
 // Result is what a drill restored and found.
 type Result struct {
 	// Prefix is the prefix the drill was run on.
-	Prefix string
+	Prefix string `json:"prefix"`
 	// Full is the key of the full snapshot restored; Deltas the keys of the deltas applied
 	// after it, in order. They are set as soon as the chain is known, on failure too.
-	Full   string
-	Deltas []string
+	Full   string   `json:"full,omitempty"`
+	Deltas []string `json:"deltas,omitempty"`
 	// NewestPoint is when the chain's newest snapshot was taken (from its name): the point in
 	// time the backups restore to.
-	NewestPoint time.Time
+	NewestPoint time.Time `json:"newestPoint"`
 	// FullRevision is the revision of the full snapshot's db, which may be ahead of the one
 	// its name says.
-	FullRevision int64
+	FullRevision int64 `json:"fullRevision"`
 	// Revision is the restored store's revision. The deltas' events are applied one source
 	// revision per transaction, so the store's revisions are the source's: Revision is the
 	// source revision the backups restore to, the last delta's last revision (FullRevision
 	// without deltas), and keys keep their source mod and create revisions.
-	Revision int64
+	Revision int64 `json:"revision"`
 	// Keys is how many keys the restored store holds at Revision.
-	Keys int64
+	Keys int64 `json:"keys"`
 	// KVSHA256 is the hex SHA-256 over every key and value at Revision in key order, each as
 	// an 8-byte big-endian length and the bytes: independent of history and leases, equal to
 	// the same digest of the source at Revision.
-	KVSHA256 string
+	KVSHA256 string `json:"kvSHA256,omitempty"`
 	// HashKV is etcd's maintenance HashKV at Revision (history since CompactRevision
 	// included); equal to the source's at that revision only where the source has not
 	// compacted since the full snapshot and the deltas' keys carried no leases.
-	HashKV          uint32
-	CompactRevision int64
+	HashKV          uint32 `json:"hashKV"`
+	CompactRevision int64  `json:"compactRevision"`
 	// DBSize and DBSizeInUse are the restored db's size and the part of it in use.
-	DBSize, DBSizeInUse int64
+	DBSize      int64 `json:"dbSize"`
+	DBSizeInUse int64 `json:"dbSizeInUse"`
 	// Events is how many delta events were applied; SkippedEvents how many the full snapshot
 	// held already (checked to be in its db at their revision, not applied).
-	Events, SkippedEvents int64
+	Events        int64 `json:"events"`
+	SkippedEvents int64 `json:"skippedEvents"`
 	// Leases is how many leases came with the full snapshot (kept alive while the drill ran).
-	Leases int
+	Leases int `json:"leases"`
 	// ReadBytes is how many bytes the drill read from the source.
-	ReadBytes int64
+	ReadBytes int64 `json:"readBytes"`
 	// Duration is how long the drill took.
-	Duration time.Duration
+	Duration time.Duration `json:"durationNanoseconds"`
 }
 
 const defaultQuotaBytes = 8 << 30

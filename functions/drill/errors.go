@@ -85,3 +85,10 @@ func (e *Error) Unwrap() []error {
 func (s Snapshot) fail(sentinel error, cause error, format string, args ...any) *Error {
 	return &Error{Err: sentinel, Kind: s.kindName(), Key: s.Key, Detail: fmt.Sprintf(format, args...), Cause: cause}
 }
+
+// AboutTheBackup says whether the backup itself is at fault, it does not restore, rather than
+// the drill being unable to do its work (ErrSource, ErrDrill) or a caller's check failing
+// (ErrCheck).
+func (e *Error) AboutTheBackup() bool {
+	return !errors.Is(e.Err, ErrSource) && !errors.Is(e.Err, ErrDrill) && !errors.Is(e.Err, ErrCheck)
+}

@@ -10,9 +10,13 @@
 package etcdbr_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,12 +26,15 @@ import (
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/drill"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -122,6 +129,7 @@ func TestEtcdBackupRestoreWithAnImmutableBucket(t *testing.T) {
 			t.Errorf("restored %s = %q, wrote %q", k, got[k], v)
 		}
 	}
+	f.drill(t, target, written, targetObjects)
 
 	e := &extensionsv1alpha1.BackupEntry{}
 	if err := f.Client.Get(ctx, client.ObjectKey{Name: target.entry}, e); err != nil {
@@ -338,6 +346,10 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 		}
 	}
 	t.Logf("%s: backed up %d keys in %d snapshots of %s (%v), restored them all", provider, len(written), len(targetObjects), target.entry, targetObjects)
+	revision := f.drill(t, target, written, targetObjects)
+	if provider == local.Type {
+		f.drillCommand(t, target, revision)
+	}
 
 	// Delete the target's entry: the purge removes exactly its snapshots.
 	e := &extensionsv1alpha1.BackupEntry{}
@@ -371,6 +383,83 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 }
 
 const keyPrefix = "/registry/etcdbr/"
+
+// drill drills the shoot's backups as `housekeeper drill` does (the bucket opened as the purge
+// opens it) and checks that they restore to exactly what was written, from every snapshot
+// etcd-backup-restore wrote among objects (the full one and each delta; GCS and Swift also hold
+// the chunks a snapshot was uploaded in, which are no snapshots).
+func (f *fixture) drill(t *testing.T, s shoot, written map[string]string, objects []string) (revision int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	be := &extensionsv1alpha1.BackupEntry{}
+	if err := f.Client.Get(ctx, client.ObjectKey{Name: s.entry}, be); err != nil {
+		t.Fatal(err)
+	}
+	store, err := entry.Buckets{Client: f.Client, Providers: f.providers}.Open(ctx, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var restored map[string]string
+	res, err := drill.Run(ctx, store, gardener.EtcdMainPrefix(s.entry)+"/", drill.Options{WorkDir: t.TempDir(),
+		Check: func(ctx context.Context, c *clientv3.Client, revision int64) error {
+			resp, err := c.Get(ctx, keyPrefix, clientv3.WithPrefix(), clientv3.WithRev(revision))
+			if err != nil {
+				return err
+			}
+			restored = map[string]string{}
+			for _, kv := range resp.Kvs {
+				restored[string(kv.Key)] = string(kv.Value)
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatalf("drill of %s: %v", s.entry, err)
+	}
+	if !maps.Equal(restored, written) {
+		t.Errorf("the drill restored %v, want what was written: %v", restored, written)
+	}
+	var snapshots []string
+	for _, k := range objects {
+		if base := path.Base(k); strings.HasPrefix(base, "Full-") || strings.HasPrefix(base, "Incr-") {
+			snapshots = append(snapshots, k)
+		}
+	}
+	if used := append([]string{res.Full}, res.Deltas...); !slices.Equal(used, snapshots) {
+		t.Errorf("the drill restored %v, want every snapshot: %v", used, snapshots)
+	}
+	t.Logf("drill of %s: revision %d, %d keys, from %s and %d deltas", s.entry, res.Revision, res.Keys, res.Full, len(res.Deltas))
+	return res.Revision
+}
+
+// drillCommand runs `housekeeper drill` on the shoot's entry as an operator would, and on an
+// etcd that has no backups there: the first restores to revision, the second fails with exit
+// code 1 and says why.
+func (f *fixture) drillCommand(t *testing.T, s shoot, revision int64) {
+	t.Helper()
+	kubeconfig := filepath.Join(f.dir, "kubeconfig") // startPurgeProcess's
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := cli.Main(context.Background(), append([]string{"drill", "--entry", s.entry, "--kubeconfig", kubeconfig, "--local-root", f.localRoot}, args...), &out, &errOut, local.Plugin)
+		return code, out.String() + errOut.String()
+	}
+	code, out := run()
+	if want := fmt.Sprintf("revision %d ", revision); code != 0 || !strings.Contains(out, ": restorable\n") || !strings.Contains(out, want) {
+		t.Errorf("housekeeper drill --entry %s: exit code %d, output:\n%s\nwant 0, restorable, %q", s.entry, code, out, want)
+	}
+	code, out = run("--etcd", "etcd-events", "--output", "json")
+	var report struct {
+		Restorable bool   `json:"restorable"`
+		Error      string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &report); err != nil {
+		t.Fatalf("housekeeper drill --output json printed no report: %v\n%s", err, out)
+	}
+	if code != 1 || report.Restorable || !strings.Contains(report.Error, "no full snapshot") {
+		t.Errorf("housekeeper drill of an etcd without backups: exit code %d, report %+v, want 1, not restorable, no full snapshot:\n%s", code, report, out)
+	}
+	t.Logf("housekeeper drill --entry %s:\n%s", s.entry, out)
+}
 
 // restore restores the shoot's etcd from its snapshots into a fresh data directory with
 // etcdbrctl restore, configured from its etcd-backup secret, and returns the keys it holds.

@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/functions/drill"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// errNotRestorable is a drill that ran and found the backups do not restore.
+var errNotRestorable = errors.New("the backups do not restore")
+
+// runDrill drills one BackupEntry's backups now and prints the result.
+func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objectstore.Plugin) error {
+	fs := newFlags("drill", "--entry NAME [--etcd NAME] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
+		"Restore a BackupEntry's latest full snapshot and the delta snapshots after it, as etcd-backup-restore\n"+
+			"lays them out under <entry>/<etcd>/, into a throwaway etcd, and check them: every SHA-256, revisions\n"+
+			"without a gap, every event at its revision. The bucket is opened as the purge opens it and never\n"+
+			"written to. It exits 1 when the backups do not restore, naming the object at fault.")
+	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill (required)")
+	etcd := fs.String("etcd", "etcd-main", "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
+	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
+	output := fs.String("output", "text", "text or json")
+	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
+	var kubeOpts kube.Options
+	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
+	stores := objectstore.BindPlugins(fs.FlagSet, plugins...)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	switch {
+	case *entryName == "":
+		return fmt.Errorf("%w: drill needs --entry", errUsage)
+	case *output != "text" && *output != "json":
+		return fmt.Errorf("%w: drill: --output is text or json, not %q", errUsage, *output)
+	case *etcd == "":
+		return fmt.Errorf("%w: drill: --etcd is empty", errUsage)
+	}
+	if err := kubeOpts.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	providers, err := stores()
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	cfg, err := kubeOpts.Config()
+	if err != nil {
+		return err
+	}
+	c, err := kube.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	be := &extensionsv1alpha1.BackupEntry{}
+	if err := c.Get(ctx, client.ObjectKey{Name: *entryName}, be); err != nil {
+		return fmt.Errorf("reading BackupEntry %s: %w", *entryName, err)
+	}
+	store, err := entry.Buckets{Client: c, Providers: providers}.Open(ctx, be)
+	if err != nil {
+		return fmt.Errorf("opening the bucket %s of BackupEntry %s: %w", be.Spec.BucketName, be.Name, err)
+	}
+	prefix := gardener.EntryPrefix(be.Name) + *etcd + "/"
+	res, err := drill.Run(ctx, store, prefix, drill.Options{WorkDir: *workDir})
+	if *output == "json" {
+		if perr := printDrillJSON(out, be, res, err); perr != nil {
+			return perr
+		}
+	} else {
+		printDrill(out, be, res, err, time.Now())
+	}
+	var derr *drill.Error
+	if errors.As(err, &derr) && derr.AboutTheBackup() {
+		return fmt.Errorf("%w: %v", errNotRestorable, err)
+	}
+	return err
+}
+
+// printDrill writes the result for a person.
+func printDrill(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Result, err error, now time.Time) {
+	verdict := "restorable"
+	if err != nil {
+		verdict = "NOT RESTORABLE"
+		var derr *drill.Error
+		if !errors.As(err, &derr) || !derr.AboutTheBackup() {
+			verdict = "not drilled"
+		}
+	}
+	fmt.Fprintf(out, "drill of BackupEntry %s, bucket %s, prefix %s: %s\n", be.Name, be.Spec.BucketName, res.Prefix, verdict)
+	if res.Full != "" {
+		fmt.Fprintf(out, "  full snapshot  %s\n", res.Full)
+		last := "none"
+		if n := len(res.Deltas); n > 0 {
+			last = "the last " + res.Deltas[n-1]
+		}
+		fmt.Fprintf(out, "  deltas         %d (%s)\n", len(res.Deltas), last)
+		fmt.Fprintf(out, "  newest point   %s (%s ago)\n", res.NewestPoint.UTC().Format(time.RFC3339), now.Sub(res.NewestPoint).Round(time.Second))
+	}
+	if err != nil {
+		fmt.Fprintf(out, "  reason         %v\n", err)
+	} else {
+		fmt.Fprintf(out, "  restored       revision %d (full snapshot's %d), %d keys, db %d bytes (%d in use)\n", res.Revision, res.FullRevision, res.Keys, res.DBSize, res.DBSizeInUse)
+		fmt.Fprintf(out, "  applied        %d delta events (%d already in the full snapshot, checked), %d leases kept alive\n", res.Events, res.SkippedEvents, res.Leases)
+		fmt.Fprintf(out, "  digests        keys and values sha256:%s, etcd HashKV %d\n", res.KVSHA256, res.HashKV)
+	}
+	fmt.Fprintf(out, "  read           %d bytes in %s\n", res.ReadBytes, res.Duration.Round(time.Millisecond))
+}
+
+// drillReport is the JSON form of a drill.
+type drillReport struct {
+	Entry      string       `json:"entry"`
+	Bucket     string       `json:"bucket"`
+	Restorable bool         `json:"restorable"`
+	Error      string       `json:"error,omitempty"`
+	Result     drill.Result `json:"result"`
+}
+
+func printDrillJSON(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Result, err error) error {
+	r := drillReport{Entry: be.Name, Bucket: be.Spec.BucketName, Restorable: err == nil, Result: res}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
