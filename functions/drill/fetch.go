@@ -8,9 +8,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"hash"
 	"io"
 	"os"
+
+	"github.com/housekeeper-dev/housekeeper/functions/trailer"
 )
 
 // fetched is a snapshot object spooled to a local file, decompressed, its SHA-256 checked.
@@ -64,7 +65,7 @@ func fetch(ctx context.Context, src Source, s Snapshot, path string) (f fetched,
 			err = s.fail(ErrDrill, cerr, "writing its work file")
 		}
 	}()
-	h := newTailHash()
+	h := trailer.New()
 	out := &recordingWriter{w: file}
 	size, err := io.Copy(io.MultiWriter(out, h), data)
 	if err != nil {
@@ -80,7 +81,7 @@ func fetch(ctx context.Context, src Source, s Snapshot, path string) (f fetched,
 	} else if size <= sha256.Size {
 		return f, s.fail(ErrTruncated, nil, "it is %d bytes: no events before the 32-byte SHA-256", size)
 	}
-	if got, want := h.sum(), h.tail[:]; !bytes.Equal(got, want) {
+	if got, want := h.Sum(), h.Trailer(); !bytes.Equal(got, want) {
 		return f, s.fail(ErrChecksumMismatch, nil, "the SHA-256 of its %d bytes is %x, the SHA-256 written after them is %x", size-sha256.Size, got, want)
 	}
 	return f, nil
@@ -140,31 +141,3 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-// tailHash hashes everything written to it but the last 32 bytes, which it keeps in tail.
-type tailHash struct {
-	h       hash.Hash
-	tail    [sha256.Size]byte
-	tailLen int
-}
-
-func newTailHash() *tailHash { return &tailHash{h: sha256.New()} }
-
-func (t *tailHash) Write(p []byte) (int, error) {
-	if len(p) >= sha256.Size {
-		t.h.Write(t.tail[:t.tailLen])
-		t.h.Write(p[:len(p)-sha256.Size])
-		t.tailLen = copy(t.tail[:], p[len(p)-sha256.Size:])
-		return len(p), nil
-	}
-	b := append(append(make([]byte, 0, 2*sha256.Size), t.tail[:t.tailLen]...), p...)
-	if over := len(b) - sha256.Size; over > 0 {
-		t.h.Write(b[:over])
-		b = b[over:]
-	}
-	t.tailLen = copy(t.tail[:], b)
-	return len(p), nil
-}
-
-// sum is the SHA-256 of all but the tail; callers check the size first (tailLen is 32 then).
-func (t *tailHash) sum() []byte { return t.h.Sum(nil) }
