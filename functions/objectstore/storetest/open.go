@@ -24,7 +24,7 @@ func digest(r io.Reader) (sum [sha256.Size]byte, n int64, err error) {
 func testOpenReadsUpload(t *testing.T, s objectstore.Store, _ config) {
 	mustCreate(t, s)
 	const key = "shoot--p--s--1/etcd-main/v2/Full-00000000-00000001-1"
-	size := int64(20<<20 + 12345)
+	size := int64(objectstore.UploadPartSize + 12345) // two parts, the second short
 	if _, err := s.Upload(ctx(t), key, newPatternReader(5, size)); err != nil {
 		t.Fatalf("Upload: %v", err)
 	}
@@ -113,8 +113,9 @@ func testOpenMissingBucket(t *testing.T, s objectstore.Store, _ config) {
 // read, with context.Canceled, before the object's end.
 func testOpenCancelled(t *testing.T, s objectstore.Store, _ config) {
 	mustCreate(t, s)
-	// Larger than what the connection's buffers hold, so the rest must come over the wire.
-	size := int64(2*objectstore.UploadPartSize + 1)
+	// Small enough for the connection's buffers to hold the rest: a reader that only failed once
+	// the wire did would read it all, so the reader itself must heed ctx.
+	size := int64(1 << 20)
 	if _, err := s.Upload(ctx(t), "big", newPatternReader(7, size)); err != nil {
 		t.Fatalf("Upload: %v", err)
 	}
