@@ -75,29 +75,29 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	}
 	prefix := gardener.EntryPrefix(be.Name) + *etcd + "/"
 	res, err := drill.Run(ctx, store, prefix, drill.Options{WorkDir: *workDir})
+	var derr *drill.Error
+	broken := errors.As(err, &derr) && derr.AboutTheBackup()
 	if *output == "json" {
 		if perr := printDrillJSON(out, be, res, err); perr != nil {
 			return perr
 		}
 	} else {
-		printDrill(out, be, res, err, time.Now())
+		printDrill(out, be, res, err, broken, time.Now())
 	}
-	var derr *drill.Error
-	if errors.As(err, &derr) && derr.AboutTheBackup() {
+	if broken {
 		return fmt.Errorf("%w: %v", errNotRestorable, err)
 	}
 	return err
 }
 
-// printDrill writes the result for a person.
-func printDrill(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Result, err error, now time.Time) {
+// printDrill writes the result for a person; broken says the backups were found not to restore.
+func printDrill(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Result, err error, broken bool, now time.Time) {
 	verdict := "restorable"
-	if err != nil {
+	switch {
+	case broken:
 		verdict = "NOT RESTORABLE"
-		var derr *drill.Error
-		if !errors.As(err, &derr) || !derr.AboutTheBackup() {
-			verdict = "not drilled"
-		}
+	case err != nil:
+		verdict = "not drilled"
 	}
 	fmt.Fprintf(out, "drill of BackupEntry %s, bucket %s, prefix %s: %s\n", be.Name, be.Spec.BucketName, res.Prefix, verdict)
 	if res.Full != "" {

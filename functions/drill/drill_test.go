@@ -21,6 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -208,19 +210,31 @@ func (b *backups) wait(t *testing.T, kind string, revision int64) {
 func (b *backups) keys(t *testing.T) []string {
 	t.Helper()
 	var keys []string
-	if err := Dir(b.bucket).List(context.Background(), b.prefix, func(page []string) error {
+	err := localDir(t, b.bucket).List(context.Background(), b.prefix, func(page []string) error {
 		keys = append(keys, page...)
 		return nil
-	}); err != nil {
+	})
+	if err != nil && !errors.Is(err, objectstore.ErrBucketNotFound) { // none until the first snapshot
 		t.Fatal(err)
 	}
 	return keys
 }
 
-// copyBucket copies the bucket directory for a test to damage.
-func (b *backups) copyBucket(t *testing.T) Dir {
+// localDir is the bucket directory dir read through housekeeper's local provider, as
+// etcd-backup-restore's Local provider writes it ($HOME/<container>).
+func localDir(t *testing.T, dir string) objectstore.Store {
 	t.Helper()
-	to := t.TempDir()
+	s, err := local.New(filepath.Dir(dir)).Open(filepath.Base(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// copyBucket copies the bucket directory for a test to damage.
+func (b *backups) copyBucket(t *testing.T) string {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), "bucket")
 	err := filepath.WalkDir(b.bucket, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -238,7 +252,7 @@ func (b *backups) copyBucket(t *testing.T) Dir {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Dir(to)
+	return to
 }
 
 // sourceDigest is Result.KVSHA256 of the source at rev, computed here on its own.
@@ -277,7 +291,7 @@ func TestDrill(t *testing.T) {
 		defer func() { afterStart = nil }()
 		work := t.TempDir()
 		checked := 0
-		res, err := Run(ctx, Dir(b.bucket), b.prefix, Options{WorkDir: work, Check: func(ctx context.Context, c *clientv3.Client, rev int64) error {
+		res, err := Run(ctx, localDir(t, b.bucket), b.prefix, Options{WorkDir: work, Check: func(ctx context.Context, c *clientv3.Client, rev int64) error {
 			for _, k := range b.samples {
 				got, err := c.Get(ctx, k, clientv3.WithRev(rev))
 				if err != nil {
@@ -341,7 +355,7 @@ func TestDrill(t *testing.T) {
 
 	t.Run("a caller's check that fails", func(t *testing.T) {
 		missing := errors.New("no namespace kube-system")
-		_, err := Run(ctx, Dir(b.bucket), b.prefix, Options{WorkDir: t.TempDir(), Check: func(context.Context, *clientv3.Client, int64) error {
+		_, err := Run(ctx, localDir(t, b.bucket), b.prefix, Options{WorkDir: t.TempDir(), Check: func(context.Context, *clientv3.Client, int64) error {
 			return missing
 		}})
 		want := "delta " + chain.Last().Key + ": check failed: the store restored up to it: no namespace kube-system"
@@ -355,12 +369,12 @@ func TestDrill(t *testing.T) {
 	middle := chain.Deltas[len(chain.Deltas)/2]
 	for _, tc := range []struct {
 		name   string
-		damage func(t *testing.T, bucket Dir)
+		damage func(t *testing.T, bucket string)
 		err    error
 		says   []string
 	}{{
 		name: "a delta whose events differ from their SHA-256",
-		damage: func(t *testing.T, bucket Dir) {
+		damage: func(t *testing.T, bucket string) {
 			rewriteGzip(t, bucket, middle.Key, func(data []byte) []byte {
 				i := bytes.Index(data, []byte(`"value":"`)) + len(`"value":"`)
 				data[i] ^= 'A' ^ 'B' // still base64, still JSON: only the SHA-256 tells
@@ -371,8 +385,8 @@ func TestDrill(t *testing.T) {
 		says: []string{"delta " + middle.Key + ": checksum mismatch: the SHA-256 of its"},
 	}, {
 		name: "a delta whose gzip stream is damaged",
-		damage: func(t *testing.T, bucket Dir) {
-			path := filepath.Join(string(bucket), filepath.FromSlash(middle.Key))
+		damage: func(t *testing.T, bucket string) {
+			path := filepath.Join(bucket, filepath.FromSlash(middle.Key))
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
@@ -384,8 +398,8 @@ func TestDrill(t *testing.T) {
 		says: []string{"delta " + middle.Key + ": checksum mismatch: its .gz stream's checksum"},
 	}, {
 		name: "a delta missing in the middle",
-		damage: func(t *testing.T, bucket Dir) {
-			if err := os.Remove(filepath.Join(string(bucket), filepath.FromSlash(middle.Key))); err != nil {
+		damage: func(t *testing.T, bucket string) {
+			if err := os.Remove(filepath.Join(bucket, filepath.FromSlash(middle.Key))); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -397,8 +411,8 @@ func TestDrill(t *testing.T) {
 		},
 	}, {
 		name: "a truncated full snapshot",
-		damage: func(t *testing.T, bucket Dir) {
-			path := filepath.Join(string(bucket), filepath.FromSlash(chain.Full.Key))
+		damage: func(t *testing.T, bucket string) {
+			path := filepath.Join(bucket, filepath.FromSlash(chain.Full.Key))
 			info, err := os.Stat(path)
 			if err != nil {
 				t.Fatal(err)
@@ -414,7 +428,7 @@ func TestDrill(t *testing.T) {
 			bucket := b.copyBucket(t)
 			tc.damage(t, bucket)
 			work := t.TempDir()
-			res, err := Run(ctx, bucket, b.prefix, Options{WorkDir: work})
+			res, err := Run(ctx, localDir(t, bucket), b.prefix, Options{WorkDir: work})
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("error %v, want %v", err, tc.err)
 			}
@@ -446,7 +460,7 @@ func TestDrillFirstDeltaOverlappingTheFullSnapshot(t *testing.T) {
 	}
 	first := chain.Deltas[0]
 	from := chain.Full.LastRevision - 1
-	overlap := func(t *testing.T, change func(*clientv3.Event)) (Dir, string) {
+	overlap := func(t *testing.T, change func(*clientv3.Event)) (string, string) {
 		t.Helper()
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -481,7 +495,7 @@ func TestDrillFirstDeltaOverlappingTheFullSnapshot(t *testing.T) {
 			return append(out, sum[:]...)
 		})
 		key = strings.Replace(first.Key, fmt.Sprintf("Incr-%08d-", first.StartRevision), fmt.Sprintf("Incr-%08d-", from), 1)
-		if err := os.Rename(filepath.Join(string(bucket), filepath.FromSlash(first.Key)), filepath.Join(string(bucket), filepath.FromSlash(key))); err != nil {
+		if err := os.Rename(filepath.Join(bucket, filepath.FromSlash(first.Key)), filepath.Join(bucket, filepath.FromSlash(key))); err != nil {
 			t.Fatal(err)
 		}
 		return bucket, key
@@ -489,7 +503,7 @@ func TestDrillFirstDeltaOverlappingTheFullSnapshot(t *testing.T) {
 
 	t.Run("events the db holds are checked and skipped", func(t *testing.T) {
 		bucket, key := overlap(t, func(*clientv3.Event) {})
-		res, err := Run(ctx, bucket, b.prefix, Options{WorkDir: t.TempDir()})
+		res, err := Run(ctx, localDir(t, bucket), b.prefix, Options{WorkDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -501,7 +515,7 @@ func TestDrillFirstDeltaOverlappingTheFullSnapshot(t *testing.T) {
 	})
 	t.Run("an overlapping event the db does not hold", func(t *testing.T) {
 		bucket, key := overlap(t, func(ev *clientv3.Event) { ev.Kv.Value = []byte("not what the db has") })
-		_, err := Run(ctx, bucket, b.prefix, Options{WorkDir: t.TempDir()})
+		_, err := Run(ctx, localDir(t, bucket), b.prefix, Options{WorkDir: t.TempDir()})
 		want := fmt.Sprintf("delta %s: revision mismatch: event 1 at revision %d puts key", key, from)
 		if !errors.Is(err, ErrRevisionMismatch) || !strings.Contains(fmt.Sprint(err), want) || !strings.HasSuffix(fmt.Sprint(err), "which has another value there") {
 			t.Fatalf("error %v, want %v saying %q", err, ErrRevisionMismatch, want)
@@ -511,9 +525,9 @@ func TestDrillFirstDeltaOverlappingTheFullSnapshot(t *testing.T) {
 }
 
 // rewriteGzip changes the decompressed content of the object at key and compresses it again.
-func rewriteGzip(t *testing.T, bucket Dir, key string, change func([]byte) []byte) {
+func rewriteGzip(t *testing.T, bucket string, key string, change func([]byte) []byte) {
 	t.Helper()
-	path := filepath.Join(string(bucket), filepath.FromSlash(key))
+	path := filepath.Join(bucket, filepath.FromSlash(key))
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -113,16 +111,7 @@ func (u *upstreamProcess) processes() []osProc {
 	return []osProc{{name: "provider-local", pid: u.p.Pid(), metrics: u.p.addr}}
 }
 
-func (u *upstreamProcess) stop() error {
-	_ = u.p.Signal(syscall.SIGTERM)
-	select {
-	case <-u.p.Done():
-		return nil
-	case <-time.After(30 * time.Second):
-		_ = u.p.Signal(syscall.SIGKILL)
-		return fmt.Errorf("provider-local did not stop within 30s of SIGTERM")
-	}
-}
+func (u *upstreamProcess) stop() error { return stopProcesses([]*process{u.p}) }
 
 // cost is what one process spent in a burst.
 type cost struct {
@@ -160,7 +149,7 @@ func newUsageMeter(s side, profiles, prefix string) *usageMeter {
 // now, and the profiles of those served by pprof fetched until end.
 func (m *usageMeter) begin(burst string) error {
 	m.start, m.pub = map[string]usage{}, map[string]float64{}
-	m.profiling = &profiling{stop: make(chan struct{})}
+	m.profiling = newProfiling()
 	for _, p := range m.procs {
 		if p.pprof != "" {
 			m.profiling.fetch(p.pprof, filepath.Join(m.profiles, fmt.Sprintf("%s-%s-%s", m.prefix, p.name, burst)))
@@ -185,7 +174,7 @@ func (m *usageMeter) begin(burst string) error {
 
 // end is what each process spent since begin.
 func (m *usageMeter) end() (map[string]cost, error) {
-	m.profiling.end()
+	m.profiling.stop()
 	out := map[string]cost{}
 	for _, p := range m.procs {
 		u, err := usageOf(p.pid)
@@ -215,21 +204,23 @@ func (m *usageMeter) names() []string {
 
 // profiling fetches CPU profiles from pprof endpoints back to back until it ends.
 type profiling struct {
-	stop    chan struct{}
+	ctx     context.Context
+	end     context.CancelFunc
 	running sync.WaitGroup
 }
 
+func newProfiling() *profiling {
+	p := &profiling{}
+	p.ctx, p.end = context.WithCancel(context.Background())
+	return p
+}
+
 // fetch writes addr's profiles, 5 s each, to prefix-1.pprof, prefix-2.pprof, … (go tool pprof
-// merges them); the last is cut short at the end.
+// merges them); the piece running at the end is dropped, so a burst shorter than 5 s has none.
 func (p *profiling) fetch(addr, prefix string) {
-	ctx, cancel := context.WithCancel(context.Background())
 	p.running.Go(func() {
-		<-p.stop
-		cancel()
-	})
-	p.running.Go(func() {
-		for i := 1; ctx.Err() == nil; i++ {
-			if err := fetchProfile(ctx, "http://"+addr+"/debug/pprof/profile?seconds=5", fmt.Sprintf("%s-%d.pprof", prefix, i)); err != nil && ctx.Err() == nil {
+		for i := 1; p.ctx.Err() == nil; i++ {
+			if err := fetchProfile(p.ctx, "http://"+addr+"/debug/pprof/profile?seconds=5", fmt.Sprintf("%s-%d.pprof", prefix, i)); err != nil && p.ctx.Err() == nil {
 				logf("profile of %s: %v", addr, err)
 				return
 			}
@@ -237,8 +228,9 @@ func (p *profiling) fetch(addr, prefix string) {
 	})
 }
 
-func (p *profiling) end() {
-	close(p.stop)
+// stop ends the fetches and waits for them.
+func (p *profiling) stop() {
+	p.end()
 	p.running.Wait()
 }
 
@@ -269,30 +261,19 @@ func fetchProfile(ctx context.Context, url, file string) error {
 
 // scrapeCounter is the sum of a counter's series on a process's /metrics (0 if it has none).
 func scrapeCounter(addr, name string) (float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return 0, fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
-	}
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	err := metricLines(addr, func(line string) error {
 		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
+			return nil
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
+			return fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
 		}
 		sum += v
-	}
-	return sum, sc.Err()
+		return nil
+	})
+	return sum, err
 }
 
 // printCost writes each side's CPU and peak memory per process and burst, per entry, and
@@ -312,7 +293,7 @@ func printCost(w io.Writer, results []*result, logDir string) {
 	fmt.Fprintf(w, "\n### CPU and memory per burst, by process\n\n")
 	fmt.Fprintln(w, "| side | process | create: CPU s | create: RSS MiB, start → peak | delete: CPU s | delete: RSS MiB, start → peak |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
-	total := func(r *result, burst map[string]cost) time.Duration {
+	total := func(burst map[string]cost) time.Duration {
 		var t time.Duration
 		for _, c := range burst {
 			t += c.cpu
@@ -330,14 +311,14 @@ func printCost(w io.Writer, results []*result, logDir string) {
 			c, d := r.costs.create[name], r.costs.delete[name]
 			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.2f | %s |\n", r.row.label, name, c.cpu.Seconds(), mib(c), d.cpu.Seconds(), mib(d))
 		}
-		ct, dt := total(r, r.costs.create), total(r, r.costs.delete)
+		ct, dt := total(r.costs.create), total(r.costs.delete)
 		fmt.Fprintf(w, "| %s | **all, per entry** | **%.2f ms** | | **%.2f ms** | |\n", r.row.label,
 			float64(ct.Microseconds())/1000/float64(r.n), float64(dt.Microseconds())/1000/float64(r.n))
 	}
 	fmt.Fprintln(w)
 	if up != nil && hk != nil {
 		ratio := func(burst func(*result) map[string]cost) float64 {
-			return total(hk, burst(hk)).Seconds() / float64(hk.n) / (total(up, burst(up)).Seconds() / float64(up.n))
+			return total(burst(hk)).Seconds() / float64(hk.n) / (total(burst(up)).Seconds() / float64(up.n))
 		}
 		fmt.Fprintf(w, "housekeeper / upstream, CPU per entry (goal ≤ 1): create %.2f, delete %.2f; throughput %.2f, p99 %.2f (goals ≥ 1, ≤ 1).\n",
 			ratio(func(r *result) map[string]cost { return r.costs.create }), ratio(func(r *result) map[string]cost { return r.costs.delete }),

@@ -271,13 +271,20 @@ func (h *housekeeper) processes() []osProc {
 	return ps
 }
 
-// stop ends every process (SIGTERM, then SIGKILL after 10 s) and nats-server.
+// stop ends every process and nats-server.
 func (h *housekeeper) stop() error {
+	err := stopProcesses(h.procs)
+	h.stopNATS()
+	return err
+}
+
+// stopProcesses ends procs: SIGTERM, then SIGKILL after 10 s.
+func stopProcesses(procs []*process) error {
 	var errs []error
-	for _, p := range h.procs {
+	for _, p := range procs {
 		_ = p.Signal(syscall.SIGTERM)
 	}
-	for _, p := range h.procs {
+	for _, p := range procs {
 		select {
 		case <-p.Done():
 		case <-time.After(10 * time.Second):
@@ -286,6 +293,5 @@ func (h *housekeeper) stop() error {
 			<-p.Done()
 		}
 	}
-	h.stopNATS()
 	return errors.Join(errs...)
 }

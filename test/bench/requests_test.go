@@ -123,40 +123,53 @@ func (c *requestCounter) snapshot() (map[string]float64, map[string]float64) {
 // scrapeRequests reads housekeeper's request counter from a process's /metrics, without
 // watches: by verb, and by "verb resource".
 func scrapeRequests(addr string) (byVerb, byResource map[string]float64, err error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return nil, nil, fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
-	}
 	byVerb, byResource = map[string]float64{}, map[string]float64{}
 	prefix := kube.RequestsMetric + "{"
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	err = metricLines(addr, func(line string) error {
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {
-			continue
+			return nil
 		}
 		labels, value, ok := strings.Cut(rest, "} ")
 		if !ok {
-			return nil, nil, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
+			return fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
 		}
 		resource, verb := labelValue(labels, "resource"), labelValue(labels, "verb")
 		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
 		if err != nil || verb == "" {
-			return nil, nil, fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
+			return fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
 		}
 		if verb != "watch" {
 			byVerb[verb] += v
 			byResource[verb+" "+resource] += v
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
-	return byVerb, byResource, sc.Err()
+	return byVerb, byResource, nil
+}
+
+// metricLines calls each with every line of a process's /metrics, until each fails.
+func metricLines(addr string, each func(line string) error) error {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("GET %s/metrics: %s: %s", addr, resp.Status, body)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if err := each(sc.Text()); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // labelValue is the value of label name in a Prometheus text label set (`a="x",b="y"`).
