@@ -74,7 +74,8 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	}
 	// Namespaces and secrets are built-in types: watched as protobuf, which decodes at a
 	// fraction of JSON's cost (a seed's credentials change with every entry's finalizer).
-	// BackupBuckets and BackupEntries are custom resources, served as JSON only.
+	// BackupBuckets and BackupEntries are custom resources, served as JSON only: watched
+	// with a decoder that reads each event once (jsonListWatch).
 	core := rest.CopyConfig(cfg)
 	core.ContentType = kruntime.ContentTypeProtobuf
 	core.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
@@ -93,13 +94,13 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		log:       opts.Logger,
 	}
 	b.buckets = cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(rc, "backupbuckets", "", fields.Everything()),
+		jsonListWatch(rc, "backupbuckets", func() kruntime.Object { return &extensionsv1alpha1.BackupBucket{} }),
 		&extensionsv1alpha1.BackupBucket{}, opts.ResyncPeriod, cache.Indexers{
 			bySecretRef:       secretRefIndex,
 			bySecretNamespace: b.secretNamespaceIndex,
 		})
 	b.entries = cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(rc, "backupentries", "", fields.Everything()),
+		jsonListWatch(rc, "backupentries", func() kruntime.Object { return &extensionsv1alpha1.BackupEntry{} }),
 		&extensionsv1alpha1.BackupEntry{}, opts.ResyncPeriod, cache.Indexers{
 			byEntryNamespace: func(obj any) ([]string, error) {
 				return []string{gardener.EntryNamespace(obj.(client.Object).GetName())}, nil

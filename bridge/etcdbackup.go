@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/fields"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -65,7 +65,7 @@ func (s *etcdBackupConfigSource) served() (bool, error) {
 
 func (s *etcdBackupConfigSource) informer() cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(s.client, "etcdbackupconfigs", "", fields.Everything()),
+		jsonListWatch(s.client, "etcdbackupconfigs", func() kruntime.Object { return &backupv1alpha1.EtcdBackupConfig{} }),
 		&backupv1alpha1.EtcdBackupConfig{}, s.resync, cache.Indexers{})
 }
 

@@ -127,15 +127,48 @@ func (r *StatusWriter[T]) ensureFinalizers(ctx context.Context, obj T, dropOpera
 	return secret, nil
 }
 
-// patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with more
-// of its metadata. The patch carries obj's resourceVersion: other controllers edit finalizers
-// too, and obj may come from an event.
+// patchFinalizer patches obj with change: adding or removing our finalizer, perhaps with the
+// operation annotation. The patch carries obj's resourceVersion: other controllers edit
+// finalizers too, and obj may come from an event.
 func (r *StatusWriter[T]) patchFinalizer(ctx context.Context, obj T, change func(client.Object, string) bool) error {
-	base := obj.DeepCopyObject().(client.Object)
+	_, hadOperation := obj.GetAnnotations()[AnnotationOperation]
 	if !change(obj, r.Finalizer) {
 		return nil
 	}
-	return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	_, hasOperation := obj.GetAnnotations()[AnnotationOperation]
+	return r.patchMetadata(ctx, obj, true, hadOperation && !hasOperation)
+}
+
+// metadataPatch is the JSON merge patch of an object's finalizers (whole, as a merge patch
+// replaces lists) and of its operation annotation's removal, with the object's resourceVersion
+// as the optimistic lock: what client.MergeFrom with MergeFromWithOptimisticLock computes for
+// these changes, built without marshalling the object twice and diffing the two (a third of
+// the entry function's patching CPU went there).
+type metadataPatch struct {
+	Metadata struct {
+		Finalizers      *[]string          `json:"finalizers,omitempty"`
+		Annotations     map[string]*string `json:"annotations,omitempty"`
+		ResourceVersion string             `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+// patchMetadata writes obj's finalizers (if finalizers) and the removal of its operation
+// annotation (if dropOperation), guarded by its resourceVersion, and reads the answer into obj.
+func (r *StatusWriter[T]) patchMetadata(ctx context.Context, obj T, finalizers, dropOperation bool) error {
+	var p metadataPatch
+	p.Metadata.ResourceVersion = obj.GetResourceVersion()
+	if finalizers {
+		f := obj.GetFinalizers() // nil: null, the list removed
+		p.Metadata.Finalizers = &f
+	}
+	if dropOperation {
+		p.Metadata.Annotations = map[string]*string{AnnotationOperation: nil}
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, data))
 }
 
 // patchSecretFinalizer adds (directive "finalizers") or removes ("$deleteFromPrimitiveList/
@@ -151,11 +184,10 @@ func (r *StatusWriter[T]) patchSecretFinalizer(ctx context.Context, ref corev1.S
 }
 
 func (r *StatusWriter[T]) removeAnnotation(ctx context.Context, obj T) error {
-	base := obj.DeepCopyObject().(client.Object)
 	if !dropAnnotation(obj) {
 		return nil
 	}
-	return r.Client.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	return r.patchMetadata(ctx, obj, false, true)
 }
 
 // dropAnnotation removes the operation annotation from o and reports whether it had one.
