@@ -87,7 +87,9 @@ func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStre
 // MetadataCacheOptions configure the cache the entry function reads metadata from: of
 // namespaces, and of secrets named etcd-backup. Metadata only: no secret value is cached, and
 // of the metadata only what the function reads (cachedMetadata), so that what it holds per
-// entry stays a few hundred bytes however many labels a seed puts on a shoot's namespace.
+// entry stays the same however many labels a seed puts on a shoot's namespace: 1.7 KB for the
+// namespace and the secret together, against 3 KB untrimmed with a seed's labels
+// (BenchmarkMetadataCachePerEntry).
 func MetadataCacheOptions() cache.Options {
 	return cache.Options{
 		Scheme:           kube.Scheme,

@@ -38,14 +38,31 @@ type NATSNode struct {
 	proc *Process
 }
 
+// NATSOption changes how NATSClusterLayout configures its nodes.
+type NATSOption func(*natsOptions)
+
+type natsOptions struct {
+	sync string // jetstream.sync_interval; "" for nats-server's default
+}
+
+// NATSDefaultSync leaves JetStream's sync interval at nats-server's default (every two
+// minutes) instead of syncing every write: as the chart's NATS runs, which replicates a write
+// to a quorum before it acknowledges it.
+func NATSDefaultSync() NATSOption { return func(o *natsOptions) { o.sync = "" } }
+
 // NATSClusterLayout writes the configuration of nodes nats-servers (1 or 3) under dir and
 // returns them, not started. Node i listens on 127.0.0.i, and every node uses the same client,
 // monitoring and route ports: KEDA's scaler finds a consumer's leader by host with the one
 // monitoring port it was given. Every write is synced before it is acknowledged (a single
-// server is only as durable as its sync; a cluster acknowledges once replicated). The ports
+// server is only as durable as its sync; a cluster acknowledges once replicated) unless opts
+// say otherwise (NATSDefaultSync). The ports
 // stay the nodes' across restarts, so clients' URLs stay valid. include, if not empty, names a
 // configuration file in dir every node includes (TLS, accounts).
-func NATSClusterLayout(dir string, nodes int, include string) ([]*NATSNode, error) {
+func NATSClusterLayout(dir string, nodes int, include string, opts ...NATSOption) ([]*NATSNode, error) {
+	o := natsOptions{sync: "always"}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if nodes != 1 && nodes != 3 {
 		return nil, fmt.Errorf("a NATS cluster of %d nodes: run 1, or 3 for quorum", nodes)
 	}
@@ -76,8 +93,12 @@ func NATSClusterLayout(dir string, nodes int, include string) ([]*NATSNode, erro
 			cluster += fmt.Sprintf("include %q\n", include)
 		}
 		conf := filepath.Join(dir, "nats-"+name+".conf")
-		content := fmt.Sprintf("server_name: %s\nlisten: %s:%d\nhttp: %s:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s",
-			name, host, client, host, monitor, filepath.Join(dir, "jetstream-"+name), cluster)
+		sync := ""
+		if o.sync != "" {
+			sync = "  sync_interval: " + o.sync + "\n"
+		}
+		content := fmt.Sprintf("server_name: %s\nlisten: %s:%d\nhttp: %s:%d\njetstream {\n  store_dir: %q\n%s}\n%s",
+			name, host, client, host, monitor, filepath.Join(dir, "jetstream-"+name), sync, cluster)
 		if err := os.WriteFile(conf, []byte(content), 0o644); err != nil {
 			return nil, err
 		}
@@ -94,8 +115,8 @@ func NATSClusterLayout(dir string, nodes int, include string) ([]*NATSNode, erro
 // StartNATSCluster starts nodes nats-servers (1 or 3) with their files under dir, each
 // including include (see NATSClusterLayout) and logging to logs(its name), and waits until
 // JetStream answers on each.
-func StartNATSCluster(dir string, nodes int, include string, logs func(name string) io.Writer) (*NATSCluster, error) {
-	layout, err := NATSClusterLayout(dir, nodes, include)
+func StartNATSCluster(dir string, nodes int, include string, logs func(name string) io.Writer, opts ...NATSOption) (*NATSCluster, error) {
+	layout, err := NATSClusterLayout(dir, nodes, include, opts...)
 	if err != nil {
 		return nil, err
 	}

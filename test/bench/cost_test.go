@@ -23,9 +23,11 @@ import (
 // BenchmarkCost measures what a change costs each side: a create burst and a delete burst of
 // 5,000 BackupEntries with no client limit, upstream provider-local's controllers as their own
 // process (test/bench/upstream) beside housekeeper's processes with nats-server as its own
-// process, driven and observed from this process (counted for neither). It prints each
-// process's CPU seconds and peak RSS per burst, CPU per entry and the ratio, and keeps a CPU
-// profile of every process of both sides in the log directory.
+// process (R1, every write synced), and again with NATS as the chart runs it (three
+// nats-servers, R3, syncing at their default), driven and observed from this process (counted
+// for neither). It prints each process's CPU seconds and peak RSS per burst, CPU per entry and
+// the ratio, and keeps a CPU profile of every process of the first two rows in the log
+// directory.
 func BenchmarkCost(b *testing.B) {
 	n := burstEntries(b, 5000)
 	e := startEnv(b)
@@ -35,6 +37,8 @@ func BenchmarkCost(b *testing.B) {
 			return startUpstreamProcess(b, e, phase, upstreamBin)
 		}},
 		housekeeperRow("c2", "housekeeper, 1 replica each, --kube-qps -1, nats-server process (R1)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 1, profile: true}),
+		// NATS as the chart deploys it: three nats-servers, R3, each syncing at its default.
+		housekeeperRow("c3", "housekeeper, 1 replica each, --kube-qps -1, 3 nats-server processes as the chart runs them (R3, default sync)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 3, chartSync: true}),
 	}
 	var results []*result
 	for _, r := range rows {
@@ -279,13 +283,15 @@ func scrapeCounter(addr, name string) (float64, error) {
 // printCost writes each side's CPU and peak memory per process and burst, per entry, and
 // housekeeper's against upstream's.
 func printCost(w io.Writer, results []*result, logDir string) {
-	var up, hk *result
+	var up *result
+	var measured, hks []*result
 	for _, r := range results {
 		if r.failure != "" || r.costs == nil {
 			continue
 		}
+		measured = append(measured, r)
 		if r.row.housekeeper {
-			hk = r
+			hks = append(hks, r)
 		} else {
 			up = r
 		}
@@ -303,10 +309,7 @@ func printCost(w io.Writer, results []*result, logDir string) {
 	mib := func(c cost) string {
 		return fmt.Sprintf("%.0f → %.0f", float64(c.rss)/(1<<20), float64(c.peak)/(1<<20))
 	}
-	for _, r := range []*result{up, hk} {
-		if r == nil {
-			continue
-		}
+	for _, r := range measured {
 		for _, name := range r.costs.names {
 			c, d := r.costs.create[name], r.costs.delete[name]
 			fmt.Fprintf(w, "| %s | %s | %.2f | %s | %.2f | %s |\n", r.row.label, name, c.cpu.Seconds(), mib(c), d.cpu.Seconds(), mib(d))
@@ -316,22 +319,25 @@ func printCost(w io.Writer, results []*result, logDir string) {
 			float64(ct.Microseconds())/1000/float64(r.n), float64(dt.Microseconds())/1000/float64(r.n))
 	}
 	fmt.Fprintln(w)
-	if up != nil && hk != nil {
+	for _, hk := range hks {
+		if up == nil {
+			break
+		}
 		ratio := func(burst func(*result) map[string]cost) float64 {
 			return total(burst(hk)).Seconds() / float64(hk.n) / (total(burst(up)).Seconds() / float64(up.n))
 		}
-		fmt.Fprintf(w, "housekeeper / upstream, CPU per entry (goal ≤ 1): create %.2f, delete %.2f; throughput %.2f, p99 %.2f (goals ≥ 1, ≤ 1).\n",
+		fmt.Fprintf(w, "%s / upstream, CPU per entry (goal ≤ 1): create %.2f, delete %.2f; throughput %.2f, p99 %.2f (goals ≥ 1, ≤ 1).\n", hk.row.id,
 			ratio(func(r *result) map[string]cost { return r.costs.create }), ratio(func(r *result) map[string]cost { return r.costs.delete }),
 			hk.entriesPerSec/up.entriesPerSec, hk.p99.Seconds()/up.p99.Seconds())
 	}
-	if hk != nil {
+	for _, hk := range hks {
 		for _, burst := range []struct {
 			what string
 			c    map[string]cost
 		}{{"create", hk.costs.create}, {"delete", hk.costs.delete}} {
 			if c := burst.c["bridge"]; c.published > 0 {
-				fmt.Fprintf(w, "The bridge, %s burst: %.3f ms of CPU per event published (%.0f events; goal ≤ 0.3).\n",
-					burst.what, float64(c.cpu.Microseconds())/1000/c.published, c.published)
+				fmt.Fprintf(w, "%s, the bridge, %s burst: %.3f ms of CPU per event published (%.0f events; goal ≤ 0.3).\n",
+					hk.row.id, burst.what, float64(c.cpu.Microseconds())/1000/c.published, c.published)
 			}
 		}
 	}

@@ -26,6 +26,9 @@ type hkOptions struct {
 	// natsNodes > 0 runs nats-server as that many processes, the streams replicated on each
 	// (1: R1 synced on every write, 3: a cluster, R3), instead of embedded.
 	natsNodes int
+	// chartSync leaves the nats-servers' sync interval at its default, as the chart's NATS
+	// (infra/nats) runs, instead of syncing every write.
+	chartSync bool
 	// profile has every housekeeper process write a CPU profile to the log directory.
 	profile bool
 }
@@ -75,7 +78,11 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 				return nil, err
 			}
 		}
-		c, err := stack.StartNATSCluster(dir, o.natsNodes, include, func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") })
+		var opts []stack.NATSOption
+		if o.chartSync {
+			opts = append(opts, stack.NATSDefaultSync())
+		}
+		c, err := stack.StartNATSCluster(dir, o.natsNodes, include, func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") }, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("nats-server: %w", err)
 		}
