@@ -39,8 +39,8 @@ func CRDFiles() (map[string][]byte, error) {
 	return files, nil
 }
 
-// CRDs returns the CustomResourceDefinitions: BackupBucket, BackupEntry, BackupDestination and
-// EtcdBackupConfig.
+// CRDs returns the CustomResourceDefinitions: BackupBucket, BackupEntry, BackupDestination,
+// EtcdBackupConfig and RestoreDrill.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := CRDFiles()
 	if err != nil {

@@ -210,8 +210,8 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 				t.Errorf("%s: the generated annotations are lost: %v", m, a)
 			}
 		}
-		if crds != 2 {
-			t.Errorf("%s: %d CRDs, want BackupDestination and EtcdBackupConfig", name, crds)
+		if crds != 3 {
+			t.Errorf("%s: %d CRDs, want BackupDestination, EtcdBackupConfig and RestoreDrill", name, crds)
 		}
 	}
 }
@@ -220,7 +220,7 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 // snapshot) with their Deployments, ScaledObjects or Services, ServiceAccounts, ClusterRoles —
 // snapshot's reads secrets in every namespace — and VPAs, their consumers (the setup Job's
 // --functions, the forwarder's --function), their place in the FlowSchema and the Knative
-// NetworkPolicy, and the two CRDs. Nothing else changes; the bridge keeps list and watch on
+// NetworkPolicy, and the CRDs. Nothing else changes; the bridge keeps list and watch on
 // EtcdBackupConfigs, as the CRDs outlive the feature.
 func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 	feature := all.NamesOf(all.EtcdBackup)

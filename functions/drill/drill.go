@@ -83,7 +83,18 @@ type Result struct {
 	Duration time.Duration `json:"durationNanoseconds"`
 }
 
-const defaultQuotaBytes = 8 << 30
+const (
+	defaultQuotaBytes = 8 << 30
+	// defaultMaxRevisionBytes is etcd-backup-restore's request limit.
+	defaultMaxRevisionBytes = 10 << 20
+)
+
+func (o Options) maxRevisionBytes() int64 {
+	if o.MaxRevisionBytes <= 0 {
+		return defaultMaxRevisionBytes
+	}
+	return o.MaxRevisionBytes
+}
 
 // Run drills the backups under prefix in src: see the package documentation. A failure is an
 // *Error (errors.Is it against the sentinels); Result holds what was known by then.
@@ -99,10 +110,7 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	if quota <= 0 {
 		quota = defaultQuotaBytes
 	}
-	maxBytes := opts.MaxRevisionBytes
-	if maxBytes <= 0 {
-		maxBytes = 10 << 20
-	}
+	maxBytes := opts.maxRevisionBytes()
 
 	var keys []string
 	if err := src.List(ctx, prefix, func(page []string) error {

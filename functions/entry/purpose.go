@@ -41,6 +41,15 @@ func RecordedPurpose(e *extensionsv1alpha1.BackupEntry) string {
 	return ps.ShootPurpose
 }
 
+// ShootPurpose is the purpose of e's shoot: its AnnotationShootPurpose where there is one (a
+// platform without Gardener), else the purpose recorded in its status, else "".
+func ShootPurpose(e *extensionsv1alpha1.BackupEntry) string {
+	if p, ok := e.Annotations[AnnotationShootPurpose]; ok {
+		return p
+	}
+	return RecordedPurpose(e)
+}
+
 // recordPurpose reads the purpose of e's shoot from its Cluster resource and records it in
 // e's status. A seed without Cluster resources (no Gardener) or a shoot without one records
 // nothing.

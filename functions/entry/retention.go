@@ -52,11 +52,7 @@ func (r Retention) Of(e *extensionsv1alpha1.BackupEntry) (time.Duration, error) 
 		}
 		return d, nil
 	}
-	purpose, ok := e.Annotations[AnnotationShootPurpose]
-	if !ok {
-		purpose = RecordedPurpose(e)
-	}
-	if d, ok := r.ByPurpose[purpose]; ok {
+	if d, ok := r.ByPurpose[ShootPurpose(e)]; ok {
 		return d, nil
 	}
 	return r.Default, nil

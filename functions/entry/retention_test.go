@@ -56,3 +56,21 @@ func TestRecordedPurposeIgnoresForeignProviderStatus(t *testing.T) {
 		t.Errorf("purpose %q read from another provider's status", p)
 	}
 }
+
+func TestShootPurpose(t *testing.T) {
+	const name = "shoot--dev--app--6f1c"
+	for _, tc := range []struct {
+		what  string
+		entry *extensionsv1alpha1.BackupEntry
+		want  string
+	}{
+		{"none known", entryWith(name, nil, ""), ""},
+		{"recorded from the shoot's Cluster", entryWith(name, nil, "evaluation"), "evaluation"},
+		{"the annotation wins", entryWith(name, map[string]string{AnnotationShootPurpose: "production"}, "evaluation"), "production"},
+		{"an empty annotation is a purpose of none", entryWith(name, map[string]string{AnnotationShootPurpose: ""}, "evaluation"), ""},
+	} {
+		if got := ShootPurpose(tc.entry); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.what, got, tc.want)
+		}
+	}
+}

@@ -14,7 +14,8 @@ var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha
 
 var (
 	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme registers BackupDestination and EtcdBackupConfig (and their lists).
+	// AddToScheme registers BackupDestination, EtcdBackupConfig and RestoreDrill (and their
+	// lists).
 	AddToScheme = schemeBuilder.AddToScheme
 )
 
@@ -22,6 +23,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion,
 		&BackupDestination{}, &BackupDestinationList{},
 		&EtcdBackupConfig{}, &EtcdBackupConfigList{},
+		&RestoreDrill{}, &RestoreDrillList{},
 	)
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil

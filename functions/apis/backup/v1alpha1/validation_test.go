@@ -2,11 +2,14 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,7 +18,8 @@ import (
 )
 
 // The generated CRDs, served by a real kube-apiserver: defaults, OpenAPI bounds and the CEL
-// rules — above all that a config's destination cannot change once set.
+// rules — above all that a config's destination cannot change once set, and that a
+// RestoreDrill chooses its entries exactly one way and is refused, in words, what it cannot run.
 func TestValidationOnAPIServer(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube())
 	c := env.Client(t)
@@ -127,5 +131,124 @@ func TestValidationOnAPIServer(t *testing.T) {
 		if err := c.Status().Update(ctx, cfg); err != nil {
 			t.Fatalf("status: %v", err)
 		}
+	})
+
+	drill := func(name string, mutate func(*backupv1alpha1.RestoreDrillSpec)) *backupv1alpha1.RestoreDrill {
+		d := &backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "0 0 3 * * *"}}
+		if mutate != nil {
+			mutate(&d.Spec)
+		}
+		return d
+	}
+	duration := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	quantity := func(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+	const exactlyOne = "choose the entries to drill with exactly one of selector, purposes or all: true"
+
+	t.Run("a RestoreDrill's defaults", func(t *testing.T) {
+		d := drill("drill-defaults", nil)
+		if err := c.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		s := d.Spec
+		if s.Concurrency != backupv1alpha1.DefaultDrillConcurrency || s.MemoryBudget == nil || s.MemoryBudget.Cmp(resource.MustParse(backupv1alpha1.DefaultDrillMemoryBudget)) != 0 ||
+			s.MaxRestorableAge == nil || s.MaxRestorableAge.Duration != backupv1alpha1.DefaultMaxRestorableAge ||
+			s.Timeout == nil || s.Timeout.Duration != backupv1alpha1.DefaultDrillTimeout {
+			t.Fatalf("spec %+v (memoryBudget %v, maxRestorableAge %v, timeout %v), want concurrency %d, memoryBudget %s, maxRestorableAge %s, timeout %s",
+				s, s.MemoryBudget, s.MaxRestorableAge, s.Timeout, backupv1alpha1.DefaultDrillConcurrency, backupv1alpha1.DefaultDrillMemoryBudget,
+				backupv1alpha1.DefaultMaxRestorableAge, backupv1alpha1.DefaultDrillTimeout)
+		}
+	})
+	t.Run("a RestoreDrill chooses its entries one way", func(t *testing.T) {
+		for name, spec := range map[string]func(*backupv1alpha1.RestoreDrillSpec){
+			"drill-selector": func(s *backupv1alpha1.RestoreDrillSpec) {
+				s.All, s.Selector = false, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+			},
+			"drill-purposes": func(s *backupv1alpha1.RestoreDrillSpec) {
+				s.All, s.Purposes = false, []string{"production", "infrastructure"}
+			},
+		} {
+			if err := c.Create(ctx, drill(name, spec)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		rejected(t, c.Create(ctx, drill("drill-none", func(s *backupv1alpha1.RestoreDrillSpec) { s.All = false })), exactlyOne)
+		rejected(t, c.Create(ctx, drill("drill-all-and-purposes", func(s *backupv1alpha1.RestoreDrillSpec) { s.Purposes = []string{"production"} })), exactlyOne)
+		rejected(t, c.Create(ctx, drill("drill-selector-and-purposes", func(s *backupv1alpha1.RestoreDrillSpec) {
+			s.All, s.Selector, s.Purposes = false, &metav1.LabelSelector{}, []string{"production"}
+		})), exactlyOne)
+		rejected(t, c.Create(ctx, drill("drill-unknown-purpose", func(s *backupv1alpha1.RestoreDrillSpec) { s.All, s.Purposes = false, []string{"staging"} })),
+			"Unsupported value: \"staging\"")
+		// all: false is no choice either.
+		patch := []byte(`{"spec":{"all":false}}`)
+		rejected(t, c.Patch(ctx, drill("drill-defaults", nil), client.RawPatch("application/merge-patch+json", patch)), exactlyOne)
+	})
+	t.Run("a RestoreDrill's schedule", func(t *testing.T) {
+		for i, ok := range []string{"@daily", "@every 12h", "0 30 2 * * MON-FRI"} {
+			if err := c.Create(ctx, drill(fmt.Sprintf("drill-schedule-%d", i), func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule = ok })); err != nil {
+				t.Errorf("schedule %q: %v", ok, err)
+			}
+		}
+		rejected(t, c.Create(ctx, drill("drill-crontab", func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule = "0 3 * * *" })),
+			"schedule 0 3 * * * is not 6 cron fields with seconds first")
+		rejected(t, c.Create(ctx, drill("drill-words", func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule = "every night" })),
+			"schedule every night is not 6 cron fields with seconds first")
+		rejected(t, c.Create(ctx, drill("drill-fortnightly", func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule = "@fortnightly" })),
+			"schedule @fortnightly is not 6 cron fields")
+		rejected(t, c.Create(ctx, drill("drill-no-schedule", func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule = "" })), "spec.schedule")
+		rejected(t, c.Create(ctx, drill("drill-tz-every", func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule, s.TimeZone = "@every 12h", "Europe/Berlin" })),
+			"timeZone needs a cron schedule")
+	})
+	t.Run("a RestoreDrill's bounds", func(t *testing.T) {
+		rejected(t, c.Create(ctx, drill("drill-small-budget", func(s *backupv1alpha1.RestoreDrillSpec) { s.MemoryBudget = quantity("10Mi") })),
+			"memoryBudget 10Mi is below 64Mi, what one drill needs")
+		if err := c.Create(ctx, drill("drill-least-budget", func(s *backupv1alpha1.RestoreDrillSpec) { s.MemoryBudget = quantity("64Mi") })); err != nil {
+			t.Errorf("memoryBudget 64Mi: %v", err)
+		}
+		// A quantity may come as a number (YAML's memoryBudget: 1073741824).
+		number := drill("drill-number-budget", nil)
+		if err := c.Create(ctx, number); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Patch(ctx, number, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"memoryBudget":1073741824}}`))); err != nil {
+			t.Errorf("memoryBudget 1073741824: %v", err)
+		}
+		rejected(t, c.Patch(ctx, number, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"memoryBudget":1000}}`))),
+			"memoryBudget 1000 is below 64Mi")
+		rejected(t, c.Create(ctx, drill("drill-17", func(s *backupv1alpha1.RestoreDrillSpec) { s.Concurrency = 17 })),
+			"spec.concurrency: Invalid value: 17: spec.concurrency in body should be less than or equal to 16")
+		// 0 is the unset value Go omits, so the default applies; an explicit 0 is refused.
+		patch := []byte(`{"spec":{"concurrency":0}}`)
+		rejected(t, c.Patch(ctx, drill("drill-defaults", nil), client.RawPatch("application/merge-patch+json", patch)),
+			"spec.concurrency: Invalid value: 0: spec.concurrency in body should be greater than or equal to 1")
+		rejected(t, c.Create(ctx, drill("drill-negative-age", func(s *backupv1alpha1.RestoreDrillSpec) { s.MaxRestorableAge = duration(-time.Hour) })),
+			"maxRestorableAge -1h0m0s is not a positive duration")
+		rejected(t, c.Create(ctx, drill("drill-zero-age", func(s *backupv1alpha1.RestoreDrillSpec) { s.MaxRestorableAge = duration(0) })),
+			"maxRestorableAge 0s is not a positive duration")
+		rejected(t, c.Create(ctx, drill("drill-zero-timeout", func(s *backupv1alpha1.RestoreDrillSpec) { s.Timeout = duration(0) })),
+			"timeout 0s is not a positive duration")
+	})
+	t.Run("a RestoreDrill's status", func(t *testing.T) {
+		d := drill("drill-status", nil)
+		if err := c.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		result := func(entry string) backupv1alpha1.EntryDrillResult {
+			return backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: backupv1alpha1.OutcomeNotRestorable, Time: now,
+				Reason: strings.Repeat("x", backupv1alpha1.MaxEntryDrillReasonLength), Object: entry + "/etcd-main/v2/Full-00000000-00000042-1700000000.gz"}
+		}
+		d.Status = backupv1alpha1.RestoreDrillStatus{ObservedGeneration: d.Generation, LastRun: &now, Entries: 1, Failed: 1, Stale: 1,
+			Results: []backupv1alpha1.EntryDrillResult{result("shoot--dev--app--6f1c")}}
+		if err := c.Status().Update(ctx, d); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		d.Status.Results = append(d.Status.Results, result("shoot--dev--app--6f1c"))
+		rejected(t, c.Status().Update(ctx, d), "Duplicate value")
+		d.Status.Results = []backupv1alpha1.EntryDrillResult{result("shoot--dev--app--6f1c")}
+		d.Status.Results[0].Reason += "x"
+		rejected(t, c.Status().Update(ctx, d), "status.results[0].reason: Too long")
+		d.Status.Results[0].Reason, d.Status.Results[0].Outcome = "", "Maybe"
+		rejected(t, c.Status().Update(ctx, d), "Unsupported value: \"Maybe\"")
 	})
 }

@@ -1,0 +1,223 @@
+package v1alpha1
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of a RestoreDrill's spec, the same as its kubebuilder:default markers: code that
+// reads a spec the API server has not defaulted (a test's, a dry run's) uses these.
+const (
+	DefaultDrillConcurrency  = 1
+	DefaultDrillMemoryBudget = "512Mi"
+	DefaultMaxRestorableAge  = 24 * time.Hour
+	DefaultDrillTimeout      = 30 * time.Minute
+)
+
+// Bounds of a RestoreDrill, the same as its validation markers.
+const (
+	// MinDrillMemoryBudget is the least memoryBudget admitted: what one drill needs.
+	MinDrillMemoryBudget = "64Mi"
+	// MaxEntryDrillResults bounds status.results: a status must fit in an object of etcd's.
+	MaxEntryDrillResults = 200
+	// MaxEntryDrillReasonLength and MaxEntryDrillObjectLength bound a result's reason and
+	// object, in characters.
+	MaxEntryDrillReasonLength = 512
+	MaxEntryDrillObjectLength = 1024
+)
+
+// Condition types of a RestoreDrill, besides ConditionScheduled (the schedule is installed on
+// the NATS server, or why not).
+const (
+	// ConditionDrillsSucceeded: every entry drilled in the last run restored (True), or how
+	// many did not and why.
+	ConditionDrillsSucceeded = "DrillsSucceeded"
+)
+
+// Outcomes of one entry's drill.
+const (
+	// OutcomeRestorable: the entry's latest chain of snapshots restored and checked out.
+	OutcomeRestorable = "Restorable"
+	// OutcomeNotRestorable: the drill found the backup at fault: it would not restore (a
+	// checksum that does not match, a revision gap, a truncated or corrupt snapshot, ...).
+	OutcomeNotRestorable = "NotRestorable"
+	// OutcomeError: the drill could not judge (the store unreachable, its own etcd failing,
+	// its timeout); it says nothing about the backup.
+	OutcomeError = "Error"
+)
+
+// RestoreDrill restores the latest backups of the BackupEntries it selects, on a schedule,
+// each into a throwaway etcd (as `housekeeper drill` does for one), and reports per entry
+// whether they restore: a backup is only as good as its last restore.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=rdrill,categories=housekeeper
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="Entries",type=integer,JSONPath=`.status.entries`
+// +kubebuilder:printcolumn:name="Restorable",type=integer,JSONPath=`.status.restorable`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.failed`
+// +kubebuilder:printcolumn:name="Stale",type=integer,JSONPath=`.status.stale`
+// +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastRun`
+// +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="DrillsSucceeded")].status`
+// +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextRun`,priority=1
+type RestoreDrill struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec RestoreDrillSpec `json:"spec"`
+	// +optional
+	Status RestoreDrillStatus `json:"status,omitempty"`
+}
+
+// RestoreDrillSpec is which entries are drilled, when, and with how much at once.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.selector), has(self.purposes), has(self.all) && self.all].filter(x, x).size() == 1",message="choose the entries to drill with exactly one of selector, purposes or all: true"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || !self.schedule.startsWith('@every')",message="timeZone needs a cron schedule"
+type RestoreDrillSpec struct {
+	// Selector picks the BackupEntries by their labels.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Purposes picks the BackupEntries of shoots with these purposes: the purpose housekeeper
+	// records from the shoot's Cluster, or the entry's shoot.gardener.cloud/purpose annotation.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Enum=evaluation;testing;development;production;infrastructure
+	Purposes []string `json:"purposes,omitempty"`
+	// All picks every BackupEntry.
+	// +optional
+	All bool `json:"all,omitempty"`
+	// Schedule is when the drills run, as the NATS server's scheduler reads it: a 6-field cron
+	// expression with seconds first ("0 0 3 * * *": at 03:00), a predefined schedule (@daily,
+	// ...) or "@every <duration>".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^@every [0-9a-z.]+$') || self.matches('^[^ ]+( [^ ]+){5}$')",messageExpression="'schedule ' + self + ' is not 6 cron fields with seconds first (0 0 3 * * * is at 03:00; a 5-field crontab line lacks the seconds), nor one of @hourly, @daily, @weekly, @monthly, @yearly, @every 12h'"
+	Schedule string `json:"schedule"`
+	// TimeZone is the IANA time zone a cron schedule is read in (default UTC).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+	// Concurrency is how many drills run at once; each holds a throwaway etcd and its files.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	Concurrency int32 `json:"concurrency,omitempty"`
+	// MemoryBudget is the memory the drills of one run may use in all; each of the concurrent
+	// drills gets memoryBudget/concurrency. 64Mi is what one drill needs at least.
+	// +optional
+	// +kubebuilder:default="512Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",messageExpression="'memoryBudget ' + string(self) + ' is below 64Mi, what one drill needs'"
+	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+	// MaxRestorableAge is how old an entry's newest restorable point may be: an entry whose
+	// newest point a drill restored is older (its backups stopped, or its drills fail) is
+	// counted in status.stale, to alert on.
+	// +optional
+	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",messageExpression="'maxRestorableAge ' + self + ' is not a positive duration'"
+	MaxRestorableAge *metav1.Duration `json:"maxRestorableAge,omitempty"`
+	// Timeout bounds one entry's drill; one that runs longer is an Error, not a verdict on the
+	// backup.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",messageExpression="'timeout ' + self + ' is not a positive duration'"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// RestoreDrillStatus is what the last runs found.
+type RestoreDrillStatus struct {
+	// ObservedGeneration is the generation the schedule was last installed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Scheduled and DrillsSucceeded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastRun is when the last run started.
+	// +optional
+	LastRun *metav1.Time `json:"lastRun,omitempty"`
+	// NextRun is when the schedule fires next.
+	// +optional
+	NextRun *metav1.Time `json:"nextRun,omitempty"`
+	// Entries is how many BackupEntries the drill selects.
+	// +optional
+	Entries int32 `json:"entries,omitempty"`
+	// Restorable is how many of them restored in their last drill.
+	// +optional
+	Restorable int32 `json:"restorable,omitempty"`
+	// Failed is how many of them did not (NotRestorable or Error) in their last drill.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+	// Stale is how many of them have no point a drill restored within maxRestorableAge of
+	// lastRun: the entries to alert on.
+	// +optional
+	Stale int32 `json:"stale,omitempty"`
+	// Results are the entries' last drills, failures first, then the successes drilled
+	// longest ago; beyond the bound the newest successes are left out (the counts have them).
+	// +optional
+	// +listType=map
+	// +listMapKey=entry
+	// +kubebuilder:validation:MaxItems=200
+	Results []EntryDrillResult `json:"results,omitempty"`
+}
+
+// EntryDrillResult is one entry's last drill.
+type EntryDrillResult struct {
+	// Entry is the BackupEntry's name.
+	// +kubebuilder:validation:MaxLength=253
+	Entry string `json:"entry"`
+	// Shoot is the shoot's control-plane namespace, when the entry's name says it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Shoot string `json:"shoot,omitempty"`
+	// Outcome: Restorable, NotRestorable (the backup is at fault) or Error (the drill could
+	// not judge).
+	// +kubebuilder:validation:Enum=Restorable;NotRestorable;Error
+	Outcome string `json:"outcome"`
+	// Time is when the drill started.
+	Time metav1.Time `json:"time"`
+	// Duration is how long it took.
+	// +optional
+	Duration metav1.Duration `json:"duration,omitempty"`
+	// RestoredRevision is the etcd revision the backups restored to.
+	// +optional
+	RestoredRevision int64 `json:"restoredRevision,omitempty"`
+	// NewestRestorablePoint is when the newest snapshot a drill of this entry restored was
+	// taken. A failed drill keeps the point of the last one that restored, so its age says
+	// how long the entry has gone without a proven restore.
+	// +optional
+	NewestRestorablePoint *metav1.Time `json:"newestRestorablePoint,omitempty"`
+	// Keys is how many keys the restored store holds.
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
+	// Bytes is the restored db's size.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// Hash is the hex SHA-256 over the restored keys and values, to compare with the source's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Hash string `json:"hash,omitempty"`
+	// Reason says why the drill failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
+	// Object is the key of the snapshot at fault, when the failure is about one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Object string `json:"object,omitempty"`
+}
+
+// RestoreDrillList is a list of RestoreDrills.
+//
+// +kubebuilder:object:root=true
+type RestoreDrillList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RestoreDrill `json:"items"`
+}

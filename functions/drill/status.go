@@ -1,0 +1,123 @@
+package drill
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+)
+
+// Report is the drill of the BackupEntry named entry, started at start, as a RestoreDrill's
+// status records it: res and err as Run returned them. A failure the backup is at fault for
+// (Error.AboutTheBackup) is NotRestorable; any other — the store unreachable, the drill's own
+// etcd, its timeout, a caller's check — is Error: the drill could not judge.
+func Report(entry string, start time.Time, res Result, err error) backupv1alpha1.EntryDrillResult {
+	r := backupv1alpha1.EntryDrillResult{
+		Entry:    entry,
+		Shoot:    shootOf(entry),
+		Outcome:  backupv1alpha1.OutcomeRestorable,
+		Time:     metav1.NewTime(start),
+		Duration: metav1.Duration{Duration: res.Duration},
+	}
+	if err == nil {
+		point := metav1.NewTime(res.NewestPoint)
+		r.RestoredRevision, r.NewestRestorablePoint = res.Revision, &point
+		r.Keys, r.Bytes, r.Hash = res.Keys, res.DBSize, res.KVSHA256
+		return r
+	}
+	r.Outcome = backupv1alpha1.OutcomeError
+	r.Reason = truncate(err.Error(), backupv1alpha1.MaxEntryDrillReasonLength)
+	var derr *Error
+	if errors.As(err, &derr) {
+		if derr.AboutTheBackup() {
+			r.Outcome = backupv1alpha1.OutcomeNotRestorable
+		}
+		r.Object = truncate(derr.Key, backupv1alpha1.MaxEntryDrillObjectLength)
+	}
+	return r
+}
+
+// shootOf is the shoot's control-plane namespace where the entry's name is Gardener's
+// (<namespace>--<shoot uid>) and the namespace a valid one, else "".
+func shootOf(entry string) string {
+	if gardener.EntryShootUID(entry) == "" {
+		return ""
+	}
+	if ns := gardener.EntryNamespace(entry); len(ns) <= 63 {
+		return ns
+	}
+	return ""
+}
+
+// truncate cuts s to at most n characters (the API's maxLength counts characters), marking the
+// cut with an ellipsis.
+func truncate(s string, n int) string {
+	runes := []rune(s)
+	if len(runes) <= n {
+		return s
+	}
+	return string(runes[:n-1]) + "…"
+}
+
+// Record writes a run's reports into status: the run started at run, reports are its drills,
+// and selected names the entries the RestoreDrill selects now. An entry not drilled in this run
+// keeps its last result; a result of an entry no longer selected (gone, or no longer matching)
+// is dropped. A failed drill keeps the NewestRestorablePoint of the entry's last result, so that
+// an entry whose drills keep failing turns stale once its last proven point is maxAge old.
+//
+// Results are ordered NotRestorable, then Error, then Restorable, each oldest drill first (then
+// by name), and cut at MaxEntryDrillResults: the newest successes are left out first. The
+// counts are over every selected entry, cut or not; Stale counts those without a restorable
+// point at most maxAge before run, the never-drilled ones included.
+func Record(status *backupv1alpha1.RestoreDrillStatus, run time.Time, reports []backupv1alpha1.EntryDrillResult, selected []string, maxAge time.Duration) {
+	last := make(map[string]backupv1alpha1.EntryDrillResult, len(status.Results)+len(reports))
+	for _, r := range status.Results {
+		last[r.Entry] = r
+	}
+	for _, r := range reports {
+		if prior, ok := last[r.Entry]; ok && r.Outcome != backupv1alpha1.OutcomeRestorable {
+			r.NewestRestorablePoint = prior.NewestRestorablePoint
+		}
+		last[r.Entry] = r
+	}
+
+	names := slices.Compact(slices.Sorted(slices.Values(selected)))
+	var results []backupv1alpha1.EntryDrillResult
+	var restorable, failed, stale int32
+	for _, name := range names {
+		r, ok := last[name]
+		if !ok || r.NewestRestorablePoint == nil || run.Sub(r.NewestRestorablePoint.Time) > maxAge {
+			stale++
+		}
+		if !ok {
+			continue
+		}
+		if r.Outcome == backupv1alpha1.OutcomeRestorable {
+			restorable++
+		} else {
+			failed++
+		}
+		results = append(results, r)
+	}
+	slices.SortFunc(results, func(a, b backupv1alpha1.EntryDrillResult) int {
+		return cmp.Or(cmp.Compare(outcomeRank[a.Outcome], outcomeRank[b.Outcome]),
+			a.Time.Compare(b.Time.Time), cmp.Compare(a.Entry, b.Entry))
+	})
+
+	status.LastRun = &metav1.Time{Time: run}
+	status.Entries = int32(len(names))
+	status.Restorable, status.Failed, status.Stale = restorable, failed, stale
+	status.Results = results[:min(len(results), backupv1alpha1.MaxEntryDrillResults)]
+}
+
+// outcomeRank orders results: broken backups first, then drills that could not judge.
+var outcomeRank = map[string]int{
+	backupv1alpha1.OutcomeNotRestorable: 0,
+	backupv1alpha1.OutcomeError:         1,
+	backupv1alpha1.OutcomeRestorable:    2,
+}
