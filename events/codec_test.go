@@ -158,7 +158,10 @@ func TestNewObjectEventRejectsOperations(t *testing.T) {
 	}{
 		{KindBackupEntry, OpPurgeDue},
 		{KindBackupBucket, OpPurgeScheduled},
-		{Kind("purge"), OpPurgeDue}, // would spell a purge type
+		{Kind("purge"), OpPurgeDue},      // would spell a purge type
+		{Kind("etcdbackup"), OpPurgeDue}, // would spell the backup-due type
+		{Kind("drill"), OpPurgeDue},      // would spell the drill-due type
+		{KindRestoreDrill, OpPurgeDue},
 		{Kind("Secret"), OpCreated},
 		{KindBackupEntry, Operation("exploded")},
 	} {
@@ -293,7 +296,7 @@ var malformed = []struct {
 	{"missing subject", del("ce-subject"), "subject is missing"},
 	{"subject is not the object name", set("ce-subject", "other"), `subject "other" is not the object name`},
 	{"conflicting duplicate header", set("CE-ID", "another-id"), "header ce-id is given twice with different values"},
-	{"missing kind extension", del("ce-kind"), `extension kind is "", want BackupBucket, BackupEntry or EtcdBackupConfig`},
+	{"missing kind extension", del("ce-kind"), `extension kind is "", want BackupBucket, BackupEntry, EtcdBackupConfig or RestoreDrill`},
 	{"wrong kind extension", set("ce-kind", "Secret"), `extension kind is "Secret"`},
 	{"missing name extension", del("ce-name"), "extension name is missing"},
 	{"bad generation", set("ce-generation", "three"), `extension generation is "three", not an integer`},

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,6 +145,28 @@ func NewEtcdBackupDueEvent(cluster string, config Ref, schedule string, now time
 	return e, nil
 }
 
+// DrillDueData is the data of drill-due events: which RestoreDrill, at which generation the
+// schedule was installed.
+type DrillDueData struct {
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	Schedule   string `json:"schedule,omitempty"`
+}
+
+// NewDrillDueEvent builds the event a RestoreDrill's schedule fires. Its id derives from the
+// drill's uid and generation: installing the same schedule again is a duplicate.
+func NewDrillDueEvent(cluster string, drill Ref, schedule string, now time.Time) (cloudevents.Event, error) {
+	drill.Kind = KindRestoreDrill
+	id := ID(cluster, drill.UID, strconv.FormatInt(drill.Generation, 10), "drill/due")
+	e := newEvent(cluster, TypeDrillDue, drill, id, now)
+	data := DrillDueData{Name: drill.Name, UID: drill.UID, Generation: drill.Generation, Schedule: schedule}
+	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return e, nil
+}
+
 func newEvent(cluster, eventType string, ref Ref, id string, now time.Time) cloudevents.Event {
 	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	e.SetSource(Source(cluster)) // parsed and checked: a cluster name is configuration
@@ -173,6 +196,9 @@ type Ref struct {
 	Generation      int64
 }
 
+// refKinds are the kinds events name.
+var refKinds = []Kind{KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig, KindRestoreDrill}
+
 // RefOf reads the object reference from a decoded event's extensions.
 func RefOf(e cloudevents.Event) (Ref, error) {
 	ext := extensions(e)
@@ -181,8 +207,8 @@ func RefOf(e cloudevents.Event) (Ref, error) {
 		return v
 	}
 	r := Ref{Kind: Kind(str(ExtKind)), Name: str(ExtName), UID: str(ExtUID), ResourceVersion: str(ExtResourceVersion)}
-	if r.Kind != KindBackupBucket && r.Kind != KindBackupEntry && r.Kind != KindEtcdBackupConfig {
-		return r, fmt.Errorf("%w: extension %s is %q, want %s, %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig)
+	if !slices.Contains(refKinds, r.Kind) {
+		return r, fmt.Errorf("%w: extension %s is %q, want %s, %s, %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig, KindRestoreDrill)
 	}
 	if r.Name == "" {
 		return r, fmt.Errorf("%w: extension %s is missing", ErrInvalidEvent, ExtName)

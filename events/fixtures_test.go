@@ -93,3 +93,10 @@ func testEtcdBackupConfig() testObject {
 		Data: []byte(`{"kind":"EtcdBackupConfig","apiVersion":"backup.housekeeper.dev/v1alpha1","metadata":{"name":"etcd-main","namespace":"team-a","uid":"0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a10","resourceVersion":"51877","generation":1,"creationTimestamp":"2025-03-14T09:26:53Z"},"spec":{"etcd":{"endpoints":["https://etcd-main-client.team-a:2379"],"tlsSecretRef":{"name":"etcd-client-tls"}},"schedule":"0 */5 * * * *","keep":20,"destination":"s3-eu"},"status":{}}`),
 	}
 }
+
+func testRestoreDrill() testObject {
+	return testObject{
+		Ref:  Ref{Kind: KindRestoreDrill, Name: "weekly-eval", UID: "7d3e2c1b-0a9f-4e8d-8c7b-6a5f4e3d2c1b", ResourceVersion: "60214", Generation: 1},
+		Data: []byte(`{"kind":"RestoreDrill","apiVersion":"backup.housekeeper.dev/v1alpha1","metadata":{"name":"weekly-eval","uid":"7d3e2c1b-0a9f-4e8d-8c7b-6a5f4e3d2c1b","resourceVersion":"60214","generation":1,"creationTimestamp":"2025-03-14T09:26:53Z"},"spec":{"purposes":["evaluation"],"schedule":"0 0 3 * * *","timeZone":"Europe/Berlin","concurrency":1,"memoryBudget":"512Mi","maxRestorableAge":"24h","timeout":"30m"},"status":{}}`),
+	}
+}

@@ -54,6 +54,7 @@ func BridgePermission() Permission {
 		Identity: IdentityBridge,
 		Publish: slices.Concat([]string{
 			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
+			SubjectRestoreDrills,
 			jsAPI("STREAM.MSG.GET", RecordStream),
 		}, streamInfo),
 		Subscribe:      []string{SubjectResync, InboxPrefix(IdentityBridge) + ".>"},

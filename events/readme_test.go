@@ -61,6 +61,12 @@ func wireExamples(t *testing.T) string {
 		{"etcd backup due", func() (cloudevents.Event, error) {
 			return NewEtcdBackupDueEvent(testCluster, testEtcdBackupConfig().Ref, "0 */5 * * * *", testNow)
 		}, "The payload of the config's schedule on `housekeeper.schedule.etcdbackup.<token>` (`Nats-Schedule: 0 */5 * * * *`, `Nats-Schedule-Target` this subject); every fire stores a copy on this subject with `Nats-Scheduler` and `Nats-Schedule-Next`, and the fire time names the backup."},
+		{"RestoreDrill created", func() (cloudevents.Event, error) {
+			return NewObjectEvent(testCluster, OpCreated, testRestoreDrill().Ref, testRestoreDrill().Data, at(testNow))
+		}, "RestoreDrills are cluster-scoped: the subject and the name extension are the drill's name."},
+		{"restore drill due", func() (cloudevents.Event, error) {
+			return NewDrillDueEvent(testCluster, testRestoreDrill().Ref, "0 0 3 * * *", testNow)
+		}, "The payload of the drill's schedule on `housekeeper.schedule.drill.<name>` (`Nats-Schedule: 0 0 3 * * *`, `Nats-Schedule-Time-Zone: Europe/Berlin`, `Nats-Schedule-Target` this subject); every fire stores a copy on this subject with `Nats-Scheduler` and `Nats-Schedule-Next`, and the fire time names the run."},
 	}
 
 	var b strings.Builder

@@ -32,6 +32,15 @@ const (
 	// SubjectEtcdBackupUnschedules matches the requests to remove those schedules.
 	SubjectEtcdBackupUnschedules = subjectRoot + ".unschedule.etcdbackup.*"
 
+	// SubjectRestoreDrills matches every RestoreDrill event.
+	SubjectRestoreDrills = subjectRoot + ".restoredrill.>"
+	// SubjectDrillsDue matches the drill-due events fired by RestoreDrill schedules.
+	SubjectDrillsDue = subjectRoot + ".drill.due.>"
+	// SubjectDrillSchedules matches the schedule holders of RestoreDrills.
+	SubjectDrillSchedules = subjectRoot + ".schedule.drill.*"
+	// SubjectDrillUnschedules matches the requests to remove those schedules.
+	SubjectDrillUnschedules = subjectRoot + ".unschedule.drill.*"
+
 	// SubjectDeadLetters matches every dead letter; one subject per function below it.
 	SubjectDeadLetters = "housekeeper-deadletter.>"
 
@@ -97,6 +106,19 @@ func EtcdBackupScheduleSubject(namespace, name string) string {
 // it stays in the stream of record as the trace of that removal. No consumer reads it.
 func EtcdBackupUnscheduleSubject(namespace, name string) string {
 	return subjectRoot + ".unschedule.etcdbackup." + Token(namespace+"/"+name)
+}
+
+// DrillScheduleSubject holds the one schedule of the named RestoreDrill (a cron or an
+// interval): publishing to it again replaces the schedule, purging it removes the schedule.
+func DrillScheduleSubject(name string) string {
+	return subjectRoot + ".schedule.drill." + Token(name)
+}
+
+// DrillUnscheduleSubject is where the schedule function asks the server to remove the schedule
+// of the named RestoreDrill (a message with Nats-Schedule-Next: purge); it stays in the stream
+// of record as the trace of that removal. No consumer reads it.
+func DrillUnscheduleSubject(name string) string {
+	return subjectRoot + ".unschedule.drill." + Token(name)
 }
 
 // RetryScheduleSubject holds the one pending retry of an event (by id) for a function.

@@ -154,6 +154,13 @@ func TestSubjectForEachType(t *testing.T) {
 		TypeEtcdBackupConfigDeleted:  {"housekeeper.etcdbackupconfig.deleted.my_2eentry", SubjectEtcdBackupConfigs},
 		TypeEtcdBackupConfigSynced:   {"housekeeper.etcdbackupconfig.synced.my_2eentry", SubjectEtcdBackupConfigs},
 		TypeEtcdBackupDue:            {"housekeeper.etcdbackup.due.my_2eentry", SubjectEtcdBackupsDue},
+
+		TypeRestoreDrillCreated:  {"housekeeper.restoredrill.created.my_2eentry", SubjectRestoreDrills},
+		TypeRestoreDrillUpdated:  {"housekeeper.restoredrill.updated.my_2eentry", SubjectRestoreDrills},
+		TypeRestoreDrillDeleting: {"housekeeper.restoredrill.deleting.my_2eentry", SubjectRestoreDrills},
+		TypeRestoreDrillDeleted:  {"housekeeper.restoredrill.deleted.my_2eentry", SubjectRestoreDrills},
+		TypeRestoreDrillSynced:   {"housekeeper.restoredrill.synced.my_2eentry", SubjectRestoreDrills},
+		TypeDrillDue:             {"housekeeper.drill.due.my_2eentry", SubjectDrillsDue},
 	}
 	if len(Types) != len(want) {
 		t.Fatalf("Types has %d types, this test knows %d: add the new ones here", len(Types), len(want))
@@ -179,7 +186,9 @@ func TestSubjectForEachType(t *testing.T) {
 		if !subjectMatches(SubjectAll, got) || !subjectMatches(w.filter, got) {
 			t.Errorf("%q is not matched by %s and %s", got, SubjectAll, w.filter)
 		}
-		for _, other := range []string{SubjectBuckets, SubjectEntries, SubjectPurgesDue, SubjectPurgeSchedules, SubjectDeadLetters} {
+		for _, other := range []string{SubjectBuckets, SubjectEntries, SubjectPurgesDue, SubjectPurgeSchedules, SubjectDeadLetters,
+			SubjectEtcdBackupConfigs, SubjectEtcdBackupsDue, SubjectEtcdBackupSchedules, SubjectEtcdBackupUnschedules,
+			SubjectRestoreDrills, SubjectDrillsDue, SubjectDrillSchedules, SubjectDrillUnschedules} {
 			if other != w.filter && subjectMatches(other, got) {
 				t.Errorf("%q is also matched by %s", got, other)
 			}
@@ -286,5 +295,31 @@ func TestScheduleRedriveAndDeadLetterSubjects(t *testing.T) {
 	}
 	if !subjectMatches(SubjectDeadLetters, DeadLetterSubject("my.function")) || strings.Count(DeadLetterSubject("my.function"), ".") != 1 {
 		t.Errorf("DeadLetterSubject(my.function) = %q", DeadLetterSubject("my.function"))
+	}
+}
+
+// A RestoreDrill's schedule holder and unschedule requests are its own: matched by their
+// filters only, never by a due or object event's filter, and distinct per drill.
+func TestDrillScheduleSubjects(t *testing.T) {
+	s, u := DrillScheduleSubject("drill.a"), DrillUnscheduleSubject("drill.a")
+	if s != "housekeeper.schedule.drill.drill_2ea" || u != "housekeeper.unschedule.drill.drill_2ea" {
+		t.Errorf("DrillScheduleSubject = %q, DrillUnscheduleSubject = %q", s, u)
+	}
+	if !subjectMatches(SubjectDrillSchedules, s) || !subjectMatches(SubjectDrillUnschedules, u) ||
+		!subjectMatches(SubjectAll, s) || !subjectMatches(SubjectAll, u) {
+		t.Errorf("%q and %q are not matched by %s, %s and %s", s, u, SubjectDrillSchedules, SubjectDrillUnschedules, SubjectAll)
+	}
+	for _, f := range []string{SubjectDrillsDue, SubjectRestoreDrills, SubjectEtcdBackupSchedules, SubjectEtcdBackupUnschedules} {
+		if subjectMatches(f, s) || subjectMatches(f, u) {
+			t.Errorf("%s matches %q or %q", f, s, u)
+		}
+	}
+	for _, typ := range Types {
+		if f, _ := SubjectFilter(typ); subjectMatches(f, s) || subjectMatches(f, u) {
+			t.Errorf("the filter %s of %s matches %q or %q", f, typ, s, u)
+		}
+	}
+	if DrillScheduleSubject("a") == DrillScheduleSubject("a.b") {
+		t.Error("two drills share a schedule subject")
 	}
 }

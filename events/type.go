@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +15,9 @@ const (
 	// KindEtcdBackupConfig is housekeeper's own backup.housekeeper.dev kind; it is namespaced,
 	// so its events name it "<namespace>/<name>".
 	KindEtcdBackupConfig Kind = "EtcdBackupConfig"
+	// KindRestoreDrill is housekeeper's restore drill kind; it is cluster-scoped, so its events
+	// name it by its name alone.
+	KindRestoreDrill Kind = "RestoreDrill"
 )
 
 // Operation is what happened; with the kind it makes the event type.
@@ -69,6 +73,16 @@ const (
 	// TypeEtcdBackupDue is an EtcdBackupConfig's schedule firing: take a backup now. It is
 	// published only as the payload of a schedule (EtcdBackupScheduleSubject).
 	TypeEtcdBackupDue = typePrefix + "etcdbackup.due.v1"
+
+	TypeRestoreDrillCreated  = typePrefix + "restoredrill.created.v1"
+	TypeRestoreDrillUpdated  = typePrefix + "restoredrill.updated.v1"
+	TypeRestoreDrillDeleting = typePrefix + "restoredrill.deleting.v1"
+	TypeRestoreDrillDeleted  = typePrefix + "restoredrill.deleted.v1"
+	TypeRestoreDrillSynced   = typePrefix + "restoredrill.synced.v1"
+
+	// TypeDrillDue is a RestoreDrill's schedule firing: run the drill now. It is published only
+	// as the payload of a schedule (DrillScheduleSubject).
+	TypeDrillDue = typePrefix + "drill.due.v1"
 )
 
 // Types lists every event type of the contract.
@@ -78,6 +92,8 @@ var Types = []string{
 	TypePurgeScheduled, TypePurgeDue, TypePurgeCompleted, TypePurgeFailed, TypePurgeVerify, TypePurgeVerified,
 	TypeEtcdBackupConfigCreated, TypeEtcdBackupConfigUpdated, TypeEtcdBackupConfigDeleting, TypeEtcdBackupConfigDeleted, TypeEtcdBackupConfigSynced,
 	TypeEtcdBackupDue,
+	TypeRestoreDrillCreated, TypeRestoreDrillUpdated, TypeRestoreDrillDeleting, TypeRestoreDrillDeleted, TypeRestoreDrillSynced,
+	TypeDrillDue,
 }
 
 var knownTypes = func() map[string]bool {
@@ -91,15 +107,19 @@ var knownTypes = func() map[string]bool {
 // IsKnownType reports whether t is an event type of this contract.
 func IsKnownType(t string) bool { return knownTypes[t] }
 
-// ObjectType returns the event type for an operation on a BackupBucket, BackupEntry or
-// EtcdBackupConfig.
+// ObjectType returns the event type for an operation on a BackupBucket, BackupEntry,
+// EtcdBackupConfig or RestoreDrill.
 func ObjectType(kind Kind, op Operation) (string, error) {
 	t := typePrefix + strings.ToLower(string(kind)) + "." + string(op) + ".v1"
-	if !knownTypes[t] || strings.HasPrefix(t, typePrefix+"purge.") || strings.HasPrefix(t, typePrefix+"etcdbackup.") {
+	if !knownTypes[t] || slices.ContainsFunc(nonObjectGroups, func(g string) bool { return strings.HasPrefix(t, typePrefix+g+".") }) {
 		return "", fmt.Errorf("%w: no event for %s %s", ErrUnknownType, kind, op)
 	}
 	return t, nil
 }
+
+// nonObjectGroups are the type groups that name no kind: their events are built by their own
+// constructors (NewPurgeEvent, NewEtcdBackupDueEvent, NewDrillDueEvent), never as object events.
+var nonObjectGroups = []string{"purge", "etcdbackup", "drill"}
 
 // PurgeType returns the event type for a purge operation.
 func PurgeType(op Operation) (string, error) {
