@@ -19,10 +19,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// MaxFireSkew is how far a fire time may lie ahead of the function's clock (the NATS server's
-// clock and ours may differ a little); a fire further ahead is refused.
-const MaxFireSkew = time.Minute
-
 // SnapshotDefinition declares the snapshot function.
 var SnapshotDefinition = runner.Definition{
 	Name: "snapshot",
@@ -65,7 +61,7 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 		// Not from the scheduler (HTTP mode, or replayed by hand): this run is its own fire.
 		fire = runner.Fire{At: s.Now().UTC().Truncate(time.Second)}
 	}
-	if ahead := fire.At.Sub(s.Now()); ahead > MaxFireSkew {
+	if ahead := fire.At.Sub(s.Now()); ahead > runner.MaxFireSkew {
 		// The scheduler never fires early. A backup named after a future time would sort as
 		// the newest and make the rotation delete a real one: refuse it, write nothing.
 		return runner.Permanentf("backup-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,

@@ -17,6 +17,11 @@ const (
 	headerScheduleNext = "Nats-Schedule-Next"
 )
 
+// MaxFireSkew is how far a fire time may lie ahead of a function's clock (the NATS server's
+// clock and ours may differ a little). The scheduler never fires early: a function whose work is
+// dated by its fire refuses a fire further ahead.
+const MaxFireSkew = time.Minute
+
 // Fire describes the schedule firing that produced the event being handled.
 type Fire struct {
 	// At is when the schedule fired (the fired message's stream time, to the second; the

@@ -36,6 +36,20 @@ const (
 	ConditionDrillsSucceeded = "DrillsSucceeded"
 )
 
+// Reasons of the DrillsSucceeded condition.
+const (
+	// ReasonAllRestorable: every entry drilled in the last run restored.
+	ReasonAllRestorable = "AllRestorable"
+	// ReasonNothingToDrill: the drill selects no BackupEntry.
+	ReasonNothingToDrill = "NothingToDrill"
+	// ReasonDrillsFailed: some entries drilled in the last run did not restore, or could not
+	// be judged; the message counts them and gives the first reasons.
+	ReasonDrillsFailed = "DrillsFailed"
+	// ReasonInvalidDrill: the spec cannot run as it is (no way to choose the entries, a memory
+	// budget too small for its concurrency); nothing was drilled.
+	ReasonInvalidDrill = "InvalidDrill"
+)
+
 // Outcomes of one entry's drill.
 const (
 	// OutcomeRestorable: the entry's latest chain of snapshots restored and checked out.

@@ -1,0 +1,298 @@
+// The drill function: when the NATS server fires a RestoreDrill's schedule, it drills the
+// latest backups of every BackupEntry the RestoreDrill selects and reports per entry, in the
+// RestoreDrill's status and as metrics, whether they restore.
+
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"go.uber.org/zap"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
+)
+
+// Definition declares the drill function. A run may take long (each entry's drill up to
+// spec.timeout): the worker tells JetStream the event is in progress while the handler runs,
+// so only a dead worker's run is delivered again.
+var Definition = runner.Definition{
+	Name: "drill",
+	// Fired schedules.
+	Types: []string{events.TypeDrillDue},
+	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
+		return &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now}, nil
+	}),
+}
+
+// Driller runs a RestoreDrill's drills once per fire of its schedule. It only reads the
+// entries' buckets: it never writes to one and never holds up a purge.
+type Driller struct {
+	Client    client.Client
+	Providers objectstore.Registry
+	Log       *zap.Logger
+	// Metrics may be nil: no metrics.
+	Metrics *Metrics
+	Now     func() time.Time
+	// WorkDir is where drills make their temporary directories; "" is os.TempDir().
+	WorkDir string
+}
+
+// Handle runs the drills for the fire that produced e. A fire delivered again after its run
+// wrote its status runs nothing.
+func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
+	ref, err := events.RefOf(e)
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Name: ref.Name}
+	rd := &backupv1alpha1.RestoreDrill{}
+	if err := d.Client.Get(ctx, key, rd); err != nil {
+		if apierrors.IsNotFound(err) {
+			d.Metrics.forget(ref.Name)
+			return nil // gone: its schedule goes with it
+		}
+		return err
+	}
+	if rd.DeletionTimestamp != nil || (ref.UID != "" && string(rd.UID) != ref.UID) {
+		return nil // deleting, or a new RestoreDrill of the same name with a schedule of its own
+	}
+	fire, fired := runner.FireOf(ctx)
+	if !fired {
+		// Not from the scheduler (HTTP mode, or replayed by hand): this run is its own fire.
+		fire = runner.Fire{At: d.Now().UTC().Truncate(time.Second)}
+	}
+	if ahead := fire.At.Sub(d.Now()); ahead > runner.MaxFireSkew {
+		// The scheduler never fires early. A run dated ahead would make every run until then
+		// look done already: refuse it, drill nothing.
+		return runner.Permanentf("drill-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,
+			fire.At.Format(time.RFC3339), ahead.Round(time.Second))
+	}
+	if last := rd.Status.LastRun; last != nil && !last.Time.Before(fire.At) {
+		return nil // this fire's run, or a later one, wrote its status already
+	}
+	log := d.Log.With(zap.String("restoreDrill", ref.Name), zap.Time("fire", fire.At))
+
+	plan, err := d.plan(ctx, rd)
+	var invalid *invalidDrill
+	switch {
+	case errors.As(err, &invalid):
+		log.Warn("nothing drilled", zap.Error(err))
+		return updateStatus(ctx, d.Client, key, func(rd *backupv1alpha1.RestoreDrill) {
+			setCondition(rd, false, backupv1alpha1.ReasonInvalidDrill, invalid.Error())
+			setNextRun(rd, fire)
+		})
+	case err != nil:
+		return err
+	}
+	run := d.Now().UTC()
+	log.Info("drilling", zap.Int("entries", len(plan.entries)), zap.Int("concurrency", plan.concurrency),
+		zap.Int64("memoryShareBytes", plan.memoryShare), zap.Duration("timeout", plan.timeout))
+	reports := d.drillAll(ctx, plan, log)
+	if ctx.Err() != nil {
+		// Shutting down: the run is incomplete; the event goes back to another worker.
+		return ctx.Err()
+	}
+	var recorded backupv1alpha1.RestoreDrillStatus
+	err = updateStatus(ctx, d.Client, key, func(rd *backupv1alpha1.RestoreDrill) {
+		Record(&rd.Status, run, reports, plan.selected, plan.maxAge)
+		ok, reason, message := verdict(reports)
+		setCondition(rd, ok, reason, message)
+		setNextRun(rd, fire)
+		recorded = *rd.Status.DeepCopy()
+	})
+	if err != nil {
+		return err
+	}
+	d.Metrics.observe(ref.Name, reports, plan.selected, recorded.Results, plan.maxAge)
+	return nil
+}
+
+// plan is one run: the entries to drill and how.
+type plan struct {
+	entries     []extensionsv1alpha1.BackupEntry
+	selected    []string
+	concurrency int
+	memoryShare int64
+	timeout     time.Duration
+	maxAge      time.Duration
+	options     Options
+}
+
+// invalidDrill is a spec that cannot run as it is; it becomes a False condition and is not
+// retried: the next fire, after a fix of the spec, tries again.
+type invalidDrill struct{ err error }
+
+func (e *invalidDrill) Error() string { return e.err.Error() }
+func (e *invalidDrill) Unwrap() error { return e.err }
+
+// plan picks the entries rd drills now and sizes the run from its spec.
+func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (plan, error) {
+	p := plan{
+		concurrency: int(rd.Spec.Concurrency),
+		timeout:     backupv1alpha1.DefaultDrillTimeout,
+		maxAge:      backupv1alpha1.DefaultMaxRestorableAge,
+		options:     Options{WorkDir: d.WorkDir, Logger: d.Log.Named("etcd")},
+	}
+	if p.options.WorkDir == "" {
+		p.options.WorkDir = os.TempDir()
+	}
+	if p.concurrency < 1 {
+		p.concurrency = backupv1alpha1.DefaultDrillConcurrency
+	}
+	if t := rd.Spec.Timeout; t != nil && t.Duration > 0 {
+		p.timeout = t.Duration
+	}
+	if a := rd.Spec.MaxRestorableAge; a != nil && a.Duration > 0 {
+		p.maxAge = a.Duration
+	}
+	sel, err := Select(rd.Spec)
+	if err != nil {
+		return p, &invalidDrill{err}
+	}
+	// Nothing in the process holds a drill to its share: it is checked here, so that a spec
+	// whose drills cannot fit says so instead of running out of memory, and the chart sizes
+	// the function's memory for the default budget.
+	if p.memoryShare, err = MemoryShare(rd.Spec, p.options); err != nil {
+		return p, &invalidDrill{err}
+	}
+	list := &extensionsv1alpha1.BackupEntryList{}
+	if err := d.Client.List(ctx, list); err != nil {
+		return p, fmt.Errorf("listing BackupEntries: %w", err)
+	}
+	for _, be := range list.Items {
+		if sel.Selects(&be, entry.ShootPurpose(&be)) {
+			p.entries = append(p.entries, be)
+			p.selected = append(p.selected, be.Name)
+		}
+	}
+	return p, nil
+}
+
+// drillAll drills p's entries, at most p.concurrency at once, and returns their reports in
+// the entries' order.
+func (d *Driller) drillAll(ctx context.Context, p plan, log *zap.Logger) []backupv1alpha1.EntryDrillResult {
+	reports := make([]backupv1alpha1.EntryDrillResult, len(p.entries))
+	slots := make(chan struct{}, p.concurrency)
+	var wg sync.WaitGroup
+	for i := range p.entries {
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			reports[i] = d.drillOne(ctx, &p.entries[i], p, log)
+		})
+	}
+	wg.Wait()
+	return reports
+}
+
+// drillOne drills be's etcd-main backups within p.timeout.
+func (d *Driller) drillOne(ctx context.Context, be *extensionsv1alpha1.BackupEntry, p plan, log *zap.Logger) backupv1alpha1.EntryDrillResult {
+	start := d.Now().UTC()
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	var res Result
+	store, err := entry.Buckets{Client: d.Client, Providers: d.Providers}.Open(ctx, be)
+	if err != nil {
+		err = fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
+	} else {
+		res, err = Run(ctx, store, gardener.EtcdMainPrefix(be.Name)+"/", p.options)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		err = fmt.Errorf("the drill did not finish within the timeout %s: %w", p.timeout, err)
+	}
+	report := Report(be.Name, start, res, err)
+	d.Metrics.observeDuration(report.Outcome, time.Since(start))
+	log = log.With(zap.String("entry", be.Name), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
+	if err != nil {
+		log.Warn("drill failed", zap.String("object", report.Object), zap.Error(err))
+	} else {
+		log.Info("drilled", zap.Int64("revision", res.Revision), zap.Int64("keys", res.Keys), zap.Time("newestPoint", res.NewestPoint))
+	}
+	return report
+}
+
+// verdict is the DrillsSucceeded condition of a run's reports.
+func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, message string) {
+	if len(reports) == 0 {
+		return true, backupv1alpha1.ReasonNothingToDrill, "No BackupEntry is selected"
+	}
+	var failed []string
+	for _, r := range reports {
+		if r.Outcome != backupv1alpha1.OutcomeRestorable {
+			failed = append(failed, fmt.Sprintf("%s %s: %s", r.Entry, r.Outcome, r.Reason))
+		}
+	}
+	if len(failed) == 0 {
+		return true, backupv1alpha1.ReasonAllRestorable, fmt.Sprintf("All %d entries drilled restored", len(reports))
+	}
+	const firstReasons = 3
+	message = fmt.Sprintf("%d of %d entries drilled did not restore: %s", len(failed), len(reports),
+		strings.Join(failed[:min(len(failed), firstReasons)], "; "))
+	if len(failed) > firstReasons {
+		message += fmt.Sprintf("; and %d more (status.results)", len(failed)-firstReasons)
+	}
+	return false, backupv1alpha1.ReasonDrillsFailed, message
+}
+
+func setNextRun(rd *backupv1alpha1.RestoreDrill, fire runner.Fire) {
+	if !fire.Next.IsZero() {
+		next := metav1.NewTime(fire.Next.UTC())
+		rd.Status.NextRun = &next
+	}
+}
+
+// setCondition sets DrillsSucceeded at rd's generation.
+func setCondition(rd *backupv1alpha1.RestoreDrill, ok bool, reason, message string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&rd.Status.Conditions, metav1.Condition{
+		Type: backupv1alpha1.ConditionDrillsSucceeded, Status: status, Reason: reason,
+		Message: truncate(message, 1024), ObservedGeneration: rd.Generation,
+	})
+}
+
+// updateStatus applies change to the live RestoreDrill's status and writes it, re-reading on a
+// conflict: the schedule function writes other parts of it. A RestoreDrill that is gone needs
+// no status.
+func updateStatus(ctx context.Context, c client.Client, key client.ObjectKey, change func(*backupv1alpha1.RestoreDrill)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rd := &backupv1alpha1.RestoreDrill{}
+		if err := c.Get(ctx, key, rd); err != nil {
+			return err
+		}
+		before := rd.Status.DeepCopy()
+		change(rd)
+		if apiequality.Semantic.DeepEqual(before, &rd.Status) {
+			return nil
+		}
+		return c.Status().Update(ctx, rd)
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

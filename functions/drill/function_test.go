@@ -1,0 +1,341 @@
+package drill
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// On a real kube-apiserver, a RestoreDrill selects by label three BackupEntries of one local
+// bucket, each holding a copy of a chain etcd-backup-restore wrote: one whole, one whose full
+// snapshot is cut short, one being deleted. A fire drills the two live ones: the status shows
+// one Restorable and one NotRestorable naming the object at fault, the counts and a False
+// DrillsSucceeded saying which failed; the metrics say the same. The same fire delivered again,
+// a forged fire for a RestoreDrill of another uid, and one dated in the future drill nothing and
+// write nothing. An entry no longer selected loses its series. Nothing in the bucket changes.
+func TestDrillFunction(t *testing.T) {
+	b := backUp(t)
+	env := testenv.Start(t, testenv.WithKube())
+	c := env.Client(t)
+	ctx := context.Background()
+	chain, err := LatestChain(b.keys(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	root := t.TempDir()
+	const bucketName = "drills"
+	const uid = "--0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a10"
+	good, broken, deleting := "shoot--team--good"+uid, "shoot--team--broken"+uid, "shoot--team--gone"+uid
+	// backUp's prefix is an entry's: <entry>/etcd-main/.
+	source := strings.TrimSuffix(b.prefix, "/etcd-main/v2/")
+	for _, name := range []string{good, broken, deleting} {
+		copyTree(t, filepath.Join(b.bucket, source), filepath.Join(root, bucketName, name))
+	}
+	brokenFull := gardener.EntryPrefix(broken) + strings.TrimPrefix(chain.Full.Key, source+"/")
+	path := filepath.Join(root, bucketName, filepath.FromSlash(brokenFull))
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	before := treeDigest(t, filepath.Join(root, bucketName))
+
+	create := func(obj client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", obj.GetName(), err)
+		}
+	}
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "entry-credentials"}, Data: map[string][]byte{"token": []byte("local")}})
+	for _, name := range []string{good, broken, deleting} {
+		be := &extensionsv1alpha1.BackupEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"drill": "nightly"}, Finalizers: []string{"test/keep"}},
+			Spec: extensionsv1alpha1.BackupEntrySpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: local.Type}, BucketName: bucketName, Region: "local",
+				SecretRef: corev1.SecretReference{Namespace: "garden", Name: "entry-credentials"},
+			},
+		}
+		create(be)
+		if name == deleting {
+			if err := c.Delete(ctx, be); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rd := &backupv1alpha1.RestoreDrill{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly"},
+		Spec: backupv1alpha1.RestoreDrillSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"drill": "nightly"}},
+			Schedule: "@daily", Concurrency: 2,
+		},
+	}
+	create(rd)
+
+	reg := prometheus.NewRegistry()
+	work := t.TempDir()
+	d := &Driller{Client: c, Providers: objectstore.NewRegistry(local.New(root)), Log: zaptest.NewLogger(t),
+		Metrics: NewMetrics(reg), Now: time.Now, WorkDir: work}
+	due := func(t *testing.T, ref events.Ref) cloudevents.Event {
+		t.Helper()
+		e, err := events.NewDrillDueEvent("test", ref, rd.Spec.Schedule, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	live := func(t *testing.T) *backupv1alpha1.RestoreDrill {
+		t.Helper()
+		got := &backupv1alpha1.RestoreDrill{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(rd), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	fire := runner.Fire{At: time.Now().UTC().Truncate(time.Second), Next: time.Now().UTC().Truncate(time.Second).Add(24 * time.Hour)}
+
+	t.Run("a fire drills the selected live entries", func(t *testing.T) {
+		if err := d.Handle(runner.WithFire(ctx, fire), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
+			t.Fatal(err)
+		}
+		got := live(t)
+		st := got.Status
+		if st.Entries != 2 || st.Restorable != 1 || st.Failed != 1 || st.Stale != 1 || len(st.Results) != 2 {
+			t.Fatalf("entries %d, restorable %d, failed %d, stale %d, %d results: want 2, 1, 1, 1 and 2: %+v",
+				st.Entries, st.Restorable, st.Failed, st.Stale, len(st.Results), st.Results)
+		}
+		bad, ok := st.Results[0], st.Results[1]
+		if bad.Entry != broken || bad.Outcome != backupv1alpha1.OutcomeNotRestorable || bad.Object != brokenFull || !strings.Contains(bad.Reason, "truncated") {
+			t.Errorf("first result %+v, want %s NotRestorable naming %s", bad, broken, brokenFull)
+		}
+		if ok.Entry != good || ok.Outcome != backupv1alpha1.OutcomeRestorable || ok.RestoredRevision != b.revision ||
+			ok.NewestRestorablePoint == nil || !ok.NewestRestorablePoint.Time.Equal(chain.Last().CreatedOn) {
+			t.Errorf("second result %+v, want %s Restorable at revision %d, point %s", ok, good, b.revision, chain.Last().CreatedOn)
+		}
+		cond := meta.FindStatusCondition(st.Conditions, backupv1alpha1.ConditionDrillsSucceeded)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != backupv1alpha1.ReasonDrillsFailed ||
+			!strings.Contains(cond.Message, "1 of 2 entries") || !strings.Contains(cond.Message, broken+" NotRestorable") {
+			t.Errorf("condition %+v", cond)
+		}
+		if st.LastRun == nil || st.LastRun.Time.Before(fire.At) || st.NextRun == nil || !st.NextRun.Time.Equal(fire.Next) {
+			t.Errorf("lastRun %v, nextRun %v: want at or after the fire %s, next %s", st.LastRun, st.NextRun, fire.At, fire.Next)
+		}
+		for _, entry := range []string{good, broken} {
+			if _, ok := gauge(t, reg, "housekeeper_drill_last_run_timestamp_seconds", "nightly", entry); !ok {
+				t.Errorf("no last run series of %s", entry)
+			}
+		}
+		if v, _ := gauge(t, reg, "housekeeper_drill_last_success", "nightly", good); v != 1 {
+			t.Errorf("last success of %s %v, want 1", good, v)
+		}
+		if v, ok := gauge(t, reg, "housekeeper_drill_last_success", "nightly", broken); !ok || v != 0 {
+			t.Errorf("last success of %s %v (%v), want 0", broken, v, ok)
+		}
+		if v, _ := gauge(t, reg, "housekeeper_drill_restorable_point_timestamp_seconds", "nightly", good); v != float64(chain.Last().CreatedOn.Unix()) {
+			t.Errorf("restorable point of %s %v, want %d", good, v, chain.Last().CreatedOn.Unix())
+		}
+		if _, ok := gauge(t, reg, "housekeeper_drill_restorable_point_timestamp_seconds", "nightly", broken); ok {
+			t.Errorf("%s has a restorable point, though no drill of it ever restored", broken)
+		}
+		if v, _ := gauge(t, reg, "housekeeper_drill_max_restorable_age_seconds", "nightly"); v != backupv1alpha1.DefaultMaxRestorableAge.Seconds() {
+			t.Errorf("max restorable age %v", v)
+		}
+		if _, ok := gauge(t, reg, "housekeeper_drill_last_run_timestamp_seconds", "nightly", deleting); ok {
+			t.Errorf("%s, being deleted, was drilled", deleting)
+		}
+		emptyWorkDir(t, work)
+	})
+
+	drills := func() uint64 { return histogramCount(t, reg, "housekeeper_drill_duration_seconds") }
+	unchanged := func(t *testing.T, what string, handle func() error, wantErr bool) {
+		t.Helper()
+		rv, n := live(t).ResourceVersion, drills()
+		err := handle()
+		if (err != nil) != wantErr {
+			t.Errorf("%s: error %v, want an error: %v", what, err, wantErr)
+		}
+		if got := live(t).ResourceVersion; got != rv {
+			t.Errorf("%s wrote the status: resourceVersion %s, was %s", what, got, rv)
+		}
+		if got := drills(); got != n {
+			t.Errorf("%s drilled %d entries", what, got-n)
+		}
+	}
+	t.Run("the same fire again drills nothing", func(t *testing.T) {
+		unchanged(t, "the fire delivered again", func() error {
+			return d.Handle(runner.WithFire(ctx, fire), due(t, kube.Ref(events.KindRestoreDrill, rd)))
+		}, false)
+	})
+	t.Run("a forged fire for another uid drills nothing", func(t *testing.T) {
+		ref := kube.Ref(events.KindRestoreDrill, rd)
+		ref.UID = "6f1c2d3e-0000-4000-8000-000000000001"
+		later := runner.Fire{At: fire.At.Add(time.Second)}
+		unchanged(t, "a fire for another uid", func() error { return d.Handle(runner.WithFire(ctx, later), due(t, ref)) }, false)
+	})
+	t.Run("a forged fire in the future is refused", func(t *testing.T) {
+		future := runner.Fire{At: time.Now().Add(time.Hour).UTC().Truncate(time.Second)}
+		unchanged(t, "a fire an hour ahead", func() error {
+			err := d.Handle(runner.WithFire(ctx, future), due(t, kube.Ref(events.KindRestoreDrill, rd)))
+			if runner.ClassOf(err) != runner.ClassPermanent {
+				t.Errorf("error %v is not permanent", err)
+			}
+			return err
+		}, true)
+	})
+
+	t.Run("an entry no longer selected loses its series", func(t *testing.T) {
+		be := &extensionsv1alpha1.BackupEntry{}
+		if err := c.Get(ctx, client.ObjectKey{Name: good}, be); err != nil {
+			t.Fatal(err)
+		}
+		delete(be.Labels, "drill")
+		if err := c.Update(ctx, be); err != nil {
+			t.Fatal(err)
+		}
+		// The next fire, a second after the last run started (its status keeps whole seconds).
+		next := runner.Fire{At: live(t).Status.LastRun.Time.Add(time.Second)}
+		time.Sleep(time.Until(next.At))
+		if err := d.Handle(runner.WithFire(ctx, next), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
+			t.Fatal(err)
+		}
+		st := live(t).Status
+		if st.Entries != 1 || st.Failed != 1 || len(st.Results) != 1 || st.Results[0].Entry != broken {
+			t.Errorf("entries %d, failed %d, results %+v: want only %s", st.Entries, st.Failed, st.Results, broken)
+		}
+		for _, name := range []string{"housekeeper_drill_last_run_timestamp_seconds", "housekeeper_drill_last_success", "housekeeper_drill_restorable_point_timestamp_seconds"} {
+			if _, ok := gauge(t, reg, name, "nightly", good); ok {
+				t.Errorf("%s{entry=%q} is still exported", name, good)
+			}
+		}
+		if _, ok := gauge(t, reg, "housekeeper_drill_last_success", "nightly", broken); !ok {
+			t.Errorf("the selected %s lost its series", broken)
+		}
+	})
+
+	if after := treeDigest(t, filepath.Join(root, bucketName)); !maps.Equal(before, after) {
+		t.Errorf("the bucket changed: %d files before, %d after", len(before), len(after))
+	}
+}
+
+// copyTree copies the directory from to to.
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		if e.IsDir() {
+			return os.MkdirAll(filepath.Join(to, rel), 0o700)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(to, rel), data, 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// treeDigest maps every file under dir to the SHA-256 of its content and its mode.
+func treeDigest(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if e.IsDir() {
+			out[rel+"/"] = info.Mode().String()
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		out[rel] = hex.EncodeToString(sum[:]) + " " + info.Mode().String()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// gauge reads the gauge name with the label values drill and, if given, entry from reg.
+func gauge(t *testing.T, reg *prometheus.Registry, name, drill string, entry ...string) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["drill"] == drill && (len(entry) == 0 || labels["entry"] == entry[0]) {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// histogramCount is how many observations the histogram name holds over all its labels.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
+}
