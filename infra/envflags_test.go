@@ -213,8 +213,8 @@ func TestManifestEnvironment(t *testing.T) {
 					}
 				}
 			}
-			if workloads != 7 {
-				t.Errorf("%d housekeeper containers, want 7 (setup, bridge, bucket, entry, purge, schedule, snapshot)", workloads)
+			if workloads != 8 {
+				t.Errorf("%d housekeeper containers, want 8 (setup, bridge, bucket, entry, purge, schedule, snapshot, drill)", workloads)
 			}
 			for cm, data := range configMaps {
 				if !referenced[cm] {

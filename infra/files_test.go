@@ -52,10 +52,15 @@ var metricNames = []string{
 	"housekeeper_function_handler_duration_seconds",
 	"housekeeper_function_in_flight",
 	"housekeeper_function_cold_start_seconds",
+	"housekeeper_drill_last_run_timestamp_seconds",
+	"housekeeper_drill_last_success",
+	"housekeeper_drill_restorable_point_timestamp_seconds",
+	"housekeeper_drill_max_restorable_age_seconds",
+	"housekeeper_drill_duration_seconds",
 }
 
 // metricSources are the files that register metricNames.
-var metricSources = []string{"../bridge/metrics.go", "../functions/runner/metrics.go", "../functions/process/startup.go"}
+var metricSources = []string{"../bridge/metrics.go", "../functions/runner/metrics.go", "../functions/process/startup.go", "../functions/drill/metrics.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
@@ -401,7 +406,8 @@ func checkPromQL(t *testing.T, where, expr string) []string {
 			t.Errorf("%s: %s is not a housekeeper metric", where, ref)
 			continue
 		}
-		isHistogram := strings.HasSuffix(name, "_seconds") && !strings.HasSuffix(name, "_timestamp_seconds") && name != "housekeeper_function_cold_start_seconds"
+		isHistogram := strings.HasSuffix(name, "_seconds") && !strings.HasSuffix(name, "_timestamp_seconds") &&
+			name != "housekeeper_function_cold_start_seconds" && name != "housekeeper_drill_max_restorable_age_seconds"
 		if isHistogram != isBucket {
 			t.Errorf("%s: %s: histograms are queried by their _bucket series, nothing else is", where, ref)
 		}

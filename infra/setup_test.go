@@ -43,7 +43,7 @@ var functionTypes = func() map[string][]string {
 // the Job's arguments and environment, its ConfigMap included — against a real nats-server,
 // creates every consumer the overlay reads (each ScaledObject's stream and consumer, each
 // forwarder's function) with the subjects its function takes and the ConfigMap's settings, and
-// no other (without the EtcdBackupConfig feature, none for schedule and snapshot). No function
+// no other (without the EtcdBackupConfig feature, none for schedule, snapshot and drill). No function
 // is started. Before the Job ran, the same check finds nothing. NATS is secured as the chart
 // expects: TLS, and the Job connects as the identity setup from the Secret housekeeper-nats,
 // which holds what `housekeeper nats-auth` issued in the chart's default form (config), mounted

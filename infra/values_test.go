@@ -217,13 +217,13 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 }
 
 // etcdBackupConfig.enabled false takes the EtcdBackupConfig feature out: its functions (schedule,
-// snapshot) with their Deployments, ScaledObjects or Services, ServiceAccounts, ClusterRoles —
+// snapshot, and drill, RestoreDrill's, whose CRD comes with the feature's) with their Deployments, ScaledObjects or Services, ServiceAccounts, ClusterRoles —
 // snapshot's reads secrets in every namespace — and VPAs, their consumers (the setup Job's
 // --functions, the forwarder's --function), their place in the FlowSchema and the Knative
 // NetworkPolicy, and the CRDs. Nothing else changes; the bridge keeps list and watch on
 // EtcdBackupConfigs, as the CRDs outlive the feature.
 func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
-	feature := all.NamesOf(all.EtcdBackup)
+	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill))
 	gardener := strings.Join(slices.Sorted(slices.Values(all.NamesOf(all.Gardener))), ",")
 	isFeatures := func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "CustomResourceDefinition" || slices.ContainsFunc(feature, func(fn string) bool { return u.GetName() == "housekeeper-"+fn })

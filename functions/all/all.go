@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/drill"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
@@ -19,6 +20,7 @@ var Functions = []runner.Definition{
 	entry.PurgeDefinition,
 	etcdbackup.ScheduleDefinition,
 	etcdbackup.SnapshotDefinition,
+	drill.Definition,
 }
 
 // Lookup returns the function called name.
@@ -40,6 +42,10 @@ var Gardener = []runner.Definition{bucket.Definition, entry.Definition, entry.Pu
 
 // EtcdBackup are the functions of EtcdBackupConfig.
 var EtcdBackup = []runner.Definition{etcdbackup.ScheduleDefinition, etcdbackup.SnapshotDefinition}
+
+// Drill are the functions of RestoreDrill that run its drills. Its CRD comes with
+// EtcdBackupConfig's, and the chart runs them with that feature.
+var Drill = []runner.Definition{drill.Definition}
 
 // NamesOf are the names of defs, in their order.
 func NamesOf(defs []runner.Definition) []string {

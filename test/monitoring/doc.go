@@ -1,7 +1,7 @@
 // Package monitoring judges the monitoring the chart ships to a seed with Prometheus's own code:
 // every alert of the PrometheusRule and every query of the Plutono dashboard is parsed by
 // Prometheus's PromQL parser and evaluated by its engine and rule code against metrics scraped
-// from the running processes (housekeeper-bridge and the bucket, entry and purge functions,
+// from the running processes (housekeeper-bridge and the bucket, entry, purge and drill functions,
 // built from this checkout, on a kube-apiserver and a nats-server), labelled as the chart's
 // PodMonitor labels them in a seed. A selector no process exports fails the test, and the
 // dead-letter and overdue-purge alerts are driven to firing and back by what an operator and the

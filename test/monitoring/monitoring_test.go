@@ -40,8 +40,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
@@ -68,7 +71,8 @@ const (
 //     fixes the cause and runs `housekeeper deadletters retry`, it resolves;
 //   - a pending purge whose due time passed 10 minutes ago fires HousekeeperPurgeOverdue after
 //     5 minutes; once the server fired it and the purge function purged, it resolves;
-//   - no other alert fires on a healthy installation (the bridge leads, nothing backs up).
+//   - no other alert fires on a healthy installation (the bridge leads, nothing backs up, the
+//     one entry a RestoreDrill selects restores).
 func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	// housekeeper's checkout, which scripts/stack finds its versions and sources from.
 	t.Chdir("../..")
@@ -119,6 +123,7 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	for _, fn := range []string{"entry", "purge"} {
 		w.start(env, environ, fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--retention", retention.String())
 	}
+	w.start(env, environ, "drill", filepath.Join(bin, "housekeeper"), "function", "drill", "--local-root", root)
 	w.awaitReady()
 	w.loadRules()
 
@@ -175,6 +180,45 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	secret("entry-monitoring", map[string]string{"token": "test", "bucketName": ok.Name})
 	mustCreate(ctx, t, c, entry)
 	w.succeeded(ctx, c, entry)
+
+	// A RestoreDrill of a second entry, whose shoot's etcd etcd-backup-restore backed up into the
+	// bucket, fired once: the drill restores it, and its series are there for the checks below.
+	drilled := &extensionsv1alpha1.BackupEntry{
+		ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--drilled--6f1c2d3e-0000-4000-8000-000000000002", Labels: map[string]string{"drill": "monitoring"}},
+		Spec: extensionsv1alpha1.BackupEntrySpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local", BucketName: ok.Name,
+			SecretRef: corev1.SecretReference{Name: "entry-drilled", Namespace: garden},
+		},
+	}
+	mustCreate(ctx, t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gardener.EntryNamespace(drilled.Name),
+		Annotations: map[string]string{v1beta1constants.ShootUID: gardener.EntryShootUID(drilled.Name)}}})
+	secret("entry-drilled", map[string]string{"token": "test", "bucketName": ok.Name})
+	mustCreate(ctx, t, c, drilled)
+	w.succeeded(ctx, c, drilled)
+	backUpEtcd(t, env, root, ok.Name, gardener.EtcdMainPrefix(drilled.Name))
+	restoreDrill := &backupv1alpha1.RestoreDrill{
+		ObjectMeta: metav1.ObjectMeta{Name: "monitoring"},
+		Spec: backupv1alpha1.RestoreDrillSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"drill": "monitoring"}}, Schedule: "@daily",
+		},
+	}
+	mustCreate(ctx, t, c, restoreDrill)
+	due, err := events.NewDrillDueEvent(seedName, kube.Ref(events.KindRestoreDrill, restoreDrill), restoreDrill.Spec.Schedule, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.Encode(due)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, js := env.Connect(t)
+	if _, err := js.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the drill restored the entry's backups", func() (bool, string) {
+		v := w.value("drill", `housekeeper_drill_last_success{drill="monitoring"}`)
+		return v == 1, fmt.Sprint(v)
+	})
 
 	// Healthy but for the dead letter: it fires at once, nothing else does.
 	w.scrape()
@@ -721,4 +765,56 @@ func deleteConfirmed(ctx context.Context, t *testing.T, c client.Client, obj cli
 	if err := c.Delete(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// backUpEtcd runs an etcd with a few keys and etcd-backup-restore's snapshotter (the pinned
+// etcdbrctl) saving to the local provider's bucket under prefix until it has taken a full
+// snapshot and a delta, as etcd-druid backs up a shoot's etcd-main.
+func backUpEtcd(t *testing.T, env *testenv.Env, root, bucket, prefix string) {
+	t.Helper()
+	binDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(filepath.Join(env.LogDir, "etcdbr.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	br := &stack.EtcdBR{BinDir: binDir, Logs: logs}
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(t.TempDir(), "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := br.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	ctx := context.Background()
+	put := func(i int) {
+		if _, err := etcd.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0)
+	store := &stack.BackupStore{Provider: "Local", Container: bucket, Prefix: prefix, Home: root}
+	snapshotter, err := br.StartSnapshotter(etcd, store, stack.SnapshotOptions{
+		FullSnapshotSchedule: "0 0 * * *", // only the one taken at start
+		DeltaSnapshotPeriod:  time.Second,
+		MaxBackups:           7,
+		TempDir:              filepath.Join(t.TempDir(), "snapshotter"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snapshotter.Stop()
+	dir := filepath.Join(root, bucket, filepath.FromSlash(store.SnapshotPrefix()))
+	taken := func(kind string) (bool, string) {
+		names, _ := filepath.Glob(filepath.Join(dir, kind+"-*"))
+		return len(names) > 0, fmt.Sprint(names)
+	}
+	testenv.Eventually(t, time.Minute, "a full snapshot", func() (bool, string) { return taken("Full") })
+	put(1)
+	testenv.Eventually(t, time.Minute, "a delta snapshot", func() (bool, string) { return taken("Incr") })
 }

@@ -164,10 +164,10 @@ HOUSEKEEPER
 {{- end }}
 {{- end -}}
 
-{{/* The local provider's directory, for the functions that open buckets (bucket, purge, and
-entry, which purges an entry due when it is deleted). */}}
+{{/* The local provider's directory, for the functions that open buckets (bucket, purge, entry,
+which purges an entry due when it is deleted, and drill, which reads entries' backups). */}}
 {{- define "housekeeper.opensStores" -}}
-{{- if has .name (list "bucket" "entry" "purge") }}true{{ end -}}
+{{- if has .name (list "bucket" "entry" "purge" "drill") }}true{{ end -}}
 {{- end -}}
 
 {{- define "housekeeper.localEnv" -}}
@@ -184,6 +184,27 @@ entry, which purges an entry due when it is deleted). */}}
 {{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
 - name: local-buckets
   mountPath: /var/lib/housekeeper/buckets
+{{- if eq .name "drill" }}
+  # A drill only reads backups.
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The drill function's work directory, its $TMPDIR on the read-only root: a throwaway etcd's
+data directory and the snapshot being read, about twice an entry's snapshot db per concurrent
+drill. */}}
+{{- define "housekeeper.workMount" -}}
+{{- if eq .name "drill" }}
+- name: work
+  mountPath: /tmp
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.workVolume" -}}
+{{- if eq .name "drill" }}
+- name: work
+  emptyDir: {}
 {{- end }}
 {{- end -}}
 
@@ -200,7 +221,7 @@ entry, which purges an entry due when it is deleted). */}}
 not the name): its NATS identity and, for the functions that open buckets, the local provider's
 directory. */}}
 {{- define "housekeeper.volumes" -}}
-{{- $v := printf "%s%s" (include "housekeeper.natsVolume" (dict "root" .root "identity" (.identity | default .name))) (include "housekeeper.localVolume" .) -}}
+{{- $v := printf "%s%s%s" (include "housekeeper.natsVolume" (dict "root" .root "identity" (.identity | default .name))) (include "housekeeper.localVolume" .) (include "housekeeper.workVolume" .) -}}
 {{- if $v }}
 volumes:
 {{- $v | trim | nindent 2 }}
@@ -208,7 +229,7 @@ volumes:
 {{- end -}}
 
 {{- define "housekeeper.mounts" -}}
-{{- $m := printf "%s%s" (include "housekeeper.natsMount" (dict "root" .root)) (include "housekeeper.localMount" .) -}}
+{{- $m := printf "%s%s%s" (include "housekeeper.natsMount" (dict "root" .root)) (include "housekeeper.localMount" .) (include "housekeeper.workMount" .) -}}
 {{- if $m }}
 volumeMounts:
 {{- $m | trim | nindent 2 }}
@@ -245,25 +266,26 @@ priorityClassName: {{ $pc }}
 
 {{/* Pod labels that Gardener's NetworkPolicy controller reads in a seed (pass a dict: root,
 name): DNS for all, the API server for the bridge and the functions, public networks for what
-opens object stores (entry too: it purges an entry due when it is deleted). */}}
+opens object stores (entry too: it purges an entry due when it is deleted; drill reads entries'
+buckets). */}}
 {{- define "housekeeper.podNetworkLabels" -}}
 networking.gardener.cloud/to-dns: allowed
-{{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot") }}
+{{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot" "drill") }}
 networking.gardener.cloud/to-runtime-apiserver: allowed
 {{- end }}
-{{- if has .name (list "bucket" "entry" "purge" "snapshot") }}
+{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill") }}
 networking.gardener.cloud/to-public-networks: allowed
 {{- end }}
 {{- end -}}
 
 {{/* The functions this installation runs, sorted (a JSON list, for fromJsonArray): every one of
-.Values.functions, but schedule and snapshot (the EtcdBackupConfig feature) only with
-etcdBackupConfig.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
+.Values.functions, but schedule, snapshot and drill (the EtcdBackupConfig feature and
+RestoreDrill, whose CRDs come with it) only with etcdBackupConfig.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
 --functions), ServiceAccounts and rights follow this list. */}}
 {{- define "housekeeper.functionNames" -}}
 {{- $names := keys .Values.functions | sortAlpha -}}
 {{- if not .Values.etcdBackupConfig.enabled -}}
-{{- $names = without $names "schedule" "snapshot" -}}
+{{- $names = without $names "schedule" "snapshot" "drill" -}}
 {{- end -}}
 {{- toJson $names -}}
 {{- end -}}

@@ -1,5 +1,5 @@
 {{/* Each component's cluster-wide rules: the verbs its code uses (bridge/*.go,
-functions/gardener, functions/{bucket,entry,etcdbackup}). */}}
+functions/gardener, functions/{bucket,entry,etcdbackup,drill}). */}}
 
 {{/* The bridge: list + watch only (informers). Secrets: objects are announced again when their
 spec.secretRef secret appears or changes; it keeps only a digest of the data, never the values,
@@ -107,6 +107,28 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
   resources: ["etcdbackupconfigs/status"]
   verbs: ["update"]
 # A destination's credentials secret (any namespace) and a config's etcd TLS secret.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end -}}
+
+{{- define "housekeeper.rules.drill" -}}
+# get: the live RestoreDrill a fire names; list: the BackupEntries it selects.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["restoredrills"]
+  verbs: ["get"]
+# The DrillsSucceeded condition, the results and counts, the last and the next run.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["restoredrills/status"]
+  verbs: ["update"]
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries"]
+  verbs: ["list"]
+# The bucket's type and credentials open the store, as for the purge function.
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets"]
+  verbs: ["get"]
+# get: the bucket's (or a source- entry's own) credentials; never written.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
