@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ import (
 // one Restorable and one NotRestorable naming the object at fault, the counts and a False
 // DrillsSucceeded saying which failed; the metrics say the same. The same fire delivered again,
 // a forged fire for a RestoreDrill of another uid, and one dated in the future drill nothing and
-// write nothing. An entry no longer selected loses its series. Nothing in the bucket changes.
+// write nothing. A drill out of its timeout is an Error that keeps the entry's last restorable
+// point. An entry no longer selected loses its series. Nothing in the bucket changes.
 func TestDrillFunction(t *testing.T) {
 	b := backUp(t)
 	env := testenv.Start(t, testenv.WithKube())
@@ -211,6 +213,46 @@ func TestDrillFunction(t *testing.T) {
 		}, true)
 	})
 
+	// The next fire, a second after the last run started (its status keeps whole seconds).
+	nextFire := func(t *testing.T) runner.Fire {
+		t.Helper()
+		next := runner.Fire{At: live(t).Status.LastRun.Time.Add(time.Second)}
+		time.Sleep(time.Until(next.At))
+		return next
+	}
+	t.Run("a drill out of time is an Error that keeps the last restorable point", func(t *testing.T) {
+		short := live(t)
+		// Long enough to open the bucket, too short to restore the chain (a second).
+		short.Spec.Timeout = &metav1.Duration{Duration: 200 * time.Millisecond}
+		if err := c.Update(ctx, short); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Handle(runner.WithFire(ctx, nextFire(t)), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
+			t.Fatal(err)
+		}
+		got := live(t)
+		i := slices.IndexFunc(got.Status.Results, func(r backupv1alpha1.EntryDrillResult) bool { return r.Entry == good })
+		if i < 0 {
+			t.Fatalf("no result of %s: %+v", good, got.Status.Results)
+		}
+		r := got.Status.Results[i]
+		if r.Outcome != backupv1alpha1.OutcomeError || !strings.Contains(r.Reason, "within its timeout 200ms") || r.Object != "" ||
+			r.NewestRestorablePoint == nil || !r.NewestRestorablePoint.Time.Equal(chain.Last().CreatedOn) {
+			t.Errorf("result %+v, want an Error saying the timeout, keeping the point %s", r, chain.Last().CreatedOn)
+		}
+		if v, _ := gauge(t, reg, "housekeeper_drill_last_success", "nightly", good); v != 0 {
+			t.Errorf("last success of %s %v, want 0", good, v)
+		}
+		if v, _ := gauge(t, reg, "housekeeper_drill_restorable_point_timestamp_seconds", "nightly", good); v != float64(chain.Last().CreatedOn.Unix()) {
+			t.Errorf("restorable point of %s %v, want the last proven %d", good, v, chain.Last().CreatedOn.Unix())
+		}
+		got.Spec.Timeout = nil
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		emptyWorkDir(t, work)
+	})
+
 	t.Run("an entry no longer selected loses its series", func(t *testing.T) {
 		be := &extensionsv1alpha1.BackupEntry{}
 		if err := c.Get(ctx, client.ObjectKey{Name: good}, be); err != nil {
@@ -220,10 +262,7 @@ func TestDrillFunction(t *testing.T) {
 		if err := c.Update(ctx, be); err != nil {
 			t.Fatal(err)
 		}
-		// The next fire, a second after the last run started (its status keeps whole seconds).
-		next := runner.Fire{At: live(t).Status.LastRun.Time.Add(time.Second)}
-		time.Sleep(time.Until(next.At))
-		if err := d.Handle(runner.WithFire(ctx, next), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
+		if err := d.Handle(runner.WithFire(ctx, nextFire(t)), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
 			t.Fatal(err)
 		}
 		st := live(t).Status
