@@ -35,8 +35,8 @@ const (
 	bySecretNamespace = "secretNamespace"
 )
 
-// Bridge watches BackupBuckets, BackupEntries, Namespaces and the Secrets they reference,
-// and publishes events.
+// Bridge watches BackupBuckets, BackupEntries, Namespaces and the Secrets they reference, and
+// housekeeper's EtcdBackupConfigs and RestoreDrills, and publishes events.
 type Bridge struct {
 	opts      Options
 	filter    filter
@@ -47,10 +47,10 @@ type Bridge struct {
 	log       *zap.Logger
 
 	buckets, entries, namespaces cache.SharedIndexInformer
-	// configs holds the EtcdBackupConfig informer once the API server serves the kind.
-	configs      atomic.Value
-	configSource *etcdBackupConfigSource
-	secrets      *secretWatch
+	// ownKinds are housekeeper's own kinds, each watched once the API server serves it.
+	ownKinds  []*ownKind
+	ownSource *ownKindSource
+	secrets   *secretWatch
 	// handlersSynced report whether the handlers received the informers' initial lists.
 	handlersSynced []cache.InformerSynced
 
@@ -111,7 +111,8 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	b.namespaces = cache.NewSharedIndexInformer(
 		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "namespaces", "", fields.Everything()),
 		&corev1.Namespace{}, 0, cache.Indexers{})
-	if b.configSource, err = newEtcdBackupConfigSource(cfg, opts.ResyncPeriod); err != nil {
+	b.ownKinds = newOwnKinds()
+	if b.ownSource, err = newOwnKindSource(cfg, opts.ResyncPeriod); err != nil {
 		return nil, err
 	}
 	b.secrets = &secretWatch{client: cs.CoreV1().RESTClient(), inUse: b.secretNamespaceInUse, handler: b.secretHandler, log: opts.Logger}
@@ -133,14 +134,16 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		}
 		b.handlersSynced = append(b.handlersSynced, reg.HasSynced)
 	}
-	// EtcdBackupConfigs served at the start are part of its initial lists; otherwise Run
-	// waits for the kind.
-	served, err := b.configSource.served()
-	if err != nil {
-		return nil, err
-	}
-	if served {
-		synced, err := b.watchEtcdBackupConfigs()
+	// Own kinds served at the start are part of its initial lists; Run waits for the others.
+	for _, k := range b.ownKinds {
+		served, err := b.ownSource.served(k)
+		if err != nil {
+			return nil, err
+		}
+		if !served {
+			continue
+		}
+		synced, err := b.watchOwnKind(k)
 		if err != nil {
 			return nil, err
 		}
@@ -152,8 +155,10 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 // informers are the object informers the bridge runs (the secrets have their own).
 func (b *Bridge) informers() []cache.SharedIndexInformer {
 	infs := []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces}
-	if configs := b.etcdBackupConfigs(); configs != nil {
-		infs = append(infs, configs)
+	for _, k := range b.ownKinds {
+		if inf := k.informer(); inf != nil {
+			infs = append(infs, inf)
+		}
 	}
 	return infs
 }
@@ -182,8 +187,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	for _, inf := range b.informers() {
 		informers.Go(func() { inf.RunWithContext(watchCtx) })
 	}
-	if b.etcdBackupConfigs() == nil {
-		informers.Go(func() { b.awaitEtcdBackupConfigs(watchCtx) })
+	for _, k := range b.ownKinds {
+		if k.informer() == nil {
+			informers.Go(func() { b.awaitOwnKind(watchCtx, k) })
+		}
 	}
 
 	publishCtx, stopPublishing := context.WithCancel(context.WithoutCancel(ctx))

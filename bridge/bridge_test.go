@@ -709,44 +709,119 @@ func TestDigestSecretIsIdempotent(t *testing.T) {
 	}
 }
 
-// A bridge started before the EtcdBackupConfig CRD was installed watches the kind once the
-// API server serves it, without a restart, and announces the configs.
-func TestBridgeWatchesEtcdBackupConfigsOnceTheirCRDIsInstalled(t *testing.T) {
+// A bridge started before housekeeper's CRDs were installed watches each of its kinds once the
+// API server serves it, without a restart, and announces its objects.
+func TestBridgeWatchesOwnKindsOnceTheirCRDsAreInstalled(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	crd := &unstructured.Unstructured{}
-	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-	if err := h.c.Get(ctx, client.ObjectKey{Name: "etcdbackupconfigs.backup.housekeeper.dev"}, crd); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.c.Delete(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	source, err := newEtcdBackupConfigSource(h.env.Kube.Config, 0)
+	source, err := newOwnKindSource(h.env.Kube.Config, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(30*time.Second, "the API server to stop serving EtcdBackupConfigs", func() bool {
-		served, err := source.served()
-		return err == nil && !served
-	})
+	kinds := newOwnKinds()
+	crds := make([]*unstructured.Unstructured, len(kinds))
+	for i, k := range kinds {
+		crds[i] = &unstructured.Unstructured{}
+		crds[i].SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		if err := h.c.Get(ctx, client.ObjectKey{Name: k.resource + ".backup.housekeeper.dev"}, crds[i]); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.c.Delete(ctx, crds[i]); err != nil {
+			t.Fatal(err)
+		}
+		h.eventually(30*time.Second, "the API server to stop serving "+k.resource, func() bool {
+			served, err := source.served(k)
+			return err == nil && !served
+		})
+	}
 
 	b, _ := h.start(Options{CRDPollInterval: 100 * time.Millisecond})
-	if b.etcdBackupConfigs() != nil {
-		t.Fatal("the bridge watches EtcdBackupConfigs while the API server does not serve them")
+	for _, k := range b.ownKinds {
+		if k.informer() != nil {
+			t.Fatalf("the bridge watches %s while the API server does not serve them", k.resource)
+		}
 	}
-	crd.SetResourceVersion("")
-	crd.SetUID("")
-	unstructured.RemoveNestedField(crd.Object, "status")
-	h.create(crd)
-	h.eventually(30*time.Second, "the bridge to watch EtcdBackupConfigs", func() bool { return b.etcdBackupConfigs() != nil })
+	for i, k := range b.ownKinds {
+		crds[i].SetResourceVersion("")
+		crds[i].SetUID("")
+		unstructured.RemoveNestedField(crds[i].Object, "status")
+		h.create(crds[i])
+		h.eventually(30*time.Second, "the bridge to watch "+k.resource, func() bool { return k.informer() != nil })
+	}
 
 	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})
 	cfg := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"},
 		Spec: backupv1alpha1.EtcdBackupConfigSpec{Etcd: backupv1alpha1.EtcdReference{Endpoints: []string{"http://127.0.0.1:2379"}},
 			Schedule: "0 * * * * *", Keep: 3, Destination: "somewhere"}}
 	h.create(cfg)
-	h.eventually(10*time.Second, "an event for the EtcdBackupConfig", func() bool {
-		return len(typesOf(h.stream(), string(cfg.UID))) > 0
-	})
+	drill := restoreDrill("weekly")
+	h.create(drill)
+	for _, obj := range []client.Object{cfg, drill} {
+		h.eventually(10*time.Second, "an event for "+obj.GetName(), func() bool {
+			return len(typesOf(h.stream(), string(obj.GetUID()))) > 0
+		})
+	}
+}
+
+func restoreDrill(name string) *backupv1alpha1.RestoreDrill {
+	return &backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "0 0 3 * * *"}}
+}
+
+// RestoreDrills are announced as the other kinds are: by their name alone (they are
+// cluster-scoped), with their snapshot, on a spec change, deletion and removal but not on
+// a status write, and again on a resync.
+func TestBridgePublishesRestoreDrills(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	existing := restoreDrill("nightly")
+	h.create(existing)
+	b, _ := h.start(Options{})
+
+	d := restoreDrill("weekly")
+	d.Finalizers = []string{"backup.housekeeper.dev/test"}
+	h.create(d)
+	uid := string(d.UID)
+	h.eventually(10*time.Second, "created event", func() bool { return len(typesOf(h.stream(), uid)) == 1 })
+
+	d.Status.Entries = 3
+	if err := h.c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	h.patch(d, func() { d.Spec.Schedule = "@every 12h" })
+	h.eventually(10*time.Second, "updated event", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
+	if n := b.Resync("test"); n != 2 {
+		t.Errorf("Resync queued %d objects, want the 2 drills", n)
+	}
+	h.eventually(10*time.Second, "resynced events", func() bool { return len(typesOf(h.stream(), uid)) == 3 })
+	if err := h.c.Delete(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(10*time.Second, "deleting event", func() bool { return len(typesOf(h.stream(), uid)) == 4 })
+	h.patch(d, func() { d.Finalizers = nil })
+	h.eventually(10*time.Second, "deleted event", func() bool { return len(typesOf(h.stream(), uid)) == 5 })
+
+	all := h.stream()
+	want := []string{events.TypeRestoreDrillCreated, events.TypeRestoreDrillUpdated, events.TypeRestoreDrillSynced,
+		events.TypeRestoreDrillDeleting, events.TypeRestoreDrillDeleted}
+	if got := typesOf(all, uid); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("drill events:\n got %v\nwant %v", got, want)
+	}
+	if got := typesOf(all, string(existing.UID)); strings.Join(got, " ") != events.TypeRestoreDrillSynced+" "+events.TypeRestoreDrillSynced {
+		t.Errorf("drill existing at start: events %v, want synced at start and on the resync", got)
+	}
+	for _, r := range all {
+		if r.event.Extensions()[events.ExtUID] != uid {
+			continue
+		}
+		ref, err := events.RefOf(r.event)
+		if err != nil || ref.Kind != events.KindRestoreDrill || ref.Name != "weekly" || r.subject != strings.TrimSuffix(events.SubjectFilters(r.event.Type())[0], "*")+"weekly" {
+			t.Errorf("%s on %s names %+v (%v), want the RestoreDrill weekly", r.event.Type(), r.subject, ref, err)
+		}
+		var snapshot backupv1alpha1.RestoreDrill
+		if err := json.Unmarshal(r.event.Data(), &snapshot); err != nil || snapshot.Kind != "RestoreDrill" ||
+			snapshot.APIVersion != "backup.housekeeper.dev/v1alpha1" || snapshot.Name != "weekly" || len(snapshot.ManagedFields) != 0 {
+			t.Errorf("%s data = %s (%v)", r.event.Type(), r.event.Data(), err)
+		}
+	}
 }

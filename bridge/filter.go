@@ -33,13 +33,13 @@ type filter struct {
 }
 
 // handles reports whether obj is the bridge's: a BackupBucket or BackupEntry of a configured
-// type and class, or an EtcdBackupConfig.
+// type and class, or one of housekeeper's own objects.
 func (f filter) handles(obj client.Object) bool {
 	switch o := obj.(type) {
 	case *extensionsv1alpha1.BackupBucket, *extensionsv1alpha1.BackupEntry:
 		return f.scope.Serves(o.(extensionsv1alpha1.Object))
-	case *backupv1alpha1.EtcdBackupConfig:
-		return true // housekeeper's own kind: no type or class to filter by
+	case *backupv1alpha1.EtcdBackupConfig, *backupv1alpha1.RestoreDrill:
+		return true // housekeeper's own kinds: no type or class to filter by
 	default:
 		return false
 	}

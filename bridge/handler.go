@@ -125,10 +125,8 @@ func (b *Bridge) announceEntriesIn(namespace, trigger string) {
 // events are new to JetStream's duplicate window. It returns how many objects it queued.
 func (b *Bridge) Resync(trigger string) int {
 	n := 0
-	informers := map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries}
-	if configs := b.etcdBackupConfigs(); configs != nil {
-		informers[events.KindEtcdBackupConfig] = configs
-	}
+	informers := b.ownInformers()
+	informers[events.KindBackupBucket], informers[events.KindBackupEntry] = b.buckets, b.entries
 	for kind, inf := range informers {
 		for _, obj := range inf.GetStore().List() {
 			if b.filter.handles(obj.(client.Object)) {

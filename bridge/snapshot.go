@@ -47,7 +47,7 @@ func Snapshot(kind events.Kind, obj client.Object) ([]byte, error) {
 }
 
 // marshalTrimmed marshals obj with apiVersion and kind and without managedFields and
-// last-applied-configuration. BackupBuckets and BackupEntries are marshalled once, as a
+// last-applied-configuration. The kinds the bridge watches are marshalled once, as a
 // shallow copy: obj is often an informer's cached object, shared and never to be modified.
 func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
 	tm := metav1.TypeMeta{APIVersion: apiVersion, Kind: string(kind)}
@@ -63,6 +63,11 @@ func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
 		trimMeta(&c.ObjectMeta)
 		return json.Marshal(&c)
 	case *backupv1alpha1.EtcdBackupConfig:
+		c := *o
+		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
+		trimMeta(&c.ObjectMeta)
+		return json.Marshal(&c)
+	case *backupv1alpha1.RestoreDrill:
 		c := *o
 		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
 		trimMeta(&c.ObjectMeta)

@@ -11,8 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
 func snapshotMap(t *testing.T, entry *extensionsv1alpha1.BackupEntry) map[string]any {
@@ -93,6 +95,45 @@ func TestSnapshotBucket(t *testing.T) {
 		len(b.ManagedFields) != 0 || b.Annotations[lastAppliedAnnotation] != "" ||
 		b.Annotations["backupbucket.extensions.gardener.cloud/generated-secret-namespace"] != "garden" {
 		t.Errorf("snapshot %s", data)
+	}
+}
+
+// housekeeper's own kinds are snapshotted with their own apiVersion, trimmed like the others,
+// and the informer's object they are taken from stays as it was.
+func TestSnapshotOwnKinds(t *testing.T) {
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: "weekly", UID: "u1", ResourceVersion: "7",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			Annotations:   map[string]string{lastAppliedAnnotation: "{}", "keep": "me"}}
+	}
+	config := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: meta(), Spec: backupv1alpha1.EtcdBackupConfigSpec{Schedule: "@daily"}}
+	config.Namespace = "team"
+	drill := &backupv1alpha1.RestoreDrill{ObjectMeta: meta(), Spec: backupv1alpha1.RestoreDrillSpec{Schedule: "@daily", All: true}}
+	for _, tc := range []struct {
+		kind events.Kind
+		obj  client.Object
+	}{{events.KindEtcdBackupConfig, config}, {events.KindRestoreDrill, drill}} {
+		data, err := Snapshot(tc.kind, tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			metav1.TypeMeta
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     struct {
+				Schedule string `json:"schedule"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Kind != string(tc.kind) || got.APIVersion != "backup.housekeeper.dev/v1alpha1" || got.Spec.Schedule != "@daily" ||
+			len(got.Metadata.ManagedFields) != 0 || got.Metadata.Annotations[lastAppliedAnnotation] != "" || got.Metadata.Annotations["keep"] != "me" {
+			t.Errorf("%s snapshot %s", tc.kind, data)
+		}
+		if len(tc.obj.GetManagedFields()) != 1 || tc.obj.GetAnnotations()[lastAppliedAnnotation] == "" {
+			t.Errorf("the snapshot of the %s changed the object it was taken from", tc.kind)
+		}
 	}
 }
 

@@ -221,7 +221,7 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 // snapshot's reads secrets in every namespace — and VPAs, their consumers (the setup Job's
 // --functions, the forwarder's --function), their place in the FlowSchema and the Knative
 // NetworkPolicy, and the CRDs. Nothing else changes; the bridge keeps list and watch on
-// EtcdBackupConfigs, as the CRDs outlive the feature.
+// EtcdBackupConfigs and RestoreDrills, as the CRDs outlive the feature.
 func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill))
 	gardener := strings.Join(slices.Sorted(slices.Values(all.NamesOf(all.Gardener))), ",")
@@ -272,7 +272,7 @@ func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 					if !slices.Contains(rule.APIGroups, "backup.housekeeper.dev") && !slices.Contains(rule.APIGroups, "*") {
 						continue
 					}
-					if o.GetName() != "housekeeper-bridge" || !slices.Equal(rule.Resources, []string{"etcdbackupconfigs"}) || !slices.Equal(rule.Verbs, []string{"list", "watch"}) {
+					if o.GetName() != "housekeeper-bridge" || !slices.Equal(rule.Resources, []string{"etcdbackupconfigs", "restoredrills"}) || !slices.Equal(rule.Verbs, []string{"list", "watch"}) {
 						t.Errorf("%s: grants %v on %v of backup.housekeeper.dev", m, rule.Verbs, rule.Resources)
 					}
 				}

@@ -8,11 +8,12 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets", "backupentries"]
   verbs: ["list", "watch"]
-# housekeeper's own EtcdBackupConfigs (where the CRD is installed: the bridge asks discovery).
-# Kept with etcdBackupConfig.enabled off: the CRDs outlive the feature (keep), and a bridge that
-# finds the kind served but may not list it would never finish its initial lists.
+# housekeeper's own EtcdBackupConfigs and RestoreDrills (where their CRDs are installed: the
+# bridge asks discovery). Kept with etcdBackupConfig.enabled off: the CRDs outlive the feature
+# (keep), and a bridge that finds a kind served but may not list it would never finish its
+# initial lists.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs"]
+  resources: ["etcdbackupconfigs", "restoredrills"]
   verbs: ["list", "watch"]
 # Namespaces: an entry is announced again when its shoot namespace appears.
 - apiGroups: [""]
