@@ -20,9 +20,11 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
@@ -38,8 +40,9 @@ import (
 
 // The roles of infra/rbac carry the bridge, the schedule and the snapshot function through an
 // EtcdBackupConfig's life — a cron schedule installed, backups taken and rotated with a
-// destination's credentials read, the config deleted — each as its own
-// ServiceAccount. Any Forbidden answer fails the test.
+// destination's credentials read, the config deleted — and the bridge and the schedule
+// function through a RestoreDrill's — its schedule installed, the drill deleted — each as its
+// own ServiceAccount. Any Forbidden answer fails the test.
 func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS())
 	admin := env.Client(t)
@@ -147,6 +150,8 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 		&backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"}, Spec: backupv1alpha1.EtcdBackupConfigSpec{
 			Etcd:     backupv1alpha1.EtcdReference{Endpoints: []string{etcd.ClientURL}},
 			Schedule: "* * * * * *", Keep: 2, Destination: "rbac"}},
+		// A yearly drill: scheduled, never fired during the test.
+		&backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "@yearly"}},
 	} {
 		if err := admin.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -185,6 +190,23 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	}
 	wait("the config released", func() (bool, string) {
 		err := admin.Get(ctx, key, cfg)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+	})
+	drill := &backupv1alpha1.RestoreDrill{}
+	drillKey := client.ObjectKey{Name: "rbac"}
+	wait("the drill scheduled", func() (bool, string) {
+		if err := admin.Get(ctx, drillKey, drill); err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(drill.Status.Conditions, backupv1alpha1.ConditionScheduled)
+		return cond != nil && cond.Status == metav1.ConditionTrue && controllerutil.ContainsFinalizer(drill, backupv1alpha1.Finalizer),
+			fmt.Sprintf("finalizers %v, status %+v", drill.Finalizers, drill.Status)
+	})
+	if err := admin.Delete(ctx, drill); err != nil {
+		t.Fatal(err)
+	}
+	wait("the drill released", func() (bool, string) {
+		err := admin.Get(ctx, drillKey, drill)
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
 	if f := forbidden(logs); f != "" {

@@ -72,11 +72,11 @@ func (j *journal) count(prefix string) int {
 	return n
 }
 
-// newFakeClient returns the fake API server holding objs, EtcdBackupConfig with its status
-// subresource; patches and status updates go into j.
+// newFakeClient returns the fake API server holding objs, EtcdBackupConfig and RestoreDrill
+// with their status subresource; patches and status updates go into j.
 func newFakeClient(j *journal, objs ...client.Object) client.Client {
 	return fake.NewClientBuilder().WithScheme(fakeScheme).
-		WithStatusSubresource(&backupv1alpha1.EtcdBackupConfig{}).
+		WithStatusSubresource(&backupv1alpha1.EtcdBackupConfig{}, &backupv1alpha1.RestoreDrill{}).
 		WithObjects(objs...).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {

@@ -104,7 +104,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 				return false, err.Error()
 			}
 			return scheduled(live) && controllerutil.ContainsFinalizer(live, backupv1alpha1.Finalizer) &&
-				observeSchedule(p.JS, cfg) != "no schedule", fmt.Sprintf("finalizers %v, status %+v", live.Finalizers, live.Status)
+				observeSchedule(p.JS, configHolder(cfg)) != "no schedule", fmt.Sprintf("finalizers %v, status %+v", live.Finalizers, live.Status)
 		})
 	}
 	for _, fn := range []string{etcdbackup.ScheduleDefinition.Name, etcdbackup.SnapshotDefinition.Name} {
@@ -129,7 +129,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	}
 	before := make([][2]string, len(deleting))
 	for i, cfg := range delCfgs {
-		before[i] = [2]string{observeConfig(cfg), observeSchedule(p.JS, cfg)}
+		before[i] = [2]string{observeConfig(cfg), observeSchedule(p.JS, configHolder(cfg))}
 	}
 
 	delForged := make([]pipeline.Stored, len(deleting))
@@ -202,7 +202,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 			if err := pipeline.Acked(infos[etcdbackup.ScheduleDefinition.Name], delForged[i]); err != nil {
 				t.Fatal(err)
 			}
-			after := [2]string{observeConfig(delCfgs[i]), observeSchedule(p.JS, delCfgs[i])}
+			after := [2]string{observeConfig(delCfgs[i]), observeSchedule(p.JS, configHolder(delCfgs[i]))}
 			if after != before[i] {
 				t.Errorf("the forged deleting event (stream sequence %d on %s) changed the config or its schedule:\n  config before: %s\n  config after:  %s\n  schedule before: %s\n  schedule after:  %s",
 					delForged[i].Seq, delForged[i].Subject, before[i][0], after[0], before[i][1], after[1])
@@ -227,7 +227,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 					t.Errorf("backup %s is dated after every real backup (the forged fire time taken at its word)", k)
 				}
 			}
-			if s := observeSchedule(p.JS, dueCfgs[i]); s == "no schedule" || strings.HasPrefix(s, "unreadable") {
+			if s := observeSchedule(p.JS, configHolder(dueCfgs[i])); s == "no schedule" || strings.HasPrefix(s, "unreadable") {
 				t.Errorf("the config's schedule: %s", s)
 			}
 		})
@@ -235,16 +235,127 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	t.Logf("test took %s", time.Since(began).Round(time.Second))
 }
 
-// observeSchedule renders the config's schedule on the server: whether its holder is there,
-// and what it says.
-func observeSchedule(js jetstream.JetStream, cfg *backupv1alpha1.EtcdBackupConfig) string {
+// Forged restoredrill.deleting events about a live drill — with a made-up uid, with
+// resourceVersion "1", or with the live uid and resourceVersion; on the event's own subject or
+// on the schedule function's redrive subject — leave the drill as it was (finalizer on, no
+// deletionTimestamp, same resourceVersion) and its schedule on the server. The schedule
+// function comes to rest and dead-letters none of them: a well-formed event about a live drill
+// is converged, not given up on.
+func TestForgedRestoreDrillEvents(t *testing.T) {
+	p := pipeline.Start(t)
+	c := p.Client
+	ctx := context.Background()
+	p.RunFunction(etcdbackup.ScheduleDefinition, nil)
+	schedule := etcdbackup.ScheduleDefinition.Name
+
+	type forgery struct {
+		identity string // made-up-uid, rv-1, current-rv
+		redrive  bool
+	}
+	var forgeries []forgery
+	for _, identity := range []string{"made-up-uid", "rv-1", "current-rv"} {
+		for _, redrive := range []bool{false, true} {
+			forgeries = append(forgeries, forgery{identity, redrive})
+		}
+	}
+	drills := make([]*backupv1alpha1.RestoreDrill, len(forgeries))
+	for i := range forgeries {
+		// A yearly schedule: no fire during the test.
+		drills[i] = &backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("forged-%d", i)},
+			Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "@yearly"}}
+		if err := c.Create(ctx, drills[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	observeDrill := func(d *backupv1alpha1.RestoreDrill) string {
+		live := &backupv1alpha1.RestoreDrill{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
+			if apierrors.IsNotFound(err) {
+				return "absent (not found)"
+			}
+			return "unreadable: " + err.Error()
+		}
+		deletion := "none"
+		if live.DeletionTimestamp != nil {
+			deletion = live.DeletionTimestamp.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("uid=%s resourceVersion=%s deletionTimestamp=%s finalizers=%v", live.UID, live.ResourceVersion, deletion, live.Finalizers)
+	}
+	for _, d := range drills {
+		p.Eventually(30*time.Second, d.Name+" scheduled, with its finalizer", func() (bool, string) {
+			state := observeDrill(d)
+			return strings.Contains(state, backupv1alpha1.Finalizer) && observeSchedule(p.JS, events.DrillScheduleSubject(d.Name)) != "no schedule", state
+		})
+	}
+	if _, err := p.AtRest(schedule); err != nil {
+		t.Fatal(err)
+	}
+	before := make([][2]string, len(drills))
+	for i, d := range drills {
+		before[i] = [2]string{observeDrill(d), observeSchedule(p.JS, events.DrillScheduleSubject(d.Name))}
+	}
+
+	forged := make([]pipeline.Stored, len(forgeries))
+	for i, f := range forgeries {
+		live := &backupv1alpha1.RestoreDrill{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(drills[i]), live); err != nil {
+			t.Fatal(err)
+		}
+		switch f.identity {
+		case "made-up-uid":
+			live.UID = uuid.NewUUID()
+		case "rv-1":
+			live.ResourceVersion = "1"
+		}
+		now := metav1.Now()
+		live.DeletionTimestamp = &now
+		e, err := pipeline.ObjectEvent(events.KindRestoreDrill, events.OpDeleting, live, events.WithTrigger("forged-"+string(uuid.NewUUID())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged[i] = publishForged(p, msg, f.redrive, schedule)
+	}
+	info, err := p.AtRest(schedule)
+	if err != nil {
+		t.Errorf("after the forged events: %v", err)
+	}
+	for _, d := range p.DeadLetters(schedule) {
+		t.Errorf("unexpected dead letter: %s %s (%s): %s", d.EventType, d.EventID, d.Subject, d.Reason)
+	}
+	for i, f := range forgeries {
+		via := map[bool]string{false: "object-subject", true: "redrive"}[f.redrive]
+		t.Run("restoredrill.deleting:"+f.identity+":"+via, func(t *testing.T) {
+			if err := pipeline.Acked(info, forged[i]); err != nil {
+				t.Fatal(err)
+			}
+			after := [2]string{observeDrill(drills[i]), observeSchedule(p.JS, events.DrillScheduleSubject(drills[i].Name))}
+			if after != before[i] {
+				t.Errorf("the forged deleting event (stream sequence %d on %s) changed the drill or its schedule:\n  drill before: %s\n  drill after:  %s\n  schedule before: %s\n  schedule after:  %s",
+					forged[i].Seq, forged[i].Subject, before[i][0], after[0], before[i][1], after[1])
+			}
+		})
+	}
+}
+
+// configHolder is the config's schedule subject.
+func configHolder(cfg *backupv1alpha1.EtcdBackupConfig) string {
+	return events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name)
+}
+
+// observeSchedule renders the schedule on holder, a schedule subject: whether it is there, and
+// what it says.
+func observeSchedule(js jetstream.JetStream, holder string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := js.Stream(ctx, events.RecordStream)
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}
-	msg, err := stream.GetLastMsgForSubject(ctx, events.EtcdBackupScheduleSubject(cfg.Namespace, cfg.Name))
+	msg, err := stream.GetLastMsgForSubject(ctx, holder)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		return "no schedule"

@@ -9,8 +9,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
@@ -151,5 +153,76 @@ func TestOnceNow(t *testing.T) {
 	p.Drained(etcdbackup.SnapshotDefinition.Name)
 	if keys := listAll(t, dest.store, "team/once/"); len(keys) != 1 || live.Status.NextRun != nil {
 		t.Fatalf("backups %q, nextRun %v", keys, live.Status.NextRun)
+	}
+}
+
+// A RestoreDrill's schedule on a real NATS server, secured as an operator runs it: the bridge
+// announces the drill, the schedule function installs its cron in its time zone, and the server
+// fires drill.due events about it on its due subject, for the drill function to run; deleting
+// the drill removes the schedule from the server before the drill goes.
+func TestDrillSchedule(t *testing.T) {
+	p := pipeline.StartSecure(t, natsconn.FormJWT)
+	c := p.Client
+	p.RunFunction(etcdbackup.ScheduleDefinition, nil)
+	ctx := context.Background()
+
+	drill := &backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "every-second"},
+		Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "* * * * * *", TimeZone: "Europe/Berlin"}}
+	if err := c.Create(ctx, drill); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := p.JS.Stream(ctx, events.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due, err := events.Subject(events.TypeDrillDue, drill.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := &backupv1alpha1.RestoreDrill{}
+	p.Eventually(30*time.Second, "the drill scheduled, with its finalizer, and fired twice", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(drill), live); err != nil {
+			return false, err.Error()
+		}
+		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(due))
+		if err != nil {
+			return false, err.Error()
+		}
+		cond := meta.FindStatusCondition(live.Status.Conditions, backupv1alpha1.ConditionScheduled)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == live.Generation &&
+				controllerutil.ContainsFinalizer(live, backupv1alpha1.Finalizer) && info.State.Subjects[due] >= 2,
+			fmt.Sprintf("finalizers %v, status %+v, fires %v", live.Finalizers, live.Status, info.State.Subjects)
+	})
+	holder := events.DrillScheduleSubject(drill.Name)
+	if msg, err := stream.GetLastMsgForSubject(ctx, holder); err != nil || msg.Header.Get(jetstream.ScheduleHeader) != "* * * * * *" ||
+		msg.Header.Get(jetstream.ScheduleTimeZoneHeader) != "Europe/Berlin" {
+		t.Fatalf("schedule on the server: %v (%v)", msg, err)
+	}
+	fired, err := stream.GetLastMsgForSubject(ctx, due)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := events.Decode(fired.Header, fired.Data)
+	if err != nil {
+		t.Fatalf("a fire holds no event: %v", err)
+	}
+	ref, err := events.RefOf(e)
+	if err != nil || e.Type() != events.TypeDrillDue || ref.Kind != events.KindRestoreDrill || ref.Name != drill.Name ||
+		ref.UID != string(live.UID) || fired.Header.Get(jetstream.SchedulerHeader) != holder {
+		t.Fatalf("a fire is %s about %+v (%v), scheduled by %q", e.Type(), ref, err, fired.Header.Get(jetstream.SchedulerHeader))
+	}
+
+	if err := c.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	p.Eventually(30*time.Second, "the drill gone, its finalizer released", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(drill), live)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v, finalizers %v", err, live.Finalizers)
+	})
+	if _, err := stream.GetLastMsgForSubject(ctx, holder); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("the schedule outlived its drill: %v", err)
+	}
+	if refused := p.RefusedByNATS(); refused != "" {
+		t.Errorf("nats-server refused operations of housekeeper's own components:\n%s", refused)
 	}
 }

@@ -10,27 +10,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC()) }
 
-// updateStatus applies change to the live config's status and writes it, re-reading on a
-// conflict: the schedule and snapshot functions write different parts of it. A config that
-// is gone needs no status.
-func updateStatus(ctx context.Context, c client.Client, key client.ObjectKey, change func(*backupv1alpha1.EtcdBackupConfig)) error {
+// updateStatus applies change to the status of the live object at key, read into a
+// newObject(), and writes it, re-reading on a conflict: the schedule function and the one a
+// schedule fires write different parts of it. An object that is gone needs no status, and a
+// change that leaves the status as it was writes nothing (meta.SetStatusCondition keeps a
+// condition's transition time when nothing else changed).
+func updateStatus[T client.Object](ctx context.Context, c client.Client, key client.ObjectKey, newObject func() T, change func(T)) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cfg := &backupv1alpha1.EtcdBackupConfig{}
-		if err := c.Get(ctx, key, cfg); err != nil {
+		obj := newObject()
+		if err := c.Get(ctx, key, obj); err != nil {
 			return err
 		}
-		before := cfg.Status.DeepCopy()
-		change(cfg)
-		if equalStatus(before, &cfg.Status) {
+		before := obj.DeepCopyObject()
+		change(obj)
+		if apiequality.Semantic.DeepEqual(before, obj) {
 			return nil
 		}
-		return c.Status().Update(ctx, cfg)
+		return c.Status().Update(ctx, obj)
 	})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -38,20 +38,14 @@ func updateStatus(ctx context.Context, c client.Client, key client.ObjectKey, ch
 	return err
 }
 
-// equalStatus compares statuses; meta.SetStatusCondition keeps a condition's transition time
-// when nothing else changed, so an unchanged outcome writes nothing.
-func equalStatus(a, b *backupv1alpha1.EtcdBackupConfigStatus) bool {
-	return apiequality.Semantic.DeepEqual(a, b)
-}
-
-// setCondition sets a condition of cfg at its generation.
-func setCondition(cfg *backupv1alpha1.EtcdBackupConfig, typ string, ok bool, reason, message string) {
+// setCondition sets a condition among conditions, those of an object at generation.
+func setCondition(conditions *[]metav1.Condition, generation int64, typ string, ok bool, reason, message string) {
 	status := metav1.ConditionFalse
 	if ok {
 		status = metav1.ConditionTrue
 	}
-	meta.SetStatusCondition(&cfg.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: truncate(message, 1024), ObservedGeneration: cfg.Generation,
+	meta.SetStatusCondition(conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: truncate(message, 1024), ObservedGeneration: generation,
 	})
 }
 

@@ -89,13 +89,13 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 {{- end -}}
 
 {{- define "housekeeper.rules.schedule" -}}
-# get: the live config; patch: its finalizer.
+# get: the live config or drill; patch: its finalizer.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs"]
+  resources: ["etcdbackupconfigs", "restoredrills"]
   verbs: ["get", "patch"]
 # The Scheduled condition and observedGeneration.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs/status"]
+  resources: ["etcdbackupconfigs/status", "restoredrills/status"]
   verbs: ["update"]
 {{- end -}}
 

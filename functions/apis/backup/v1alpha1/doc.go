@@ -1,10 +1,10 @@
 // Package v1alpha1 is housekeeper's own API, group backup.housekeeper.dev: where etcd backups
 // go (BackupDestination, cluster-scoped), which etcd is backed up how often and how many
 // backups are kept (EtcdBackupConfig, namespaced), and which BackupEntries' backups are
-// restored on a schedule to prove they restore (RestoreDrill, cluster-scoped; nothing schedules
-// it yet). It is a public contract: the bridge watches these objects, the schedule and snapshot
-// functions act on them, and the CRDs in infra/crds are generated from these types
-// (scripts/generate-apis.sh).
+// restored on a schedule to prove they restore (RestoreDrill, cluster-scoped). It is a public
+// contract: the bridge watches these objects, the schedule function installs the configs' and
+// the drills' schedules, the snapshot function acts on the configs' fires, and the CRDs in
+// infra/crds are generated from these types (scripts/generate-apis.sh).
 //
 // +kubebuilder:object:generate=true
 // +groupName=backup.housekeeper.dev
