@@ -24,10 +24,11 @@
 // applies the deltas' puts without their leases, and keeps the full snapshot's leases alive
 // while it runs, so that none expires into a revision the source never had.
 //
-// A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule; its pure side is here:
-// Select and Selection.Selects decide which BackupEntries a run drills, MemoryShare what each of
-// its concurrent drills may use, Report makes one drill's answer an entry's result and Record
-// writes a run's results and counts into the status.
+// A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select and
+// Selection.Selects decide which BackupEntries a run drills, MemoryShare what each of its
+// concurrent drills may use, Report makes one drill's answer an entry's result and Record writes
+// a run's results and counts into the status. The drill function (Definition, Driller) runs each
+// fire of its schedule with them and exports the results as metrics (Metrics).
 //
 // The drill never writes to the source. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.
