@@ -119,8 +119,12 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 		setNextRun(rd, fire)
 		recorded = *rd.Status.DeepCopy()
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case recorded.LastRun == nil:
+		d.Metrics.forget(ref.Name) // deleted while it ran: no status, no series
+		return nil
 	}
 	d.Metrics.observe(ref.Name, reports, plan.selected, recorded.Results, plan.maxAge)
 	return nil

@@ -222,8 +222,10 @@ func TestDrillFunction(t *testing.T) {
 	}
 	t.Run("a drill out of time is an Error that keeps the last restorable point", func(t *testing.T) {
 		short := live(t)
-		// Long enough to open the bucket, too short to restore the chain (a second).
+		// Long enough to open the bucket; the restore is held past it once its etcd serves.
 		short.Spec.Timeout = &metav1.Duration{Duration: 200 * time.Millisecond}
+		afterStart = func() { time.Sleep(time.Second) }
+		defer func() { afterStart = nil }()
 		if err := c.Update(ctx, short); err != nil {
 			t.Fatal(err)
 		}
