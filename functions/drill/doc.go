@@ -32,4 +32,8 @@
 //
 // The drill never writes to the source. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.
+// The rest of its memory is the throwaway etcd's: its index of every key (it grows with the
+// keys, not with their values) and about 3,500 applied revisions' transactions of its raft
+// log; bbolt maps the restored db whole, page cache the kernel takes back under pressure.
+// test/etcdbr's BenchmarkDrillRestore measures it beside etcdbrctl restore.
 package drill

@@ -162,14 +162,28 @@ func (s *Snapshotter) Stop() { s.proc.Stop() }
 // Restore runs `etcdbrctl restore`: it fetches the latest full snapshot and the deltas after it
 // from store and builds m.DataDir from them, for StartEtcd(m). m.DataDir must not exist yet.
 func (b *EtcdBR) Restore(ctx context.Context, store *BackupStore, m *EtcdMember, tempDir string) error {
-	if err := b.ownedDir(tempDir); err != nil {
+	cmd, err := b.RestoreCommand(ctx, store, m, tempDir)
+	if err != nil {
 		return err
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("etcdbrctl restore (see its log): %w", err)
+	}
+	return nil
+}
+
+// RestoreCommand prepares the directories and the store for Restore and returns its `etcdbrctl
+// restore` unstarted, for a caller that measures the process (its pid is etcdbrctl's: the
+// shell that sets the umask execs it).
+func (b *EtcdBR) RestoreCommand(ctx context.Context, store *BackupStore, m *EtcdMember, tempDir string) (*exec.Cmd, error) {
+	if err := b.ownedDir(tempDir); err != nil {
+		return nil, err
 	}
 	if err := b.ownedDir(filepath.Dir(m.DataDir)); err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.prepareStore(store); err != nil {
-		return err
+		return nil, err
 	}
 	args := []string{"restore",
 		"--name=" + m.Name,
@@ -181,10 +195,7 @@ func (b *EtcdBR) Restore(ctx context.Context, store *BackupStore, m *EtcdMember,
 	}
 	cmd := b.command(ctx, "etcdbrctl", append(args, store.Args()...)...)
 	cmd.Env = append(os.Environ(), store.Env()...)
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("etcdbrctl restore (see its log): %w", err)
-	}
-	return nil
+	return cmd, nil
 }
 
 // ownedDir creates dir (0700; missing parents 0755, so RunAs can reach it) and, with RunAs,

@@ -7,6 +7,10 @@
 //
 // etcd and etcdbrctl run as uid 65532 with umask 0077 and the purge runs as uid 65532, as
 // etcd-druid and infra/ deploy them; switching users needs root, so the test fails without it.
+//
+// BenchmarkDrillRestore (make bench only) restores one large backup with `etcdbrctl restore` and
+// with housekeeper's drill, each as its own process, and prints their time and memory side by
+// side; it runs both as this process's user.
 package etcdbr_test
 
 import (
