@@ -2,7 +2,8 @@
 // kube-apiserver and etcd, nats-server with JetStream, Azurite, an S3 server, a GCS server,
 // the bridge and every function — applies the examples, runs a real etcd with etcd-backup-restore for each
 // example shoot, saving full and delta snapshots through the shoot's etcd-backup secret, and
-// shows a live status table until the purge of the deleted example has completed.
+// shows a live status table until the purge of the deleted example has completed and a restore
+// drill has restored every live shoot's backups.
 package localstack
 
 import (
@@ -46,7 +47,7 @@ const Cluster = "local"
 var scope = gardener.Scope{Types: gardener.ImplementedTypes, Classes: []string{"shoot"}}
 
 // Done is printed once every example is Succeeded and the deleted one is purged.
-const Done = "all examples Succeeded, purge completed"
+const Done = "all examples Succeeded, purge completed, every live shoot restored by a drill"
 
 // Options configure Run.
 type Options struct {

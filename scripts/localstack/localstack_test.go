@@ -33,7 +33,7 @@ func (s *syncBuffer) String() string {
 }
 
 // make run reaches its goal with no manual step: every example Succeeded, the deleted entry
-// purged after its retention, no dead letters; on an embedded nats-server (make run) and on a
+// purged after its retention, every live entry's backups restored by a drill, no dead letters; on an embedded nats-server (make run) and on a
 // cluster of three (make run NATS_NODES=3).
 func TestLocalStackRunsTheExamplesToCompletion(t *testing.T) {
 	t.Run("embedded nats-server", func(t *testing.T) { runsTheExamples(t, 0) })
@@ -68,6 +68,15 @@ func runsTheExamples(t *testing.T, natsNodes int) {
 		m := regexp.MustCompile(name + `.*\b\d+ \((\d+) full, (\d+) delta\)`).FindStringSubmatch(last)
 		if m == nil || m[1] == "0" || m[2] == "0" {
 			t.Errorf("final status shows no full and delta snapshots of %s: %v\n%s", name, m, last)
+		}
+	}
+	// The example RestoreDrill restored every live shoot's backups, to a revision.
+	if !strings.Contains(last, "RESTORE DRILLS") {
+		t.Errorf("final status shows no restore drills:\n%s", last)
+	}
+	for _, name := range []string{"shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17", "shoot--dev--epsilon--5d9f0c28"} {
+		if !regexp.MustCompile(name + `\s+Restorable\s+\S+\s+revision [1-9]\d*, `).MatchString(last) {
+			t.Errorf("final status shows no restorable drill of %s:\n%s", name, last)
 		}
 	}
 	if strings.Contains(last, "shoot--dev--gamma--2a9e61d0") {

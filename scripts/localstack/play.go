@@ -202,7 +202,13 @@ func (s *session) finished(ctx context.Context, rows []row, doomed []string) boo
 			return false
 		}
 	}
-	return true
+	var live []string
+	for _, r := range rows {
+		if r.kind == "BackupEntry" {
+			live = append(live, r.name)
+		}
+	}
+	return s.drilled(ctx, live)
 }
 
 type row struct {
@@ -280,6 +286,7 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 	}
 	_ = tw.Flush()
 	s.renderEtcdBackups(out)
+	s.renderDrills(out)
 	fmt.Fprintln(out, "\nSCHEDULED PURGES")
 	if len(purges) == 0 {
 		fmt.Fprintln(out, "  none")

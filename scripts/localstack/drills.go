@@ -1,0 +1,81 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+)
+
+// renderDrills prints the RestoreDrills and each entry's last drill: its outcome, the revision
+// restored, how old the newest restorable snapshot was (the RPO as measured), or why it failed.
+func (s *session) renderDrills(out io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list := &backupv1alpha1.RestoreDrillList{}
+	if err := s.client.List(ctx, list); err != nil || len(list.Items) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nRESTORE DRILLS")
+	for _, d := range list.Items {
+		last, next := "-", "-"
+		if d.Status.LastRun != nil {
+			last = d.Status.LastRun.Local().Format(time.TimeOnly)
+		}
+		if d.Status.NextRun != nil {
+			next = d.Status.NextRun.Local().Format(time.TimeOnly)
+		}
+		status := "pending"
+		if c := meta.FindStatusCondition(d.Status.Conditions, backupv1alpha1.ConditionDrillsSucceeded); c != nil {
+			status = c.Reason
+		} else if c := meta.FindStatusCondition(d.Status.Conditions, backupv1alpha1.ConditionScheduled); c != nil {
+			status = c.Reason
+		}
+		fmt.Fprintf(out, "  %s  %s  last %s  next %s  %d entries: %d restorable, %d failed, %d stale  %s\n", d.Name, d.Spec.Schedule, last, next,
+			d.Status.Entries, d.Status.Restorable, d.Status.Failed, d.Status.Stale, status)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, r := range d.Status.Results {
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", r.Entry, r.Outcome, r.Time.Local().Format(time.TimeOnly), drillDetail(r), truncate(r.Reason, 80))
+		}
+		_ = tw.Flush()
+	}
+}
+
+// drillDetail is what a drill restored: the revision and keys, and the age of the newest
+// snapshot it restored when the drill ran.
+func drillDetail(r backupv1alpha1.EntryDrillResult) string {
+	if r.Outcome != backupv1alpha1.OutcomeRestorable {
+		return "-"
+	}
+	rpo := "-"
+	if r.NewestRestorablePoint != nil {
+		rpo = r.Time.Sub(r.NewestRestorablePoint.Time).Round(time.Second).String()
+	}
+	return fmt.Sprintf("revision %d, %d keys, newest snapshot %s old, took %s", r.RestoredRevision, r.Keys, rpo, r.Duration.Round(time.Millisecond))
+}
+
+// drilled reports whether every live entry's last drill restored: make run's proof that
+// the backups etcd-backup-restore wrote come back.
+func (s *session) drilled(ctx context.Context, live []string) bool {
+	list := &backupv1alpha1.RestoreDrillList{}
+	if err := s.client.List(ctx, list); err != nil {
+		return false
+	}
+	restorable := map[string]bool{}
+	for _, d := range list.Items {
+		for _, r := range d.Status.Results {
+			restorable[r.Entry] = restorable[r.Entry] || r.Outcome == backupv1alpha1.OutcomeRestorable
+		}
+	}
+	for _, name := range live {
+		if !restorable[name] {
+			return false
+		}
+	}
+	return len(list.Items) > 0
+}
