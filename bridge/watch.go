@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -25,20 +24,22 @@ import (
 // bridge knows the kind of each watch, so it frames and parses an event once and decodes its
 // object straight into newObject(): half the bridge's CPU went into those reads.
 func jsonListWatch(c rest.Interface, resource string, newObject func() kruntime.Object) *cache.ListWatch {
-	lw := cache.NewListWatchFromClient(c, resource, "", fields.Everything())
-	lw.WatchFunc = nil // the deprecated form would watch with client-go's decoder
-	lw.WatchFuncWithContext = func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
-		options.Watch = true
-		body, err := c.Get().Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Stream(ctx)
-		if err != nil {
-			return nil, err
-		}
-		// As client-go's own watch: a decoding error ends the watch with a 500, and the
-		// reflector lists again.
-		return watch.NewStreamWatcher(newJSONEventDecoder(body, newObject),
-			apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, options metav1.ListOptions) (kruntime.Object, error) {
+			return c.Get().Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Do(ctx).Get()
+		},
+		WatchFuncWithContext: func(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+			options.Watch = true
+			body, err := c.Get().Resource(resource).VersionedParams(&options, metav1.ParameterCodec).Stream(ctx)
+			if err != nil {
+				return nil, err
+			}
+			// As client-go's own watch: a decoding error ends the watch with a 500, and the
+			// reflector lists again.
+			return watch.NewStreamWatcher(newJSONEventDecoder(body, newObject),
+				apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
+		},
 	}
-	return lw
 }
 
 // jsonEventDecoder reads the API server's JSON watch stream: one metav1.WatchEvent after

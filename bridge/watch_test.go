@@ -29,7 +29,7 @@ import (
 // annotations, two finalizers, the managed fields of three writers, and a status.
 func watchedEntry(name, rv string) *extensionsv1alpha1.BackupEntry {
 	now := metav1.NewTime(time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC))
-	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
+	fields := metav1.NewFieldsV1
 	return &extensionsv1alpha1.BackupEntry{
 		TypeMeta: metav1.TypeMeta{APIVersion: "extensions.gardener.cloud/v1alpha1", Kind: "BackupEntry"},
 		ObjectMeta: metav1.ObjectMeta{

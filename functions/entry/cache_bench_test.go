@@ -31,14 +31,14 @@ func seedNamespace(i int) (ns, secret *metav1.PartialObjectMetadata) {
 			"networking.resources.gardener.cloud/from-world-to-ports": `[{"protocol":"TCP","port":443}]`,
 		},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "gardenlet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{},"f:labels":{}}}`)}}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{},"f:labels":{}}}`)}},
 	}
 	secret = metadataOf("Secret")
 	secret.ObjectMeta = metav1.ObjectMeta{Namespace: name, Name: SecretName, UID: types.UID(fmt.Sprintf("22222222-0000-0000-0000-%012d", i)), ResourceVersion: fmt.Sprint(2000 + i),
 		Annotations: map[string]string{AnnotationCreatedBy: fmt.Sprintf("entry-%d", i)},
 		Labels:      map[string]string{"gardener.cloud/purpose": "etcd-backup"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "housekeeper-entry", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{},"f:metadata":{"f:annotations":{}}}`)}}},
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{},"f:metadata":{"f:annotations":{}}}`)}},
 	}
 	return ns, secret
 }
