@@ -35,15 +35,7 @@ func TestRBACIsEnoughForDrills(t *testing.T) {
 	admin := env.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	createNamespace(ctx, t, admin, namespace)
-	for _, m := range render(t, "keda") {
-		switch m.obj.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
-				t.Fatalf("%s: %v", m, err)
-			}
-		}
-	}
+	applyChartRBAC(ctx, t, admin)
 	cfg := rest.CopyConfig(env.Kube.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: "system:serviceaccount:" + namespace + ":housekeeper-drill",

@@ -48,15 +48,7 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	admin := env.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	createNamespace(ctx, t, admin, namespace)
-	for _, m := range render(t, "keda") {
-		switch m.obj.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
-				t.Fatalf("%s: %v", m, err)
-			}
-		}
-	}
+	applyChartRBAC(ctx, t, admin)
 	core, logs := observer.New(zap.InfoLevel)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))
 	as := func(component string) *rest.Config {

@@ -56,15 +56,7 @@ func TestRBACIsEnough(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
-	createNamespace(ctx, t, admin, namespace)
-	for _, m := range render(t, "keda") {
-		switch m.obj.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
-				t.Fatalf("%s: %v", m, err)
-			}
-		}
-	}
+	applyChartRBAC(ctx, t, admin)
 
 	// Everything the components log at warning level or above, to find Forbidden answers.
 	core, logs := observer.New(zap.WarnLevel)
@@ -309,5 +301,20 @@ func runAsLeader(ctx context.Context, cfg *rest.Config, run func(context.Context
 		return <-done
 	default:
 		return fmt.Errorf("never acquired the Lease %s/housekeeper-bridge", namespace)
+	}
+}
+
+// applyChartRBAC creates the release's namespace and the chart's ServiceAccounts, roles and
+// bindings (its KEDA rendering) as admin, for a test to act as each workload's account.
+func applyChartRBAC(ctx context.Context, t *testing.T, admin client.Client) {
+	t.Helper()
+	createNamespace(ctx, t, admin, namespace)
+	for _, m := range render(t, "keda") {
+		switch m.obj.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(m.obj.DeepCopy()), fieldOwner); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+		}
 	}
 }

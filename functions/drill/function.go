@@ -75,16 +75,11 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	if rd.DeletionTimestamp != nil || (ref.UID != "" && string(rd.UID) != ref.UID) {
 		return nil // deleting, or a new RestoreDrill of the same name with a schedule of its own
 	}
-	fire, fired := runner.FireOf(ctx)
-	if !fired {
-		// Not from the scheduler (HTTP mode, or replayed by hand): this run is its own fire.
-		fire = runner.Fire{At: d.Now().UTC().Truncate(time.Second)}
-	}
-	if ahead := fire.At.Sub(d.Now()); ahead > runner.MaxFireSkew {
-		// The scheduler never fires early. A run dated ahead would make every run until then
-		// look done already: refuse it, drill nothing.
-		return runner.Permanentf("drill-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,
-			fire.At.Format(time.RFC3339), ahead.Round(time.Second))
+	// A run dated ahead would make every run until then look done already: a fire ahead is
+	// refused, nothing drilled.
+	fire, err := runner.DatedFire(ctx, d.Now(), "drill-due event for "+ref.Name)
+	if err != nil {
+		return err
 	}
 	if last := rd.Status.LastRun; last != nil && !last.Time.Before(fire.At) {
 		return nil // this fire's run, or a later one, wrote its status already

@@ -56,16 +56,11 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	if cfg.DeletionTimestamp != nil || (ref.UID != "" && string(cfg.UID) != ref.UID) {
 		return nil // deleting, or a new config of the same name with a schedule of its own
 	}
-	fire, fired := runner.FireOf(ctx)
-	if !fired {
-		// Not from the scheduler (HTTP mode, or replayed by hand): this run is its own fire.
-		fire = runner.Fire{At: s.Now().UTC().Truncate(time.Second)}
-	}
-	if ahead := fire.At.Sub(s.Now()); ahead > runner.MaxFireSkew {
-		// The scheduler never fires early. A backup named after a future time would sort as
-		// the newest and make the rotation delete a real one: refuse it, write nothing.
-		return runner.Permanentf("backup-due event for %s fired at %s, %s in the future: not a fire of its schedule", ref.Name,
-			fire.At.Format(time.RFC3339), ahead.Round(time.Second))
+	// A backup named after a future time would sort as the newest and make the rotation
+	// delete a real one: a fire ahead is refused, nothing written.
+	fire, err := runner.DatedFire(ctx, s.Now(), "backup-due event for "+ref.Name)
+	if err != nil {
+		return err
 	}
 	log := s.Log.With(zap.String("config", ref.Name), zap.Time("fire", fire.At))
 

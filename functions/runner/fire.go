@@ -42,6 +42,22 @@ func FireOf(ctx context.Context) (Fire, bool) {
 	return f, ok
 }
 
+// DatedFire is the fire a handler's work is dated by: FireOf(ctx), or a fire at now (to the
+// second) when no schedule produced the event (HTTP mode, or replayed by hand: the run is its
+// own fire). A fire more than MaxFireSkew ahead of now is no fire of a schedule (the scheduler
+// never fires early) and is refused as permanent, naming what the event said was due.
+func DatedFire(ctx context.Context, now time.Time, due string) (Fire, error) {
+	fire, fired := FireOf(ctx)
+	if !fired {
+		fire = Fire{At: now.UTC().Truncate(time.Second)}
+	}
+	if ahead := fire.At.Sub(now); ahead > MaxFireSkew {
+		return Fire{}, Permanentf("%s fired at %s, %s in the future: not a fire of its schedule", due,
+			fire.At.Format(time.RFC3339), ahead.Round(time.Second))
+	}
+	return fire, nil
+}
+
 // WithFire returns ctx carrying f, as the worker passes it to handlers (and tests may).
 func WithFire(ctx context.Context, f Fire) context.Context {
 	return context.WithValue(ctx, fireKey{}, f)
