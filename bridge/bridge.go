@@ -55,7 +55,9 @@ type Bridge struct {
 	handlersSynced []cache.InformerSynced
 
 	synced atomic.Bool
-	outage outage
+	// running is whether Run runs the informers: their stores are current only then.
+	running atomic.Bool
+	outage  outage
 }
 
 // New creates a bridge reading from the API server at cfg and publishing with p; metrics
@@ -92,6 +94,9 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		metrics:   newMetrics(reg, q),
 		state:     newStateMetrics(reg),
 		log:       opts.Logger,
+	}
+	if reg != nil {
+		reg.MustRegister(newDrillCollector(b.drillStore))
 	}
 	b.buckets = cache.NewSharedIndexInformer(
 		jsonListWatch(rc, "backupbuckets", func() kruntime.Object { return &extensionsv1alpha1.BackupBucket{} }),
@@ -180,6 +185,7 @@ func (b *Bridge) Pending() int { return b.queue.pending() }
 // at most FlushTimeout. What is left unpublished is not lost: the next start re-lists every
 // object and emits its state.
 func (b *Bridge) Run(ctx context.Context) error {
+	b.running.Store(true)
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatching()
 	b.secrets.run(watchCtx) // before the object informers, whose handlers start secret informers
@@ -219,6 +225,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	publishing.Go(func() { b.awaitAcks(publishCtx, acks) })
 	<-ctx.Done()
 
+	b.running.Store(false)
 	stopWatching()
 	informers.Wait()
 	b.secrets.stop()

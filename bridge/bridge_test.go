@@ -16,6 +16,7 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,8 @@ type harness struct {
 	c   client.Client
 	nc  *nats.Conn
 	js  jetstream.JetStream
+	// reg is where the bridges started register their metrics (nil: nowhere).
+	reg prometheus.Registerer
 }
 
 func newHarness(t testing.TB) *harness {
@@ -83,7 +86,7 @@ func (h *harness) startWith(cfg *rest.Config, opts Options) (*Bridge, func()) {
 	if len(opts.Scope.Types) == 0 {
 		opts.Scope = testScope
 	}
-	b, err := New(cfg, h.js, nil, opts)
+	b, err := New(cfg, h.js, h.reg, opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}

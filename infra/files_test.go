@@ -53,14 +53,16 @@ var metricNames = []string{
 	"housekeeper_function_in_flight",
 	"housekeeper_function_cold_start_seconds",
 	"housekeeper_drill_last_run_timestamp_seconds",
-	"housekeeper_drill_last_success",
-	"housekeeper_drill_restorable_point_timestamp_seconds",
+	"housekeeper_drill_entry_last_success",
+	"housekeeper_drill_entry_restorable_point_timestamp_seconds",
 	"housekeeper_drill_max_restorable_age_seconds",
+	"housekeeper_drill_entries",
 	"housekeeper_drill_duration_seconds",
 }
 
-// metricSources are the files that register metricNames.
-var metricSources = []string{"../bridge/metrics.go", "../functions/runner/metrics.go", "../functions/process/startup.go", "../functions/drill/metrics.go"}
+// metricSources are the files that register metricNames: as metric options, or as the
+// descriptors of a collector.
+var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/process/startup.go", "../functions/drill/metrics.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
@@ -426,6 +428,7 @@ func checkPromQL(t *testing.T, where, expr string) []string {
 func TestMetricNamesMatchCode(t *testing.T) {
 	var inCode []string
 	re := regexp.MustCompile(`Namespace: "(\w+)", Subsystem: "(\w+)", Name: "(\w+)"`)
+	desc := regexp.MustCompile(`prometheus\.NewDesc\("(\w+)"`)
 	for _, file := range metricSources {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -433,6 +436,9 @@ func TestMetricNamesMatchCode(t *testing.T) {
 		}
 		for _, m := range re.FindAllStringSubmatch(string(data), -1) {
 			inCode = append(inCode, m[1]+"_"+m[2]+"_"+m[3])
+		}
+		for _, m := range desc.FindAllStringSubmatch(string(data), -1) {
+			inCode = append(inCode, m[1])
 		}
 	}
 	slices.Sort(inCode)

@@ -67,7 +67,6 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	rd := &backupv1alpha1.RestoreDrill{}
 	if err := d.Client.Get(ctx, key, rd); err != nil {
 		if apierrors.IsNotFound(err) {
-			d.Metrics.forget(ref.Name)
 			return nil // gone: its schedule goes with it
 		}
 		return err
@@ -106,23 +105,14 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 		// Shutting down: the run is incomplete; the event goes back to another worker.
 		return ctx.Err()
 	}
-	var recorded backupv1alpha1.RestoreDrillStatus
-	err = updateStatus(ctx, d.Client, key, func(rd *backupv1alpha1.RestoreDrill) {
+	// The status is the run's whole verdict: the bridge exports it as metrics, between runs too
+	// (this function's pod is gone then). Deleted while it ran, there is none to write.
+	return updateStatus(ctx, d.Client, key, func(rd *backupv1alpha1.RestoreDrill) {
 		Record(&rd.Status, run, reports, plan.selected, plan.maxAge)
 		ok, reason, message := verdict(reports)
 		setCondition(rd, ok, reason, message)
 		setNextRun(rd, fire)
-		recorded = *rd.Status.DeepCopy()
 	})
-	switch {
-	case err != nil:
-		return err
-	case recorded.LastRun == nil:
-		d.Metrics.forget(ref.Name) // deleted while it ran: no status, no series
-		return nil
-	}
-	d.Metrics.observe(ref.Name, reports, plan.selected, recorded.Results, plan.maxAge)
-	return nil
 }
 
 // plan is one run: the entries to drill and how.

@@ -5,7 +5,8 @@
 // built from this checkout, on a kube-apiserver and a nats-server), labelled as the chart's
 // PodMonitor labels them in a seed. A selector no process exports fails the test, and the
 // dead-letter and overdue-purge alerts are driven to firing and back by what an operator and the
-// functions do.
+// functions do, the no-restorable-backup alert by a RestoreDrill's status counting an entry stale
+// (the bridge exports it while no drill runs) and the drill's deletion.
 //
 // It is a Go module of its own, like test/keda and test/knative: Prometheus's dependencies never
 // enter housekeeper's go.mod. `make test` runs it with -race (scripts/test-monitoring.sh, which

@@ -71,6 +71,9 @@ const (
 //     fixes the cause and runs `housekeeper deadletters retry`, it resolves;
 //   - a pending purge whose due time passed 10 minutes ago fires HousekeeperPurgeOverdue after
 //     5 minutes; once the server fired it and the purge function purged, it resolves;
+//   - a RestoreDrill whose status counts an entry stale fires HousekeeperNoRestorableBackup at
+//     once, from the bridge's series, and it keeps firing while no drill runs (the 75 minutes);
+//     the RestoreDrill deleted, its series go and the alert resolves;
 //   - no other alert fires on a healthy installation (the bridge leads, nothing backs up, the
 //     one entry a RestoreDrill selects restores).
 func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
@@ -215,14 +218,33 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually("the drill restored the entry's backups", func() (bool, string) {
-		v := w.value("drill", `housekeeper_drill_last_success{drill="monitoring"}`)
+	w.eventually("the drill restored the entry's backups, its status exported by the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_drill_entry_last_success{drill="monitoring"}`)
 		return v == 1, fmt.Sprint(v)
 	})
 
-	// Healthy but for the dead letter: it fires at once, nothing else does.
+	// A RestoreDrill whose last run found its one entry without a restorable point (no drill of
+	// it ever restored): its status says so, and the bridge exports it while no drill runs.
+	stale := &backupv1alpha1.RestoreDrill{
+		ObjectMeta: metav1.ObjectMeta{Name: "stale"},
+		Spec: backupv1alpha1.RestoreDrillSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"drill": "stale"}}, Schedule: "@daily",
+		},
+	}
+	mustCreate(ctx, t, c, stale)
+	stale.Status = backupv1alpha1.RestoreDrillStatus{LastRun: &metav1.Time{Time: time.Now()}, Entries: 1, Stale: 1}
+	if err := c.Status().Update(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the stale drill exported by the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_drill_entries{drill="stale", state="stale"}`)
+		return v == 1, fmt.Sprint(v)
+	})
+	firing := map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperNoRestorableBackup": rules.StateFiring}
+
+	// Healthy but for the dead letter and the stale drill: they fire at once, nothing else does.
 	w.scrape()
-	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring})
+	w.expect(firing)
 
 	// The entry deleted as gardenlet deletes it: its purge is scheduled.
 	deleteConfirmed(ctx, t, c, entry)
@@ -231,11 +253,12 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		return v == 1, fmt.Sprint(v)
 	})
 	w.scrape()
-	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring})
-	// Held as it is for 75 minutes (nothing fires the purge, nobody resolves the dead letter):
-	// the purge is overdue, the dead letter still unresolved.
+	w.expect(firing)
+	// Held as it is for 75 minutes (nothing fires the purge, nobody resolves the dead letter, no
+	// drill runs): the purge is overdue, the dead letter still unresolved, the drill still stale.
 	w.hold(75 * time.Minute)
-	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperPurgeOverdue": rules.StateFiring})
+	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperPurgeOverdue": rules.StateFiring,
+		"HousekeeperNoRestorableBackup": rules.StateFiring})
 
 	// Resolved as it happens: the server fires the purge, the purge function purges; the
 	// operator creates the missing namespace and retries the dead letter.
@@ -250,6 +273,14 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	w.eventually("no dead letter left, read by the bridge", func() (bool, string) {
 		v := w.value("bridge", `housekeeper_deadletter_messages{function="bucket"}`)
 		return v == 0, fmt.Sprint(v)
+	})
+	// The stale drill deleted: its series go with it.
+	if err := c.Delete(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the deleted drill's series gone from the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_drill_entries{drill="stale"}`)
+		return v == -1, fmt.Sprint(v)
 	})
 	w.scrape()
 	w.expect(nil)
