@@ -6,7 +6,8 @@
 // PodMonitor labels them in a seed. A selector no process exports fails the test, and the
 // dead-letter and overdue-purge alerts are driven to firing and back by what an operator and the
 // functions do, the no-restorable-backup alert by a RestoreDrill's status counting an entry stale
-// (the bridge exports it while no drill runs) and the drill's deletion.
+// (the bridge exports it while no drill runs) and the drill's deletion, the drill-failed alert by
+// a real drill of a backup whose full snapshot is cut short and the drill's deletion.
 //
 // It is a Go module of its own, like test/keda and test/knative: Prometheus's dependencies never
 // enter housekeeper's go.mod. `make test` runs it with -race (scripts/test-monitoring.sh, which

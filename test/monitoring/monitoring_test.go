@@ -74,6 +74,10 @@ const (
 //   - a RestoreDrill whose status counts an entry stale fires HousekeeperNoRestorableBackup at
 //     once, from the bridge's series, and it keeps firing while no drill runs (the 75 minutes);
 //     the RestoreDrill deleted, its series go and the alert resolves;
+//   - a RestoreDrill of an entry whose full snapshot is cut short, fired once, records it
+//     NotRestorable naming that snapshot and fires HousekeeperDrillFailed at once for that
+//     entry alone (not for the drill that restored), and it keeps firing while no drill runs;
+//     the RestoreDrill deleted, the alert resolves;
 //   - no other alert fires on a healthy installation (the bridge leads, nothing backs up, the
 //     one entry a RestoreDrill selects restores).
 func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
@@ -171,57 +175,88 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		return v == 1, fmt.Sprint(v)
 	})
 
-	entry := &extensionsv1alpha1.BackupEntry{
-		ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--monitoring--6f1c2d3e-0000-4000-8000-000000000001"},
-		Spec: extensionsv1alpha1.BackupEntrySpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local", BucketName: ok.Name,
-			SecretRef: corev1.SecretReference{Name: "entry-monitoring", Namespace: garden},
-		},
+	// An entry as gardenlet creates it for a shoot, with its secret and the shoot's namespace,
+	// labelled for the RestoreDrills below.
+	newEntry := func(name, secretName string, labels map[string]string) *extensionsv1alpha1.BackupEntry {
+		e := &extensionsv1alpha1.BackupEntry{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: extensionsv1alpha1.BackupEntrySpec{
+				DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local", BucketName: ok.Name,
+				SecretRef: corev1.SecretReference{Name: secretName, Namespace: garden},
+			},
+		}
+		mustCreate(ctx, t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gardener.EntryNamespace(e.Name),
+			Annotations: map[string]string{v1beta1constants.ShootUID: gardener.EntryShootUID(e.Name)}}})
+		secret(secretName, map[string]string{"token": "test", "bucketName": ok.Name})
+		mustCreate(ctx, t, c, e)
+		w.succeeded(ctx, c, e)
+		return e
 	}
-	mustCreate(ctx, t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gardener.EntryNamespace(entry.Name),
-		Annotations: map[string]string{v1beta1constants.ShootUID: gardener.EntryShootUID(entry.Name)}}})
-	secret("entry-monitoring", map[string]string{"token": "test", "bucketName": ok.Name})
-	mustCreate(ctx, t, c, entry)
-	w.succeeded(ctx, c, entry)
+	entry := newEntry("shoot--dev--monitoring--6f1c2d3e-0000-4000-8000-000000000001", "entry-monitoring", nil)
+
+	// A RestoreDrill selecting the entries labelled drill=name, fired once as the scheduler fires
+	// it: the drill function drills them and writes its status.
+	_, js := env.Connect(t)
+	newDrill := func(name string) *backupv1alpha1.RestoreDrill {
+		rd := &backupv1alpha1.RestoreDrill{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: backupv1alpha1.RestoreDrillSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"drill": name}}, Schedule: "@daily",
+			},
+		}
+		mustCreate(ctx, t, c, rd)
+		due, err := events.NewDrillDueEvent(seedName, kube.Ref(events.KindRestoreDrill, rd), rd.Spec.Schedule, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(due)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		return rd
+	}
 
 	// A RestoreDrill of a second entry, whose shoot's etcd etcd-backup-restore backed up into the
 	// bucket, fired once: the drill restores it, and its series are there for the checks below.
-	drilled := &extensionsv1alpha1.BackupEntry{
-		ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--drilled--6f1c2d3e-0000-4000-8000-000000000002", Labels: map[string]string{"drill": "monitoring"}},
-		Spec: extensionsv1alpha1.BackupEntrySpec{
-			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local"}, Region: "local", BucketName: ok.Name,
-			SecretRef: corev1.SecretReference{Name: "entry-drilled", Namespace: garden},
-		},
-	}
-	mustCreate(ctx, t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gardener.EntryNamespace(drilled.Name),
-		Annotations: map[string]string{v1beta1constants.ShootUID: gardener.EntryShootUID(drilled.Name)}}})
-	secret("entry-drilled", map[string]string{"token": "test", "bucketName": ok.Name})
-	mustCreate(ctx, t, c, drilled)
-	w.succeeded(ctx, c, drilled)
+	drilled := newEntry("shoot--dev--drilled--6f1c2d3e-0000-4000-8000-000000000002", "entry-drilled", map[string]string{"drill": "monitoring"})
 	backUpEtcd(t, env, root, ok.Name, gardener.EtcdMainPrefix(drilled.Name))
-	restoreDrill := &backupv1alpha1.RestoreDrill{
-		ObjectMeta: metav1.ObjectMeta{Name: "monitoring"},
-		Spec: backupv1alpha1.RestoreDrillSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"drill": "monitoring"}}, Schedule: "@daily",
-		},
-	}
-	mustCreate(ctx, t, c, restoreDrill)
-	due, err := events.NewDrillDueEvent(seedName, kube.Ref(events.KindRestoreDrill, restoreDrill), restoreDrill.Spec.Schedule, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := events.Encode(due)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, js := env.Connect(t)
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
-		t.Fatal(err)
-	}
+	newDrill("monitoring")
 	w.eventually("the drill restored the entry's backups, its status exported by the bridge", func() (bool, string) {
 		v := w.value("bridge", `housekeeper_drill_entry_last_success{drill="monitoring"}`)
 		return v == 1, fmt.Sprint(v)
 	})
+
+	// A RestoreDrill of a third entry, backed up as the second, whose full snapshot is then cut to
+	// half under its own name (as an upload cut short leaves it): a real drill, not a status
+	// written by hand, finds the backup NotRestorable and names the object.
+	brokenEntry := newEntry("shoot--dev--broken--6f1c2d3e-0000-4000-8000-000000000003", "entry-broken", map[string]string{"drill": "broken"})
+	backUpEtcd(t, env, root, ok.Name, gardener.EtcdMainPrefix(brokenEntry.Name))
+	fulls, err := filepath.Glob(filepath.Join(root, ok.Name, filepath.FromSlash(gardener.EtcdMainPrefix(brokenEntry.Name)), "v2", "Full-*"))
+	if err != nil || len(fulls) != 1 {
+		t.Fatalf("the broken entry's full snapshots: %v %v", fulls, err)
+	}
+	info, err := os.Stat(fulls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(fulls[0], info.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+	brokenFull := gardener.EtcdMainPrefix(brokenEntry.Name) + "/v2/" + filepath.Base(fulls[0])
+	broken := newDrill("broken")
+	w.eventually("the drill failed the broken entry, its status exported by the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_drill_entry_last_success{drill="broken"}`)
+		return v == 0, fmt.Sprint(v)
+	})
+	if err := c.Get(ctx, client.ObjectKeyFromObject(broken), broken); err != nil {
+		t.Fatal(err)
+	}
+	if r := broken.Status.Results; len(r) != 1 || r[0].Entry != brokenEntry.Name || r[0].Outcome != backupv1alpha1.OutcomeNotRestorable || r[0].Object != brokenFull {
+		t.Fatalf("the broken drill's results %+v, want %s NotRestorable naming %s", r, brokenEntry.Name, brokenFull)
+	}
 
 	// A RestoreDrill whose last run found its one entry without a restorable point (no drill of
 	// it ever restored): its status says so, and the bridge exports it while no drill runs.
@@ -240,11 +275,26 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		v := w.value("bridge", `housekeeper_drill_entries{drill="stale", state="stale"}`)
 		return v == 1, fmt.Sprint(v)
 	})
-	firing := map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperNoRestorableBackup": rules.StateFiring}
+	firing := map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperNoRestorableBackup": rules.StateFiring,
+		"HousekeeperDrillFailed": rules.StateFiring}
 
-	// Healthy but for the dead letter and the stale drill: they fire at once, nothing else does.
+	// Healthy but for the dead letter, the stale drill and the broken backup: they fire at once
+	// (their rules have no for:), nothing else does.
 	w.scrape()
 	w.expect(firing)
+	// The drill that restored its entry is no part of HousekeeperDrillFailed: only the broken is.
+	for _, r := range w.rules {
+		if r.Name() != "HousekeeperDrillFailed" {
+			continue
+		}
+		var failed []string
+		for _, a := range r.ActiveAlerts() {
+			failed = append(failed, a.Labels.Get("drill")+" "+a.Labels.Get("entry"))
+		}
+		if want := []string{"broken " + brokenEntry.Name}; !slices.Equal(failed, want) {
+			t.Errorf("HousekeeperDrillFailed fires for %q, want %q", failed, want)
+		}
+	}
 
 	// The entry deleted as gardenlet deletes it: its purge is scheduled.
 	deleteConfirmed(ctx, t, c, entry)
@@ -255,10 +305,11 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	w.scrape()
 	w.expect(firing)
 	// Held as it is for 75 minutes (nothing fires the purge, nobody resolves the dead letter, no
-	// drill runs): the purge is overdue, the dead letter still unresolved, the drill still stale.
+	// drill runs): the purge is overdue, the dead letter still unresolved, the drill still stale,
+	// the broken backup's drill still failed.
 	w.hold(75 * time.Minute)
 	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperPurgeOverdue": rules.StateFiring,
-		"HousekeeperNoRestorableBackup": rules.StateFiring})
+		"HousekeeperNoRestorableBackup": rules.StateFiring, "HousekeeperDrillFailed": rules.StateFiring})
 
 	// Resolved as it happens: the server fires the purge, the purge function purges; the
 	// operator creates the missing namespace and retries the dead letter.
@@ -274,14 +325,16 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		v := w.value("bridge", `housekeeper_deadletter_messages{function="bucket"}`)
 		return v == 0, fmt.Sprint(v)
 	})
-	// The stale drill deleted: its series go with it.
-	if err := c.Delete(ctx, stale); err != nil {
-		t.Fatal(err)
+	// The stale and the broken drill deleted: their series go with them.
+	for _, rd := range []*backupv1alpha1.RestoreDrill{stale, broken} {
+		if err := c.Delete(ctx, rd); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("the deleted drill "+rd.Name+"'s series gone from the bridge", func() (bool, string) {
+			v := w.value("bridge", fmt.Sprintf(`housekeeper_drill_entries{drill=%q}`, rd.Name))
+			return v == -1, fmt.Sprint(v)
+		})
 	}
-	w.eventually("the deleted drill's series gone from the bridge", func() (bool, string) {
-		v := w.value("bridge", `housekeeper_drill_entries{drill="stale"}`)
-		return v == -1, fmt.Sprint(v)
-	})
 	w.scrape()
 	w.expect(nil)
 	w.scrape()
@@ -807,7 +860,8 @@ func backUpEtcd(t *testing.T, env *testenv.Env, root, bucket, prefix string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, err := os.Create(filepath.Join(env.LogDir, "etcdbr.log"))
+	// One log per backup: each has its own etcd, which writes to it until the test ends.
+	logs, err := os.CreateTemp(env.LogDir, "etcdbr-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
