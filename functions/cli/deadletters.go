@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -60,6 +61,8 @@ func StateOf(ctx context.Context, c client.Reader, d runner.DeadLetter) DeadLett
 		obj = &extensionsv1alpha1.BackupEntry{}
 	case events.KindEtcdBackupConfig:
 		obj = &backupv1alpha1.EtcdBackupConfig{}
+	case events.KindRestoreDrill:
+		obj = &backupv1alpha1.RestoreDrill{}
 	default:
 		st.State = "unknown kind"
 		return st
@@ -83,6 +86,8 @@ func StateOf(ctx context.Context, c client.Reader, d runner.DeadLetter) DeadLett
 	switch o := obj.(type) {
 	case *backupv1alpha1.EtcdBackupConfig:
 		st.State, st.Resolved = configState(o, d)
+	case *backupv1alpha1.RestoreDrill:
+		st.State, st.Resolved = drillState(o, d)
 	case extensionsv1alpha1.Object:
 		st.State, st.Resolved = extensionState(o, d.FailedAt)
 	}
@@ -126,6 +131,30 @@ func configState(o *backupv1alpha1.EtcdBackupConfig, d runner.DeadLetter) (strin
 		return state, o.Status.LastBackup != nil && !o.Status.LastBackup.Time.Time.Before(d.FailedAt.Truncate(time.Second))
 	}
 	return state, scheduled != nil && scheduled.Status == "True" && o.Status.ObservedGeneration == o.Generation
+}
+
+// drillState: a schedule's dead letter is resolved once the current generation is scheduled,
+// a drill's once a run was recorded after the failure.
+func drillState(o *backupv1alpha1.RestoreDrill, d runner.DeadLetter) (string, bool) {
+	scheduled := meta.FindStatusCondition(o.Status.Conditions, backupv1alpha1.ConditionScheduled)
+	drilled := meta.FindStatusCondition(o.Status.Conditions, backupv1alpha1.ConditionDrillsSucceeded)
+	var words []string
+	for _, c := range []*metav1.Condition{scheduled, drilled} {
+		if c != nil {
+			words = append(words, fmt.Sprintf("%s=%s", c.Type, c.Status))
+		}
+	}
+	if drilled != nil && drilled.Status != metav1.ConditionTrue && drilled.Message != "" {
+		words = append(words, drilled.Message)
+	}
+	state := strings.Join(words, ", ")
+	if state == "" {
+		state = "no conditions yet"
+	}
+	if d.Function == "drill" {
+		return state, o.Status.LastRun != nil && !o.Status.LastRun.Time.Before(d.FailedAt.Truncate(time.Second))
+	}
+	return state, scheduled != nil && scheduled.Status == metav1.ConditionTrue && o.Status.ObservedGeneration == o.Generation
 }
 
 // deadLetterFlags are the flags the dead-letter commands share: which function's, and how to

@@ -28,7 +28,8 @@ var rights = []struct {
 	refused  []string
 	allowed  string
 }{
-	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.redrive.entry",
+	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x", "housekeeper.redrive.entry",
+		"housekeeper.schedule.drill.x",
 		"housekeeper.schedule.purge.x", "housekeeper-deadletter.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER_DEADLETTER",
 		"$JS.API.STREAM.MSG.GET.HOUSEKEEPER_DEADLETTER"}, "housekeeper.backupentry.created.x"},
@@ -42,17 +43,20 @@ var rights = []struct {
 	// due purge itself.
 	{"purge", []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.purge.verify.x",
 		"housekeeper.purge.scheduled.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper.schedule.purge.x"},
-	{"schedule", []string{"housekeeper.etcdbackup.due.x", "housekeeper.etcdbackupconfig.deleting.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"},
-		"housekeeper.unschedule.etcdbackup.x"},
+	{"schedule", []string{"housekeeper.etcdbackup.due.x", "housekeeper.etcdbackupconfig.deleting.x", "housekeeper.drill.due.x",
+		"housekeeper.restoredrill.deleting.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"}, "housekeeper.unschedule.etcdbackup.x"},
 	{"snapshot", []string{"housekeeper.etcdbackup.due.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper-deadletter.snapshot"},
+	// The drill function only reads: it publishes nothing of its own, not even a schedule.
+	{"drill", []string{"housekeeper.drill.due.x", "housekeeper.schedule.drill.x", "housekeeper.restoredrill.created.x",
+		"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"}, "housekeeper-deadletter.drill"},
 	// The forwarder consumes every function's consumer and does none of their work.
 	{events.IdentityForward, []string{"housekeeper.schedule.purge.x", "housekeeper.purge.scheduled.x", "housekeeper.purge.completed.x",
-		"housekeeper.schedule.etcdbackup.x", "housekeeper.unschedule.etcdbackup.x", "housekeeper.purge.due.x",
+		"housekeeper.schedule.etcdbackup.x", "housekeeper.unschedule.etcdbackup.x", "housekeeper.schedule.drill.x", "housekeeper.purge.due.x",
 		"housekeeper.backupentry.created.x", "housekeeper.redrive.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER"},
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.purge"},
 	{events.IdentitySetup, []string{"housekeeper.backupentry.created.x", "housekeeper.redrive.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER"}, "$JS.API.STREAM.INFO.HOUSEKEEPER"},
-	{events.IdentityOperator, []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x",
+	{events.IdentityOperator, []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x",
 		"housekeeper.schedule.purge.x", "housekeeper.schedule.retry.entry.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER", "$JS.API.STREAM.UPDATE.HOUSEKEEPER", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER"},
 		"housekeeper.redrive.entry"},
@@ -60,7 +64,7 @@ var rights = []struct {
 
 // Every identity `housekeeper nats-auth` issues, in both forms, is refused outside its rights by
 // a nats-server that loads them: no one but the bridge publishes object events, no one at all
-// publishes due purges or backups (only the server's scheduler fires them), only the operator
+// publishes due purges, backups or drills (only the server's scheduler fires them), only the operator
 // re-drives, no one purges or deletes the stream of record, no one reads another's consumer
 // or replies. Each allowed subject is accepted.
 func TestIdentitiesAreRefusedOutsideTheirRights(t *testing.T) {
