@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,23 +234,7 @@ func localDir(t *testing.T, dir string) objectstore.Store {
 func (b *backups) copyBucket(t *testing.T) string {
 	t.Helper()
 	to := filepath.Join(t.TempDir(), "bucket")
-	err := filepath.WalkDir(b.bucket, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(b.bucket, p)
-		if e.IsDir() {
-			return os.MkdirAll(filepath.Join(to, rel), 0o700)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(to, rel), data, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	copyTree(t, b.bucket, to)
 	return to
 }
 

@@ -16,17 +16,15 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
@@ -90,7 +88,7 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	switch {
 	case errors.As(err, &invalid):
 		log.Warn("nothing drilled", zap.Error(err))
-		return updateStatus(ctx, d.Client, key, func(rd *backupv1alpha1.RestoreDrill) {
+		return kube.UpdateStatus(ctx, d.Client, key, newDrill, func(rd *backupv1alpha1.RestoreDrill) {
 			setCondition(rd, false, backupv1alpha1.ReasonInvalidDrill, invalid.Error())
 			setNextRun(rd, fire)
 		})
@@ -107,8 +105,8 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 	// The status is the run's whole verdict: the bridge exports it as metrics, between runs too
 	// (this function's pod is gone then). Deleted while it ran, there is none to write.
-	return updateStatus(ctx, d.Client, key, func(rd *backupv1alpha1.RestoreDrill) {
-		Record(&rd.Status, run, reports, plan.selected, plan.maxAge)
+	return kube.UpdateStatus(ctx, d.Client, key, newDrill, func(rd *backupv1alpha1.RestoreDrill) {
+		Record(&rd.Status, run, reports, plan.selected(), plan.maxAge)
 		ok, reason, message := verdict(reports)
 		setCondition(rd, ok, reason, message)
 		setNextRun(rd, fire)
@@ -118,12 +116,20 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 // plan is one run: the entries to drill and how.
 type plan struct {
 	entries     []extensionsv1alpha1.BackupEntry
-	selected    []string
 	concurrency int
 	memoryShare int64
 	timeout     time.Duration
 	maxAge      time.Duration
 	options     Options
+}
+
+// selected names the entries the run drills.
+func (p plan) selected() []string {
+	names := make([]string, len(p.entries))
+	for i := range p.entries {
+		names[i] = p.entries[i].Name
+	}
+	return names
 }
 
 // invalidDrill is a spec that cannot run as it is; it becomes a False condition and is not
@@ -172,7 +178,6 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 	for _, be := range list.Items {
 		if sel.Selects(&be, entry.ShootPurpose(&be)) {
 			p.entries = append(p.entries, be)
-			p.selected = append(p.selected, be.Name)
 		}
 	}
 	return p, nil
@@ -258,34 +263,7 @@ func setNextRun(rd *backupv1alpha1.RestoreDrill, fire runner.Fire) {
 
 // setCondition sets DrillsSucceeded at rd's generation.
 func setCondition(rd *backupv1alpha1.RestoreDrill, ok bool, reason, message string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
-	meta.SetStatusCondition(&rd.Status.Conditions, metav1.Condition{
-		Type: backupv1alpha1.ConditionDrillsSucceeded, Status: status, Reason: reason,
-		Message: truncate(message, 1024), ObservedGeneration: rd.Generation,
-	})
+	kube.SetCondition(&rd.Status.Conditions, rd.Generation, backupv1alpha1.ConditionDrillsSucceeded, ok, reason, message)
 }
 
-// updateStatus applies change to the live RestoreDrill's status and writes it, re-reading on a
-// conflict: the schedule function writes other parts of it. A RestoreDrill that is gone needs
-// no status.
-func updateStatus(ctx context.Context, c client.Client, key client.ObjectKey, change func(*backupv1alpha1.RestoreDrill)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		rd := &backupv1alpha1.RestoreDrill{}
-		if err := c.Get(ctx, key, rd); err != nil {
-			return err
-		}
-		before := rd.Status.DeepCopy()
-		change(rd)
-		if apiequality.Semantic.DeepEqual(before, &rd.Status) {
-			return nil
-		}
-		return c.Status().Update(ctx, rd)
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
+func newDrill() *backupv1alpha1.RestoreDrill { return &backupv1alpha1.RestoreDrill{} }

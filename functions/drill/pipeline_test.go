@@ -3,8 +3,6 @@ package drill_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -35,7 +32,7 @@ func TestDrillOnItsSchedule(t *testing.T) {
 	c, ctx := p.Client, context.Background()
 	root := t.TempDir()
 	const bucketName, entryName = "drills", "shoot--dev--scheduled--6f1c2d3e-0000-4000-8000-000000000004"
-	backUp(t, root, bucketName, gardener.EtcdMainPrefix(entryName))
+	testenv.BackUpEtcd(t, t.TempDir(), root, bucketName, gardener.EtcdMainPrefix(entryName))
 	stores := objectstore.NewRegistry(local.New(root))
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}},
@@ -84,60 +81,4 @@ func TestDrillOnItsSchedule(t *testing.T) {
 	if len(p.DeadLetters("drill")) != 0 {
 		t.Errorf("dead letters of the drill function: %+v", p.DeadLetters("drill"))
 	}
-}
-
-// backUp runs an etcd with a few keys and etcd-backup-restore's snapshotter (the pinned
-// etcdbrctl) saving to the local provider's bucket under prefix until it has taken a full
-// snapshot and a delta, as etcd-druid backs up a shoot's etcd-main.
-func backUp(t *testing.T, root, bucket, prefix string) {
-	t.Helper()
-	binDir, err := stack.EtcdBRDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	logs, err := os.Create(filepath.Join(dir, "etcdbr.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = logs.Close() })
-	br := &stack.EtcdBR{BinDir: binDir, Logs: logs}
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := br.StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer etcd.Stop()
-	ctx := context.Background()
-	put := func(i int) {
-		t.Helper()
-		if _, err := etcd.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "{}"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(0)
-	store := &stack.BackupStore{Provider: "Local", Container: bucket, Prefix: prefix, Home: root}
-	snapshotter, err := br.StartSnapshotter(etcd, store, stack.SnapshotOptions{
-		FullSnapshotSchedule: "0 0 * * *", // only the one taken at start
-		DeltaSnapshotPeriod:  time.Second,
-		MaxBackups:           7,
-		TempDir:              filepath.Join(dir, "snapshotter"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snapshotter.Stop()
-	snapshots := filepath.Join(root, bucket, filepath.FromSlash(store.SnapshotPrefix()))
-	taken := func(kind string) func() (bool, string) {
-		return func() (bool, string) {
-			names, _ := filepath.Glob(filepath.Join(snapshots, kind+"-*"))
-			return len(names) > 0, fmt.Sprint(names)
-		}
-	}
-	testenv.Eventually(t, time.Minute, "a full snapshot", taken("Full"))
-	put(1)
-	testenv.Eventually(t, time.Minute, "a delta snapshot", taken("Incr"))
 }

@@ -10,6 +10,7 @@ import (
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 // Report is the drill of the BackupEntry named entry, started at start, as a RestoreDrill's
@@ -31,13 +32,13 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		return r
 	}
 	r.Outcome = backupv1alpha1.OutcomeError
-	r.Reason = truncate(err.Error(), backupv1alpha1.MaxEntryDrillReasonLength)
+	r.Reason = kube.Truncate(err.Error(), backupv1alpha1.MaxEntryDrillReasonLength)
 	var derr *Error
 	if errors.As(err, &derr) {
 		if derr.AboutTheBackup() {
 			r.Outcome = backupv1alpha1.OutcomeNotRestorable
 		}
-		r.Object = truncate(derr.Key, backupv1alpha1.MaxEntryDrillObjectLength)
+		r.Object = kube.Truncate(derr.Key, backupv1alpha1.MaxEntryDrillObjectLength)
 	}
 	return r
 }
@@ -52,16 +53,6 @@ func shootOf(entry string) string {
 		return ns
 	}
 	return ""
-}
-
-// truncate cuts s to at most n characters (the API's maxLength counts characters), marking the
-// cut with an ellipsis.
-func truncate(s string, n int) string {
-	runes := []rune(s)
-	if len(runes) <= n {
-		return s
-	}
-	return string(runes[:n-1]) + "…"
 }
 
 // Record writes a run's reports into status: the run started at run, reports are its drills,

@@ -114,18 +114,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	}
 
 	observeConfig := func(cfg *backupv1alpha1.EtcdBackupConfig) string {
-		live := &backupv1alpha1.EtcdBackupConfig{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), live); err != nil {
-			if apierrors.IsNotFound(err) {
-				return "absent (not found)"
-			}
-			return "unreadable: " + err.Error()
-		}
-		deletion := "none"
-		if live.DeletionTimestamp != nil {
-			deletion = live.DeletionTimestamp.UTC().Format(time.RFC3339)
-		}
-		return fmt.Sprintf("uid=%s resourceVersion=%s deletionTimestamp=%s finalizers=%v", live.UID, live.ResourceVersion, deletion, live.Finalizers)
+		return observeObject(ctx, c, client.ObjectKeyFromObject(cfg), &backupv1alpha1.EtcdBackupConfig{})
 	}
 	before := make([][2]string, len(deleting))
 	for i, cfg := range delCfgs {
@@ -268,18 +257,7 @@ func TestForgedRestoreDrillEvents(t *testing.T) {
 		}
 	}
 	observeDrill := func(d *backupv1alpha1.RestoreDrill) string {
-		live := &backupv1alpha1.RestoreDrill{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(d), live); err != nil {
-			if apierrors.IsNotFound(err) {
-				return "absent (not found)"
-			}
-			return "unreadable: " + err.Error()
-		}
-		deletion := "none"
-		if live.DeletionTimestamp != nil {
-			deletion = live.DeletionTimestamp.UTC().Format(time.RFC3339)
-		}
-		return fmt.Sprintf("uid=%s resourceVersion=%s deletionTimestamp=%s finalizers=%v", live.UID, live.ResourceVersion, deletion, live.Finalizers)
+		return observeObject(ctx, c, client.ObjectKeyFromObject(d), &backupv1alpha1.RestoreDrill{})
 	}
 	for _, d := range drills {
 		p.Eventually(30*time.Second, d.Name+" scheduled, with its finalizer", func() (bool, string) {
@@ -372,4 +350,20 @@ func publishForged(p *pipeline.Pipeline, msg *nats.Msg, redrive bool, function s
 		msg.Subject = events.RedriveSubject(function)
 	}
 	return p.PublishNew(msg)
+}
+
+// observeObject is what a forged event could have changed on the live object at key, read
+// into live: its identity, deletion and finalizers, or that it is gone.
+func observeObject(ctx context.Context, c client.Reader, key client.ObjectKey, live client.Object) string {
+	if err := c.Get(ctx, key, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "absent (not found)"
+		}
+		return "unreadable: " + err.Error()
+	}
+	deletion := "none"
+	if ts := live.GetDeletionTimestamp(); ts != nil {
+		deletion = ts.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("uid=%s resourceVersion=%s deletionTimestamp=%s finalizers=%v", live.GetUID(), live.GetResourceVersion(), deletion, live.GetFinalizers())
 }

@@ -174,7 +174,7 @@ func (k scheduleKind[T]) converge(ctx context.Context, s *Scheduler, name string
 		return err
 	}
 	generation := obj.GetGeneration()
-	return updateStatus(ctx, s.Client, key, k.newObject, func(live T) {
+	return kube.UpdateStatus(ctx, s.Client, key, k.newObject, func(live T) {
 		if live.GetGeneration() != generation {
 			return // changed meanwhile: its own event installs it
 		}
@@ -182,11 +182,11 @@ func (k scheduleKind[T]) converge(ctx context.Context, s *Scheduler, name string
 		*observed = generation
 		switch {
 		case refused != nil:
-			setCondition(conditions, generation, backupv1alpha1.ConditionScheduled, false, backupv1alpha1.ReasonInvalidSchedule, refused.Error())
+			kube.SetCondition(conditions, generation, backupv1alpha1.ConditionScheduled, false, backupv1alpha1.ReasonInvalidSchedule, refused.Error())
 		case schedule == "":
-			setCondition(conditions, generation, backupv1alpha1.ConditionScheduled, true, backupv1alpha1.ReasonScheduleInstalled, k.oneOff)
+			kube.SetCondition(conditions, generation, backupv1alpha1.ConditionScheduled, true, backupv1alpha1.ReasonScheduleInstalled, k.oneOff)
 		default:
-			setCondition(conditions, generation, backupv1alpha1.ConditionScheduled, true, backupv1alpha1.ReasonScheduleInstalled,
+			kube.SetCondition(conditions, generation, backupv1alpha1.ConditionScheduled, true, backupv1alpha1.ReasonScheduleInstalled,
 				fmt.Sprintf("Schedule %q%s installed on the NATS server", schedule, inZone(timeZone)))
 		}
 	})

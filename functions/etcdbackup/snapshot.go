@@ -15,6 +15,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
@@ -69,24 +70,24 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	switch {
 	case errors.As(err, &p):
 		log.Warn("backup not taken", zap.String("reason", p.reason), zap.String("message", p.message))
-		return updateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
-			setCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, p.reason, p.message)
+		return kube.UpdateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
+			kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, p.reason, p.message)
 			setNextRun(c, fire)
 		})
 	case err != nil:
 		if ctx.Err() == nil {
-			_ = updateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
-				setCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, reasonOf(err), err.Error())
+			_ = kube.UpdateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
+				kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, reasonOf(err), err.Error())
 			})
 		}
 		return err // retried with backoff: the store or etcd may recover
 	}
-	return updateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
+	return kube.UpdateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
 		if c.Status.LastBackup == nil || !c.Status.LastBackup.Time.After(backup.Time.Time) {
 			c.Status.LastBackup = backup
 		}
 		c.Status.Backups, c.Status.BackupCount = kept, int32(len(kept))
-		setCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, true, backupv1alpha1.ReasonBackupTaken,
+		kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, true, backupv1alpha1.ReasonBackupTaken,
 			fmt.Sprintf("Backup %s: %d bytes; %d kept", backup.Key, backup.Size, len(kept)))
 		setNextRun(c, fire)
 	})

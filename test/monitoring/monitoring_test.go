@@ -222,7 +222,7 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	// A RestoreDrill of a second entry, whose shoot's etcd etcd-backup-restore backed up into the
 	// bucket, fired once: the drill restores it, and its series are there for the checks below.
 	drilled := newEntry("shoot--dev--drilled--6f1c2d3e-0000-4000-8000-000000000002", "entry-drilled", map[string]string{"drill": "monitoring"})
-	backUpEtcd(t, env, root, ok.Name, gardener.EtcdMainPrefix(drilled.Name))
+	testenv.BackUpEtcd(t, env.LogDir, root, ok.Name, gardener.EtcdMainPrefix(drilled.Name))
 	newDrill("monitoring")
 	w.eventually("the drill restored the entry's backups, its status exported by the bridge", func() (bool, string) {
 		v := w.value("bridge", `housekeeper_drill_entry_last_success{drill="monitoring"}`)
@@ -233,7 +233,7 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	// half under its own name (as an upload cut short leaves it): a real drill, not a status
 	// written by hand, finds the backup NotRestorable and names the object.
 	brokenEntry := newEntry("shoot--dev--broken--6f1c2d3e-0000-4000-8000-000000000003", "entry-broken", map[string]string{"drill": "broken"})
-	backUpEtcd(t, env, root, ok.Name, gardener.EtcdMainPrefix(brokenEntry.Name))
+	testenv.BackUpEtcd(t, env.LogDir, root, ok.Name, gardener.EtcdMainPrefix(brokenEntry.Name))
 	fulls, err := filepath.Glob(filepath.Join(root, ok.Name, filepath.FromSlash(gardener.EtcdMainPrefix(brokenEntry.Name)), "v2", "Full-*"))
 	if err != nil || len(fulls) != 1 {
 		t.Fatalf("the broken entry's full snapshots: %v %v", fulls, err)
@@ -849,57 +849,4 @@ func deleteConfirmed(ctx context.Context, t *testing.T, c client.Client, obj cli
 	if err := c.Delete(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// backUpEtcd runs an etcd with a few keys and etcd-backup-restore's snapshotter (the pinned
-// etcdbrctl) saving to the local provider's bucket under prefix until it has taken a full
-// snapshot and a delta, as etcd-druid backs up a shoot's etcd-main.
-func backUpEtcd(t *testing.T, env *testenv.Env, root, bucket, prefix string) {
-	t.Helper()
-	binDir, err := stack.EtcdBRDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One log per backup: each has its own etcd, which writes to it until the test ends.
-	logs, err := os.CreateTemp(env.LogDir, "etcdbr-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = logs.Close() })
-	br := &stack.EtcdBR{BinDir: binDir, Logs: logs}
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(t.TempDir(), "etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := br.StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
-	ctx := context.Background()
-	put := func(i int) {
-		if _, err := etcd.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "{}"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(0)
-	store := &stack.BackupStore{Provider: "Local", Container: bucket, Prefix: prefix, Home: root}
-	snapshotter, err := br.StartSnapshotter(etcd, store, stack.SnapshotOptions{
-		FullSnapshotSchedule: "0 0 * * *", // only the one taken at start
-		DeltaSnapshotPeriod:  time.Second,
-		MaxBackups:           7,
-		TempDir:              filepath.Join(t.TempDir(), "snapshotter"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snapshotter.Stop()
-	dir := filepath.Join(root, bucket, filepath.FromSlash(store.SnapshotPrefix()))
-	taken := func(kind string) (bool, string) {
-		names, _ := filepath.Glob(filepath.Join(dir, kind+"-*"))
-		return len(names) > 0, fmt.Sprint(names)
-	}
-	testenv.Eventually(t, time.Minute, "a full snapshot", func() (bool, string) { return taken("Full") })
-	put(1)
-	testenv.Eventually(t, time.Minute, "a delta snapshot", func() (bool, string) { return taken("Incr") })
 }

@@ -1,0 +1,69 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// BackUpEtcd runs an etcd with a few keys and etcd-backup-restore's snapshotter (the pinned
+// etcdbrctl) saving to the local provider's bucket root/bucket under prefix until it has taken
+// a full snapshot and a delta, as etcd-druid backs up a shoot's etcd-main; both are stopped
+// when it returns. Their output goes to a log of its own in logDir: each backup has its own.
+func BackUpEtcd(t testing.TB, logDir, root, bucket, prefix string) {
+	t.Helper()
+	binDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.CreateTemp(logDir, "etcdbr-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	br := &stack.EtcdBR{BinDir: binDir, Logs: logs}
+	dir := t.TempDir()
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := br.StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Stop()
+	ctx := context.Background()
+	put := func(i int) {
+		t.Helper()
+		if _, err := etcd.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(0)
+	store := &stack.BackupStore{Provider: "Local", Container: bucket, Prefix: prefix, Home: root}
+	snapshotter, err := br.StartSnapshotter(etcd, store, stack.SnapshotOptions{
+		FullSnapshotSchedule: "0 0 * * *", // only the one taken at start
+		DeltaSnapshotPeriod:  time.Second,
+		MaxBackups:           7,
+		TempDir:              filepath.Join(dir, "snapshotter"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snapshotter.Stop()
+	snapshots := filepath.Join(root, bucket, filepath.FromSlash(store.SnapshotPrefix()))
+	taken := func(kind string) func() (bool, string) {
+		return func() (bool, string) {
+			names, _ := filepath.Glob(filepath.Join(snapshots, kind+"-*"))
+			return len(names) > 0, fmt.Sprint(names)
+		}
+	}
+	Eventually(t, time.Minute, "a full snapshot", taken("Full"))
+	put(1)
+	Eventually(t, time.Minute, "a delta snapshot", taken("Incr"))
+}
