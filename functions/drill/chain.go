@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 )
 
 // Snapshot kinds as etcd-backup-restore names them.
@@ -162,4 +164,39 @@ func compareInt(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// Layout is how the backups under a prefix are named, and so which of them a restore takes.
+type Layout int
+
+const (
+	// LayoutEtcdBackupRestore is etcd-backup-restore's (LatestChain): a BackupEntry's.
+	LayoutEtcdBackupRestore Layout = iota
+	// LayoutSnapshots is the snapshot function's (LatestBackup): an EtcdBackupConfig's.
+	LayoutSnapshots
+)
+
+// latest is the chain a restore of the backups under prefix takes, from the keys listed there.
+func (l Layout) latest(prefix string, keys []string) (Chain, error) {
+	if l == LayoutSnapshots {
+		return LatestBackup(prefix, keys)
+	}
+	return LatestChain(keys)
+}
+
+// LatestBackup picks from the keys under an EtcdBackupConfig's prefix its newest backup, as the
+// snapshot function names them (<prefix><fire time>.db): etcd's snapshot db followed by its
+// SHA-256, uncompressed, a chain of one full snapshot. Its revisions are not in its name: the
+// restored db says them.
+func LatestBackup(prefix string, keys []string) (Chain, error) {
+	var newest Snapshot
+	for _, k := range keys {
+		if t, ok := etcdbackup.BackupTime(prefix, k); ok && (newest.Key == "" || t.After(newest.CreatedOn)) {
+			newest = Snapshot{Key: k, Kind: KindFull, CreatedOn: t}
+		}
+	}
+	if newest.Key == "" {
+		return Chain{}, &Error{Err: ErrNoFullSnapshot, Detail: fmt.Sprintf("none of %d objects is a backup named <time>.db", len(keys))}
+	}
+	return Chain{Full: newest}, nil
 }

@@ -183,3 +183,29 @@ func TestLatestChain(t *testing.T) {
 		})
 	}
 }
+
+// The snapshot function's layout: the newest backup named <fire time>.db under the config's
+// prefix is the chain; other objects, and other configs' backups, are not.
+func TestLatestBackup(t *testing.T) {
+	const prefix = "team/main/"
+	keys := []string{
+		prefix + "20261126T030000Z.db",
+		prefix + "20261127T030000Z.db",
+		prefix + "20261127T030000Z.db.partial",
+		prefix + "notes.txt",
+		"team/main-2/20261128T030000Z.db",
+		prefix + "20261125T030000Z.db",
+	}
+	c, err := LatestBackup(prefix, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	if c.Full.Key != prefix+"20261127T030000Z.db" || c.Full.Kind != KindFull || !c.Full.CreatedOn.Equal(want) || len(c.Deltas) != 0 || c.Last() != c.Full {
+		t.Errorf("chain %+v, want the full snapshot %s20261127T030000Z.db of %s alone", c, prefix, want)
+	}
+	_, err = LatestBackup(prefix, keys[2:4])
+	if !errors.Is(err, ErrNoFullSnapshot) || !strings.Contains(err.Error(), "none of 2 objects is a backup named <time>.db") {
+		t.Errorf("no backups: %v, want ErrNoFullSnapshot counting the objects", err)
+	}
+}

@@ -20,6 +20,9 @@ import (
 
 // Options tune a drill; the zero value is usable.
 type Options struct {
+	// Layout is how the backups are named: etcd-backup-restore's (the zero value) or the
+	// snapshot function's.
+	Layout Layout
 	// WorkDir is where the drill makes its temporary directory (the full snapshot's db, the
 	// restored data directory, one delta at a time); "" is os.TempDir(). It needs room for
 	// about twice the snapshot db.
@@ -119,7 +122,7 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	}); err != nil {
 		return res, &Error{Err: ErrSource, Detail: fmt.Sprintf("listing %q", prefix), Cause: err}
 	}
-	chain, err := LatestChain(keys)
+	chain, err := opts.Layout.latest(prefix, keys)
 	if chain.Full.Key != "" {
 		res.Full = chain.Full.Key
 		for _, d := range chain.Deltas {

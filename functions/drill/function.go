@@ -1,6 +1,6 @@
 // The drill function: when the NATS server fires a RestoreDrill's schedule, it drills the
-// latest backups of every BackupEntry the RestoreDrill selects and reports per entry, in the
-// RestoreDrill's status and as metrics, whether they restore.
+// latest backups of every BackupEntry and EtcdBackupConfig the RestoreDrill selects and reports
+// for each, in the RestoreDrill's status and as metrics, whether they restore.
 
 package drill
 
@@ -23,6 +23,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -42,7 +43,7 @@ var Definition = runner.Definition{
 }
 
 // Driller runs a RestoreDrill's drills once per fire of its schedule. It only reads the
-// entries' buckets: it never writes to one and never holds up a purge.
+// buckets: it never writes to one and never holds up a purge or a rotation.
 type Driller struct {
 	Client    client.Client
 	Providers objectstore.Registry
@@ -96,7 +97,7 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 		return err
 	}
 	run := d.Now().UTC()
-	log.Info("drilling", zap.Int("entries", len(plan.entries)), zap.Int("concurrency", plan.concurrency),
+	log.Info("drilling", zap.Int("targets", len(plan.targets)), zap.Int("concurrency", plan.concurrency),
 		zap.Int64("memoryShareBytes", plan.memoryShare), zap.Duration("timeout", plan.timeout))
 	reports := d.drillAll(ctx, plan, log)
 	if ctx.Err() != nil {
@@ -113,9 +114,9 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	})
 }
 
-// plan is one run: the entries to drill and how.
+// plan is one run: what to drill and how.
 type plan struct {
-	entries     []extensionsv1alpha1.BackupEntry
+	targets     []target
 	concurrency int
 	memoryShare int64
 	timeout     time.Duration
@@ -123,13 +124,44 @@ type plan struct {
 	options     Options
 }
 
-// selected names the entries the run drills.
+// selected names what the run drills, as its results name them.
 func (p plan) selected() []string {
-	names := make([]string, len(p.entries))
-	for i := range p.entries {
-		names[i] = p.entries[i].Name
+	names := make([]string, len(p.targets))
+	for i := range p.targets {
+		names[i] = p.targets[i].name
 	}
 	return names
+}
+
+// target is one set of backups a run drills: a BackupEntry's etcd-main backups, or an
+// EtcdBackupConfig's in its destination.
+type target struct {
+	// name is the result's entry: the BackupEntry's name, the config's namespace/name.
+	name, kind string
+	prefix     string
+	layout     Layout
+	// open opens the store the backups are in, as the function that wrote them opens it.
+	open func(ctx context.Context) (objectstore.Store, error)
+}
+
+func (d *Driller) entryTarget(be *extensionsv1alpha1.BackupEntry) target {
+	return target{name: be.Name, kind: backupv1alpha1.DrilledBackupEntry, prefix: gardener.EtcdMainPrefix(be.Name) + "/",
+		open: func(ctx context.Context) (objectstore.Store, error) {
+			store, err := entry.Buckets{Client: d.Client, Providers: d.Providers}.Open(ctx, be)
+			if err != nil {
+				return nil, fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
+			}
+			return store, nil
+		}}
+}
+
+func (d *Driller) configTarget(cfg *backupv1alpha1.EtcdBackupConfig) target {
+	return target{name: cfg.Namespace + "/" + cfg.Name, kind: backupv1alpha1.DrilledEtcdBackupConfig,
+		prefix: etcdbackup.Prefix(cfg), layout: LayoutSnapshots,
+		open: func(ctx context.Context) (objectstore.Store, error) {
+			store, _, err := etcdbackup.OpenDestination(ctx, d.Client, d.Providers, cfg.Spec.Destination)
+			return store, err // its errors name the destination
+		}}
 }
 
 // invalidDrill is a spec that cannot run as it is; it becomes a False condition and is not
@@ -171,58 +203,72 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 	if p.memoryShare, err = MemoryShare(rd.Spec, p.options); err != nil {
 		return p, &invalidDrill{err}
 	}
-	list := &extensionsv1alpha1.BackupEntryList{}
-	if err := d.Client.List(ctx, list); err != nil {
-		return p, fmt.Errorf("listing BackupEntries: %w", err)
+	if sel.Entries() {
+		list := &extensionsv1alpha1.BackupEntryList{}
+		if err := d.Client.List(ctx, list); err != nil {
+			return p, fmt.Errorf("listing BackupEntries: %w", err)
+		}
+		for i := range list.Items {
+			if be := &list.Items[i]; sel.Selects(be, entry.ShootPurpose(be)) {
+				p.targets = append(p.targets, d.entryTarget(be))
+			}
+		}
 	}
-	for _, be := range list.Items {
-		if sel.Selects(&be, entry.ShootPurpose(&be)) {
-			p.entries = append(p.entries, be)
+	if sel.Configs() {
+		list := &backupv1alpha1.EtcdBackupConfigList{}
+		if err := d.Client.List(ctx, list); err != nil {
+			return p, fmt.Errorf("listing EtcdBackupConfigs: %w", err)
+		}
+		for i := range list.Items {
+			if cfg := &list.Items[i]; sel.SelectsConfig(cfg) {
+				p.targets = append(p.targets, d.configTarget(cfg))
+			}
 		}
 	}
 	return p, nil
 }
 
-// drillAll drills p's entries, at most p.concurrency at once, and returns their reports in
-// the entries' order.
+// drillAll drills p's targets, at most p.concurrency at once, and returns their reports in
+// the targets' order.
 func (d *Driller) drillAll(ctx context.Context, p plan, log *zap.Logger) []backupv1alpha1.EntryDrillResult {
-	reports := make([]backupv1alpha1.EntryDrillResult, len(p.entries))
+	reports := make([]backupv1alpha1.EntryDrillResult, len(p.targets))
 	slots := make(chan struct{}, p.concurrency)
 	var wg sync.WaitGroup
-	for i := range p.entries {
+	for i := range p.targets {
 		slots <- struct{}{}
 		if ctx.Err() != nil {
 			break
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			reports[i] = d.drillOne(ctx, &p.entries[i], p, log)
+			reports[i] = d.drillOne(ctx, p.targets[i], p, log)
 		})
 	}
 	wg.Wait()
 	return reports
 }
 
-// drillOne drills be's etcd-main backups within p.timeout.
-func (d *Driller) drillOne(ctx context.Context, be *extensionsv1alpha1.BackupEntry, p plan, log *zap.Logger) backupv1alpha1.EntryDrillResult {
+// drillOne drills t's backups within p.timeout.
+func (d *Driller) drillOne(ctx context.Context, t target, p plan, log *zap.Logger) backupv1alpha1.EntryDrillResult {
 	start := d.Now().UTC()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	var res Result
-	store, err := entry.Buckets{Client: d.Client, Providers: d.Providers}.Open(ctx, be)
-	if err != nil {
-		err = fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
-	} else {
-		res, err = Run(ctx, store, gardener.EtcdMainPrefix(be.Name)+"/", p.options)
+	store, err := t.open(ctx)
+	if err == nil {
+		opts := p.options
+		opts.Layout = t.layout
+		res, err = Run(ctx, store, t.prefix, opts)
 	}
 	if deadline, _ := ctx.Deadline(); err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		// Cut short, a read may look like a truncated snapshot: a drill out of time judges
 		// nothing about the backup (an Error, never NotRestorable).
 		err = fmt.Errorf("the drill did not finish within its timeout %s: %v", p.timeout, err)
 	}
-	report := Report(be.Name, start, res, err)
+	report := Report(t.name, start, res, err)
+	report.Kind = t.kind
 	d.Metrics.observeDuration(report.Outcome, time.Since(start))
-	log = log.With(zap.String("entry", be.Name), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
+	log = log.With(zap.String("kind", t.kind), zap.String("name", t.name), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
 	if err != nil {
 		log.Warn("drill failed", zap.String("object", report.Object), zap.Error(err))
 	} else {
@@ -234,7 +280,7 @@ func (d *Driller) drillOne(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 // verdict is the DrillsSucceeded condition of a run's reports.
 func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, message string) {
 	if len(reports) == 0 {
-		return true, backupv1alpha1.ReasonNothingToDrill, "No BackupEntry is selected"
+		return true, backupv1alpha1.ReasonNothingToDrill, "No BackupEntry and no EtcdBackupConfig is selected"
 	}
 	var failed []string
 	for _, r := range reports {

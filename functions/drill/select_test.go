@@ -56,6 +56,9 @@ func TestSelects(t *testing.T) {
 		{name: "selector: the purpose does not count", spec: byLabels, entry: entry(name, nil, false), purpose: "production"},
 		{name: "selector: not one being deleted", spec: byLabels, entry: entry(name, gold, true)},
 		{name: "selector: empty selects every entry", spec: everything, entry: entry(name, nil, false), want: true},
+
+		{name: "configs alone: no entry", spec: backupv1alpha1.RestoreDrillSpec{Configs: &backupv1alpha1.ConfigSelection{}}, entry: entry(name, nil, false)},
+		{name: "all and configs: every entry", spec: backupv1alpha1.RestoreDrillSpec{All: true, Configs: &backupv1alpha1.ConfigSelection{}}, entry: entry(name, nil, false), want: true},
 	} {
 		s, err := Select(tc.spec)
 		if err != nil {
@@ -74,13 +77,59 @@ func TestSelectRefuses(t *testing.T) {
 		spec backupv1alpha1.RestoreDrillSpec
 		want string
 	}{
-		{name: "none", spec: backupv1alpha1.RestoreDrillSpec{}, want: "exactly one of selector, purposes or all"},
-		{name: "two", spec: backupv1alpha1.RestoreDrillSpec{All: true, Purposes: []string{"production"}}, want: "exactly one of selector, purposes or all"},
+		{name: "none", spec: backupv1alpha1.RestoreDrillSpec{}, want: "nothing to drill"},
+		{name: "two", spec: backupv1alpha1.RestoreDrillSpec{All: true, Purposes: []string{"production"}}, want: "at most one of selector, purposes or all"},
+		{name: "two, and configs", spec: backupv1alpha1.RestoreDrillSpec{All: true, Purposes: []string{"production"}, Configs: &backupv1alpha1.ConfigSelection{}},
+			want: "at most one of selector, purposes or all"},
+		{name: "a config selector's In without values", spec: backupv1alpha1.RestoreDrillSpec{Configs: &backupv1alpha1.ConfigSelection{Selector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}}, want: "configs.selector: "},
 		{name: "an In without values", spec: backupv1alpha1.RestoreDrillSpec{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}, want: "selector: "},
 	} {
 		if _, err := Select(tc.spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Which EtcdBackupConfigs a RestoreDrill drills, row by row.
+func TestSelectsConfig(t *testing.T) {
+	config := func(namespace string, labels map[string]string, deleting bool) *backupv1alpha1.EtcdBackupConfig {
+		c := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "main", Labels: labels}}
+		if deleting {
+			c.DeletionTimestamp = &metav1.Time{}
+		}
+		return c
+	}
+	gold := map[string]string{"tier": "gold"}
+	var (
+		entriesOnly = backupv1alpha1.RestoreDrillSpec{All: true}
+		every       = backupv1alpha1.RestoreDrillSpec{Configs: &backupv1alpha1.ConfigSelection{}}
+		ofTeams     = backupv1alpha1.RestoreDrillSpec{Configs: &backupv1alpha1.ConfigSelection{Namespaces: []string{"team-a", "team-b"}}}
+		goldOfTeamA = backupv1alpha1.RestoreDrillSpec{Configs: &backupv1alpha1.ConfigSelection{Namespaces: []string{"team-a"},
+			Selector: &metav1.LabelSelector{MatchLabels: gold}}}
+	)
+	for _, tc := range []struct {
+		name   string
+		spec   backupv1alpha1.RestoreDrillSpec
+		config *backupv1alpha1.EtcdBackupConfig
+		want   bool
+	}{
+		{name: "entries only: no config", spec: entriesOnly, config: config("team-a", nil, false)},
+		{name: "empty: any config", spec: every, config: config("team-a", nil, false), want: true},
+		{name: "empty: not one being deleted", spec: every, config: config("team-a", nil, true)},
+		{name: "namespaces: one listed", spec: ofTeams, config: config("team-b", nil, false), want: true},
+		{name: "namespaces: one not listed", spec: ofTeams, config: config("team-c", gold, false)},
+		{name: "namespace and labels: both match", spec: goldOfTeamA, config: config("team-a", gold, false), want: true},
+		{name: "namespace and labels: a label missing", spec: goldOfTeamA, config: config("team-a", nil, false)},
+		{name: "namespace and labels: another namespace", spec: goldOfTeamA, config: config("team-b", gold, false)},
+	} {
+		s, err := Select(tc.spec)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := s.SelectsConfig(tc.config); got != tc.want {
+			t.Errorf("%s: selects %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

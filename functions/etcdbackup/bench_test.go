@@ -35,7 +35,7 @@ func BenchmarkSnapshot1GiB(b *testing.B) {
 	env := testenv.Start(b, testenv.WithKube(), testenv.WithS3())
 	c := env.Client(b)
 	createNamespaces(b, c, "garden", "team")
-	etcd := startEtcd(b, 0)
+	etcd := testenv.StartEtcd(b, 0)
 	fill(b, etcd.ClientURL, 1024, 1<<20)
 	reg, _ := providers(b)
 	snap := &etcdbackup.Snapshotter{Client: c, Providers: reg, Log: zap.NewNop(), Now: time.Now}

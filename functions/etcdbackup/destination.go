@@ -17,9 +17,9 @@ import (
 // endpoint from; a destination's spec.endpoint is passed to them as that key.
 const keyEndpoint = "endpoint"
 
-// openDestination returns the store of the named BackupDestination, opened with its
+// OpenDestination returns the store of the named BackupDestination, opened with its
 // credentials. What the destination lacks is a problem; API errors are returned as they are.
-func openDestination(ctx context.Context, c client.Client, providers objectstore.Registry, name string) (objectstore.Store, *backupv1alpha1.BackupDestination, error) {
+func OpenDestination(ctx context.Context, c client.Client, providers objectstore.Registry, name string) (objectstore.Store, *backupv1alpha1.BackupDestination, error) {
 	dest := &backupv1alpha1.BackupDestination{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
 		if apierrors.IsNotFound(err) {

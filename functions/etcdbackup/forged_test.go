@@ -23,6 +23,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -54,7 +55,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	createNamespaces(t, c, "garden", "team")
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "forged")
-	etcd := startEtcd(t, 5)
+	etcd := testenv.StartEtcd(t, 5)
 	p.RunFunction(etcdbackup.ScheduleDefinition, reg)
 	p.RunFunction(etcdbackup.SnapshotDefinition, reg)
 

@@ -2,9 +2,6 @@ package etcdbackup_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,35 +16,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
-
-// startEtcd runs a real etcd (the v3.5 release make tools builds) with some keys in it.
-func startEtcd(t testing.TB, keys int) *stack.Etcd {
-	t.Helper()
-	logs, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = logs.Close() })
-	br, err := stack.NewEtcdBR(logs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := stack.NewEtcdMember("backup-test", filepath.Join(t.TempDir(), "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := br.StartEtcd(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
-	for i := range keys {
-		if _, err := etcd.Put(context.Background(), fmt.Sprintf("/registry/key-%04d", i), fmt.Sprintf("value-%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return etcd
-}
 
 // destination is a BackupDestination of one provider with its store, created in the API.
 type destination struct {

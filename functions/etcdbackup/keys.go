@@ -31,9 +31,9 @@ func Key(cfg *backupv1alpha1.EtcdBackupConfig, t time.Time) string {
 	return Prefix(cfg) + t.UTC().Format(keyTimeLayout) + keySuffix
 }
 
-// backupTime parses the fire time back from a key under prefix; ok is false for any key that
-// is not exactly a backup of this config (a temporary upload, someone else's object).
-func backupTime(prefix, key string) (time.Time, bool) {
+// BackupTime parses the fire time back from a key under a config's Prefix; ok is false for any
+// key that is not exactly a backup of that config (a temporary upload, someone else's object).
+func BackupTime(prefix, key string) (time.Time, bool) {
 	rest, found := strings.CutPrefix(key, prefix)
 	if !found || !backupName.MatchString(rest) {
 		return time.Time{}, false
@@ -51,7 +51,7 @@ func expired(prefix string, keys []string, keep int) (remove []string, kept []ba
 	}
 	var backups []string
 	for _, k := range keys {
-		if _, ok := backupTime(prefix, k); ok {
+		if _, ok := BackupTime(prefix, k); ok {
 			if err := objectstore.ValidateKey(k); err != nil {
 				return nil, nil, err
 			}
@@ -64,7 +64,7 @@ func expired(prefix string, keys []string, keep int) (remove []string, kept []ba
 		remove, backups = backups[:n], backups[n:]
 	}
 	for i := len(backups) - 1; i >= 0; i-- {
-		t, _ := backupTime(prefix, backups[i])
+		t, _ := BackupTime(prefix, backups[i])
 		kept = append(kept, backupv1alpha1.BackupReference{Key: backups[i], Time: metav1Time(t)})
 	}
 	return remove, kept, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
 
@@ -34,7 +35,7 @@ func TestEverySecondCron(t *testing.T) {
 	createNamespaces(t, c, "garden", "team")
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "cron")
-	etcd := startEtcd(t, 10)
+	etcd := testenv.StartEtcd(t, 10)
 	p.RunFunction(etcdbackup.ScheduleDefinition, reg)
 	p.RunFunction(etcdbackup.SnapshotDefinition, reg)
 	ctx := context.Background()
@@ -126,7 +127,7 @@ func TestOnceNow(t *testing.T) {
 	createNamespaces(t, c, "garden", "team")
 	reg, _ := providers(t)
 	dest := newDestination(t, p.Env, c, reg, local.Type, "once")
-	etcd := startEtcd(t, 5)
+	etcd := testenv.StartEtcd(t, 5)
 	p.RunFunction(etcdbackup.ScheduleDefinition, reg)
 	p.RunFunction(etcdbackup.SnapshotDefinition, reg)
 	ctx := context.Background()

@@ -126,7 +126,7 @@ func (s *Snapshotter) backup(ctx context.Context, cfg *backupv1alpha1.EtcdBackup
 		// The CRD defaults and bounds keep; a config from elsewhere may still lack it.
 		return nil, nil, problemf(backupv1alpha1.ReasonInvalidConfig, "spec.keep is %d: at least 1", cfg.Spec.Keep)
 	}
-	store, _, err := openDestination(ctx, s.Client, s.Providers, cfg.Spec.Destination)
+	store, _, err := OpenDestination(ctx, s.Client, s.Providers, cfg.Spec.Destination)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,7 +161,7 @@ func (s *Snapshotter) existing(ctx context.Context, store objectstore.Store, cfg
 	if last := cfg.Status.LastBackup; last != nil && last.Key == key {
 		return last.DeepCopy(), nil
 	}
-	t, _ := backupTime(Prefix(cfg), key)
+	t, _ := BackupTime(Prefix(cfg), key)
 	return &backupv1alpha1.Backup{Key: key, Time: metav1Time(t), Size: info.Size}, nil
 }
 

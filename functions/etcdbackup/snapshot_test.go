@@ -60,7 +60,7 @@ func TestSnapshotToEveryProvider(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithAzurite(), testenv.WithS3())
 	c := env.Client(t)
 	createNamespaces(t, c, "garden", "team")
-	etcd := startEtcd(t, 50)
+	etcd := testenv.StartEtcd(t, 50)
 	reg, _ := providers(t)
 	snap := &etcdbackup.Snapshotter{Client: c, Providers: reg, Log: zaptest.NewLogger(t), Now: time.Now}
 
@@ -137,7 +137,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	snap := &etcdbackup.Snapshotter{Client: c, Providers: reg, Log: zaptest.NewLogger(t), Now: time.Now}
 	ctx := context.Background()
 	dest := newDestination(t, env, c, reg, local.Type, "bad-input")
-	etcd := startEtcd(t, 1)
+	etcd := testenv.StartEtcd(t, 1)
 
 	cases := []struct {
 		name, reason, says string

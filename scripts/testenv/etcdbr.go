@@ -67,3 +67,33 @@ func BackUpEtcd(t testing.TB, logDir, root, bucket, prefix string) {
 	put(1)
 	Eventually(t, time.Minute, "a delta snapshot", taken("Incr"))
 }
+
+// StartEtcd runs a real etcd (the v3.5 release make tools builds) with keys keys in it
+// (/registry/key-0000: value-0, ...), stopped when the test ends.
+func StartEtcd(t testing.TB, keys int) *stack.Etcd {
+	t.Helper()
+	logs, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = logs.Close() })
+	br, err := stack.NewEtcdBR(logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := stack.NewEtcdMember("backup-test", filepath.Join(t.TempDir(), "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := br.StartEtcd(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	for i := range keys {
+		if _, err := etcd.Put(context.Background(), fmt.Sprintf("/registry/key-%04d", i), fmt.Sprintf("value-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return etcd
+}

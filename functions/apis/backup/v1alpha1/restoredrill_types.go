@@ -40,7 +40,7 @@ const (
 const (
 	// ReasonAllRestorable: every entry drilled in the last run restored.
 	ReasonAllRestorable = "AllRestorable"
-	// ReasonNothingToDrill: the drill selects no BackupEntry.
+	// ReasonNothingToDrill: the drill selects no BackupEntry and no EtcdBackupConfig.
 	ReasonNothingToDrill = "NothingToDrill"
 	// ReasonDrillsFailed: some entries drilled in the last run did not restore, or could not
 	// be judged; the message counts them and gives the first reasons.
@@ -62,9 +62,9 @@ const (
 	OutcomeError = "Error"
 )
 
-// RestoreDrill restores the latest backups of the BackupEntries it selects, on a schedule,
-// each into a throwaway etcd (as `housekeeper drill` does for one), and reports per entry
-// whether they restore: a backup is only as good as its last restore.
+// RestoreDrill restores the latest backups of the BackupEntries and EtcdBackupConfigs it
+// selects, on a schedule, each into a throwaway etcd (as `housekeeper drill` does for one), and
+// reports for each whether they restore: a backup is only as good as its last restore.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -86,9 +86,10 @@ type RestoreDrill struct {
 	Status RestoreDrillStatus `json:"status,omitempty"`
 }
 
-// RestoreDrillSpec is which entries are drilled, when, and with how much at once.
+// RestoreDrillSpec is which backups are drilled, when, and with how much at once.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.selector), has(self.purposes), has(self.all) && self.all].filter(x, x).size() == 1",message="choose the entries to drill with exactly one of selector, purposes or all: true"
+// +kubebuilder:validation:XValidation:rule="[has(self.selector), has(self.purposes), has(self.all) && self.all].filter(x, x).size() <= 1",message="choose the BackupEntries to drill with at most one of selector, purposes or all: true"
+// +kubebuilder:validation:XValidation:rule="has(self.selector) || has(self.purposes) || (has(self.all) && self.all) || has(self.configs)",message="nothing to drill: choose BackupEntries with one of selector, purposes or all: true, EtcdBackupConfigs with configs, or both"
 // +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || !self.schedule.startsWith('@every')",message="timeZone needs a cron schedule"
 type RestoreDrillSpec struct {
 	// Selector picks the BackupEntries by their labels.
@@ -105,6 +106,10 @@ type RestoreDrillSpec struct {
 	// All picks every BackupEntry.
 	// +optional
 	All bool `json:"all,omitempty"`
+	// Configs picks EtcdBackupConfigs: the newest backup each keeps in its destination is
+	// drilled too.
+	// +optional
+	Configs *ConfigSelection `json:"configs,omitempty"`
 	// Schedule is when the drills run, as the NATS server's scheduler reads it: a 6-field cron
 	// expression with seconds first ("0 0 3 * * *": at 03:00), a predefined schedule (@daily,
 	// ...) or "@every <duration>".
@@ -143,6 +148,28 @@ type RestoreDrillSpec struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
+// ConfigSelection picks EtcdBackupConfigs; empty, it picks every one.
+type ConfigSelection struct {
+	// Namespaces picks the configs of these namespaces; unset, of every namespace.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Selector picks the configs by their labels; unset, every config of those namespaces.
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// Kinds of what a result is about.
+const (
+	// DrilledBackupEntry: Entry names a BackupEntry, whose etcd-main backups were drilled.
+	DrilledBackupEntry = "BackupEntry"
+	// DrilledEtcdBackupConfig: Entry is an EtcdBackupConfig's namespace/name, whose newest
+	// backup in its destination was drilled.
+	DrilledEtcdBackupConfig = "EtcdBackupConfig"
+)
+
 // RestoreDrillStatus is what the last runs found.
 type RestoreDrillStatus struct {
 	// ObservedGeneration is the generation the schedule was last installed for.
@@ -159,7 +186,7 @@ type RestoreDrillStatus struct {
 	// NextRun is when the schedule fires next.
 	// +optional
 	NextRun *metav1.Time `json:"nextRun,omitempty"`
-	// Entries is how many BackupEntries the drill selects.
+	// Entries is how many BackupEntries and EtcdBackupConfigs the drill selects.
 	// +optional
 	Entries int32 `json:"entries,omitempty"`
 	// Restorable is how many of them restored in their last drill.
@@ -172,7 +199,7 @@ type RestoreDrillStatus struct {
 	// lastRun: the entries to alert on.
 	// +optional
 	Stale int32 `json:"stale,omitempty"`
-	// Results are the entries' last drills, failures first, then the successes drilled
+	// Results are their last drills, failures first, then the successes drilled
 	// longest ago; beyond the bound the newest successes are left out (the counts have them).
 	// +optional
 	// +listType=map
@@ -181,11 +208,15 @@ type RestoreDrillStatus struct {
 	Results []EntryDrillResult `json:"results,omitempty"`
 }
 
-// EntryDrillResult is one entry's last drill.
+// EntryDrillResult is the last drill of a BackupEntry's or an EtcdBackupConfig's backups.
 type EntryDrillResult struct {
-	// Entry is the BackupEntry's name.
-	// +kubebuilder:validation:MaxLength=253
+	// Entry is the BackupEntry's name, or the EtcdBackupConfig's namespace/name.
+	// +kubebuilder:validation:MaxLength=317
 	Entry string `json:"entry"`
+	// Kind is what Entry names: BackupEntry (also when unset) or EtcdBackupConfig.
+	// +optional
+	// +kubebuilder:validation:Enum=BackupEntry;EtcdBackupConfig
+	Kind string `json:"kind,omitempty"`
 	// Shoot is the shoot's control-plane namespace, when the entry's name says it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63

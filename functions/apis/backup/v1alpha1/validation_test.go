@@ -19,7 +19,8 @@ import (
 
 // The generated CRDs, served by a real kube-apiserver: defaults, OpenAPI bounds and the CEL
 // rules — above all that a config's destination cannot change once set, and that a
-// RestoreDrill chooses its entries exactly one way and is refused, in words, what it cannot run.
+// RestoreDrill chooses its entries at most one way, drills something, and is refused, in words,
+// what it cannot run.
 func TestValidationOnAPIServer(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube())
 	c := env.Client(t)
@@ -143,7 +144,10 @@ func TestValidationOnAPIServer(t *testing.T) {
 	}
 	duration := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 	quantity := func(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
-	const exactlyOne = "choose the entries to drill with exactly one of selector, purposes or all: true"
+	const (
+		atMostOne = "choose the BackupEntries to drill with at most one of selector, purposes or all: true"
+		nothing   = "nothing to drill: choose BackupEntries with one of selector, purposes or all: true, EtcdBackupConfigs with configs, or both"
+	)
 
 	t.Run("a RestoreDrill's defaults", func(t *testing.T) {
 		d := drill("drill-defaults", nil)
@@ -159,7 +163,7 @@ func TestValidationOnAPIServer(t *testing.T) {
 				backupv1alpha1.DefaultMaxRestorableAge, backupv1alpha1.DefaultDrillTimeout)
 		}
 	})
-	t.Run("a RestoreDrill chooses its entries one way", func(t *testing.T) {
+	t.Run("a RestoreDrill chooses its entries at most one way, and something to drill", func(t *testing.T) {
 		for name, spec := range map[string]func(*backupv1alpha1.RestoreDrillSpec){
 			"drill-selector": func(s *backupv1alpha1.RestoreDrillSpec) {
 				s.All, s.Selector = false, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
@@ -167,21 +171,28 @@ func TestValidationOnAPIServer(t *testing.T) {
 			"drill-purposes": func(s *backupv1alpha1.RestoreDrillSpec) {
 				s.All, s.Purposes = false, []string{"production", "infrastructure"}
 			},
+			"drill-every-config": func(s *backupv1alpha1.RestoreDrillSpec) {
+				s.All, s.Configs = false, &backupv1alpha1.ConfigSelection{}
+			},
+			"drill-entries-and-configs": func(s *backupv1alpha1.RestoreDrillSpec) {
+				s.Configs = &backupv1alpha1.ConfigSelection{Namespaces: []string{"team"},
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"drill": "yes"}}}
+			},
 		} {
 			if err := c.Create(ctx, drill(name, spec)); err != nil {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		rejected(t, c.Create(ctx, drill("drill-none", func(s *backupv1alpha1.RestoreDrillSpec) { s.All = false })), exactlyOne)
-		rejected(t, c.Create(ctx, drill("drill-all-and-purposes", func(s *backupv1alpha1.RestoreDrillSpec) { s.Purposes = []string{"production"} })), exactlyOne)
+		rejected(t, c.Create(ctx, drill("drill-none", func(s *backupv1alpha1.RestoreDrillSpec) { s.All = false })), nothing)
+		rejected(t, c.Create(ctx, drill("drill-all-and-purposes", func(s *backupv1alpha1.RestoreDrillSpec) { s.Purposes = []string{"production"} })), atMostOne)
 		rejected(t, c.Create(ctx, drill("drill-selector-and-purposes", func(s *backupv1alpha1.RestoreDrillSpec) {
 			s.All, s.Selector, s.Purposes = false, &metav1.LabelSelector{}, []string{"production"}
-		})), exactlyOne)
+		})), atMostOne)
 		rejected(t, c.Create(ctx, drill("drill-unknown-purpose", func(s *backupv1alpha1.RestoreDrillSpec) { s.All, s.Purposes = false, []string{"staging"} })),
 			"Unsupported value: \"staging\"")
 		// all: false is no choice either.
 		patch := []byte(`{"spec":{"all":false}}`)
-		rejected(t, c.Patch(ctx, drill("drill-defaults", nil), client.RawPatch("application/merge-patch+json", patch)), exactlyOne)
+		rejected(t, c.Patch(ctx, drill("drill-defaults", nil), client.RawPatch("application/merge-patch+json", patch)), nothing)
 	})
 	t.Run("a RestoreDrill's schedule", func(t *testing.T) {
 		for i, ok := range []string{"@daily", "@every 12h", "0 30 2 * * MON-FRI"} {
