@@ -26,10 +26,10 @@ import (
 )
 
 // The chart's role carries the drill function, as its ServiceAccount, through a fire: it reads
-// the RestoreDrill, lists the BackupEntries, opens an entry's bucket with its BackupBucket's
-// credentials and writes the status. The entry's prefix holds no snapshot, so the one verdict
-// that proves the bucket was read is NotRestorable (a Forbidden answer anywhere is an error or
-// an Error outcome).
+// the RestoreDrill, lists the BackupEntries and EtcdBackupConfigs, opens an entry's bucket with
+// its BackupBucket's credentials and a config's BackupDestination with its own, and writes the
+// status. Neither prefix holds a snapshot, so the one verdict that proves the store was read is
+// NotRestorable (a Forbidden answer anywhere is an error or an Error outcome).
 func TestRBACIsEnoughForDrills(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube())
 	admin := env.Client(t)
@@ -68,7 +68,13 @@ func TestRBACIsEnoughForDrills(t *testing.T) {
 				SecretRef: corev1.SecretReference{Namespace: "garden", Name: "bucket-credentials"},
 			},
 		},
-		&backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "@daily"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}},
+		&backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: backupv1alpha1.BackupDestinationSpec{
+			Type: local.Type, Bucket: bucketName, CredentialsSecretRef: &backupv1alpha1.SecretReference{Namespace: "garden", Name: "bucket-credentials"}}},
+		&backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"}, Spec: backupv1alpha1.EtcdBackupConfigSpec{
+			Etcd: backupv1alpha1.EtcdReference{Endpoints: []string{"http://127.0.0.1:2379"}}, Schedule: "@daily", Keep: 1, Destination: "local"}},
+		&backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.RestoreDrillSpec{
+			All: true, Configs: &backupv1alpha1.ConfigSelection{}, Schedule: "@daily"}},
 	} {
 		if err := admin.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", obj.GetName(), err)
@@ -94,8 +100,8 @@ func TestRBACIsEnoughForDrills(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := rd.Status
-	if len(st.Results) != 1 || st.Results[0].Outcome != backupv1alpha1.OutcomeNotRestorable {
-		t.Fatalf("results %+v, want %s NotRestorable (no full snapshot)", st.Results, entryName)
+	if len(st.Results) != 2 || st.Results[0].Outcome != backupv1alpha1.OutcomeNotRestorable || st.Results[1].Outcome != backupv1alpha1.OutcomeNotRestorable {
+		t.Fatalf("results %+v, want %s and team/main NotRestorable (no full snapshot)", st.Results, entryName)
 	}
 	if cond := meta.FindStatusCondition(st.Conditions, backupv1alpha1.ConditionDrillsSucceeded); cond == nil || cond.Status != metav1.ConditionFalse {
 		t.Errorf("condition %+v", cond)

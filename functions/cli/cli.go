@@ -51,9 +51,10 @@ commands:
   replay --function F (--since DURATION | --from-seq N) [--until TIME | --until-seq N] [--timeout D]
                          re-deliver a window of the stream of record to one function
   resync                 make the bridge re-list and re-emit every object
-  drill --entry NAME [--etcd NAME] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]
-                         restore a BackupEntry's latest backups into a throwaway etcd now and
-                         say whether they restore (exit code 1 if not), naming the object at fault
+  drill (--entry NAME [--etcd NAME] | --config NAMESPACE/NAME) [--kubeconfig FILE] [--work-dir DIR] [--output text|json]
+                         restore a BackupEntry's latest backups, or an EtcdBackupConfig's newest,
+                         into a throwaway etcd now and say whether they restore (exit code 1 if
+                         not), naming the object at fault
   deadletters list [--function F] [--kubeconfig FILE] [--timeout D]
                          show dead letters with their age, reason and their object's state now
   deadletters retry [--function F] (--seq N[,N...] | --all) [--timeout D]

@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/drill"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -22,14 +25,16 @@ import (
 // errNotRestorable is a drill that ran and found the backups do not restore.
 var errNotRestorable = errors.New("the backups do not restore")
 
-// runDrill drills one BackupEntry's backups now and prints the result.
+// runDrill drills one BackupEntry's or EtcdBackupConfig's backups now and prints the result.
 func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objectstore.Plugin) error {
-	fs := newFlags("drill", "--entry NAME [--etcd NAME] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
+	fs := newFlags("drill", "(--entry NAME [--etcd NAME] | --config NAMESPACE/NAME) [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
 		"Restore a BackupEntry's latest full snapshot and the delta snapshots after it, as etcd-backup-restore\n"+
-			"lays them out under <entry>/<etcd>/, into a throwaway etcd, and check them: every SHA-256, revisions\n"+
-			"without a gap, every event at its revision. The bucket is opened as the purge opens it and never\n"+
-			"written to. It exits 1 when the backups do not restore, naming the object at fault.")
-	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill (required)")
+			"lays them out under <entry>/<etcd>/, or the newest backup an EtcdBackupConfig keeps in its destination,\n"+
+			"into a throwaway etcd, and check them: every SHA-256, revisions without a gap, every event at its\n"+
+			"revision. The store is opened as the purge or the snapshot function opens it and never written to.\n"+
+			"It exits 1 when the backups do not restore, naming the object at fault.")
+	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill")
+	configName := fs.String("config", "", "the EtcdBackupConfig, as namespace/name, whose newest backup to drill")
 	etcd := fs.String("etcd", "etcd-main", "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
 	output := fs.String("output", "text", "text or json")
@@ -40,9 +45,12 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	if err := fs.parse(args); err != nil {
 		return err
 	}
+	configKey, err := parseConfigName(*configName)
 	switch {
-	case *entryName == "":
-		return fmt.Errorf("%w: drill needs --entry", errUsage)
+	case (*entryName == "") == (*configName == ""):
+		return fmt.Errorf("%w: drill needs --entry or --config, one of them", errUsage)
+	case err != nil:
+		return fmt.Errorf("%w: drill: %v", errUsage, err)
 	case *output != "text" && *output != "json":
 		return fmt.Errorf("%w: drill: --output is text or json, not %q", errUsage, *output)
 	case *etcd == "":
@@ -65,24 +73,24 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	be := &extensionsv1alpha1.BackupEntry{}
-	if err := c.Get(ctx, client.ObjectKey{Name: *entryName}, be); err != nil {
-		return fmt.Errorf("reading BackupEntry %s: %w", *entryName, err)
+	var target drillTarget
+	if *entryName != "" {
+		target, err = entryDrillTarget(ctx, c, providers, *entryName, *etcd)
+	} else {
+		target, err = configDrillTarget(ctx, c, providers, configKey)
 	}
-	store, err := entry.Buckets{Client: c, Providers: providers}.Open(ctx, be)
 	if err != nil {
-		return fmt.Errorf("opening the bucket %s of BackupEntry %s: %w", be.Spec.BucketName, be.Name, err)
+		return err
 	}
-	prefix := gardener.EntryPrefix(be.Name) + *etcd + "/"
-	res, err := drill.Run(ctx, store, prefix, drill.Options{WorkDir: *workDir})
+	res, err := drill.Run(ctx, target.store, target.prefix, drill.Options{WorkDir: *workDir, Layout: target.layout})
 	var derr *drill.Error
 	broken := errors.As(err, &derr) && derr.AboutTheBackup()
 	if *output == "json" {
-		if perr := printDrillJSON(out, be, res, err); perr != nil {
+		if perr := printDrillJSON(out, target, res, err); perr != nil {
 			return perr
 		}
 	} else {
-		printDrill(out, be, res, err, broken, time.Now())
+		printDrill(out, target, res, err, broken, time.Now())
 	}
 	if broken {
 		return fmt.Errorf("%w: %v", errNotRestorable, err)
@@ -90,8 +98,54 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	return err
 }
 
+// drillTarget is what `housekeeper drill` drills and where.
+type drillTarget struct {
+	kind, name, bucket string
+	store              objectstore.Store
+	prefix             string
+	layout             drill.Layout
+}
+
+func entryDrillTarget(ctx context.Context, c client.Client, providers objectstore.Registry, name, etcd string) (drillTarget, error) {
+	be := &extensionsv1alpha1.BackupEntry{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, be); err != nil {
+		return drillTarget{}, fmt.Errorf("reading BackupEntry %s: %w", name, err)
+	}
+	store, err := entry.Buckets{Client: c, Providers: providers}.Open(ctx, be)
+	if err != nil {
+		return drillTarget{}, fmt.Errorf("opening the bucket %s of BackupEntry %s: %w", be.Spec.BucketName, be.Name, err)
+	}
+	return drillTarget{kind: backupv1alpha1.DrilledBackupEntry, name: be.Name, bucket: be.Spec.BucketName, store: store,
+		prefix: gardener.EntryPrefix(be.Name) + etcd + "/"}, nil
+}
+
+func configDrillTarget(ctx context.Context, c client.Client, providers objectstore.Registry, key client.ObjectKey) (drillTarget, error) {
+	cfg := &backupv1alpha1.EtcdBackupConfig{}
+	if err := c.Get(ctx, key, cfg); err != nil {
+		return drillTarget{}, fmt.Errorf("reading EtcdBackupConfig %s: %w", key, err)
+	}
+	store, dest, err := etcdbackup.OpenDestination(ctx, c, providers, cfg.Spec.Destination)
+	if err != nil {
+		return drillTarget{}, fmt.Errorf("opening the destination of EtcdBackupConfig %s: %w", key, err)
+	}
+	return drillTarget{kind: backupv1alpha1.DrilledEtcdBackupConfig, name: key.String(), bucket: dest.Spec.Bucket, store: store,
+		prefix: etcdbackup.Prefix(cfg), layout: drill.LayoutSnapshots}, nil
+}
+
+// parseConfigName reads --config's namespace/name; "" is no config.
+func parseConfigName(s string) (client.ObjectKey, error) {
+	if s == "" {
+		return client.ObjectKey{}, nil
+	}
+	namespace, name, ok := strings.Cut(s, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return client.ObjectKey{}, fmt.Errorf("--config %q is not namespace/name", s)
+	}
+	return client.ObjectKey{Namespace: namespace, Name: name}, nil
+}
+
 // printDrill writes the result for a person; broken says the backups were found not to restore.
-func printDrill(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Result, err error, broken bool, now time.Time) {
+func printDrill(out io.Writer, t drillTarget, res drill.Result, err error, broken bool, now time.Time) {
 	verdict := "restorable"
 	switch {
 	case broken:
@@ -99,7 +153,7 @@ func printDrill(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Res
 	case err != nil:
 		verdict = "not drilled"
 	}
-	fmt.Fprintf(out, "drill of BackupEntry %s, bucket %s, prefix %s: %s\n", be.Name, be.Spec.BucketName, res.Prefix, verdict)
+	fmt.Fprintf(out, "drill of %s %s, bucket %s, prefix %s: %s\n", t.kind, t.name, t.bucket, res.Prefix, verdict)
 	if res.Full != "" {
 		fmt.Fprintf(out, "  full snapshot  %s\n", res.Full)
 		last := "none"
@@ -121,15 +175,22 @@ func printDrill(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Res
 
 // drillReport is the JSON form of a drill.
 type drillReport struct {
-	Entry      string       `json:"entry"`
+	// Entry is the BackupEntry drilled; Config the EtcdBackupConfig, as namespace/name.
+	Entry      string       `json:"entry,omitempty"`
+	Config     string       `json:"config,omitempty"`
 	Bucket     string       `json:"bucket"`
 	Restorable bool         `json:"restorable"`
 	Error      string       `json:"error,omitempty"`
 	Result     drill.Result `json:"result"`
 }
 
-func printDrillJSON(out io.Writer, be *extensionsv1alpha1.BackupEntry, res drill.Result, err error) error {
-	r := drillReport{Entry: be.Name, Bucket: be.Spec.BucketName, Restorable: err == nil, Result: res}
+func printDrillJSON(out io.Writer, t drillTarget, res drill.Result, err error) error {
+	r := drillReport{Bucket: t.bucket, Restorable: err == nil, Result: res}
+	if t.kind == backupv1alpha1.DrilledEtcdBackupConfig {
+		r.Config = t.name
+	} else {
+		r.Entry = t.name
+	}
 	if err != nil {
 		r.Error = err.Error()
 	}

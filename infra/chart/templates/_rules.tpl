@@ -114,10 +114,14 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 {{- end -}}
 
 {{- define "housekeeper.rules.drill" -}}
-# get: the live RestoreDrill a fire names; list: the BackupEntries it selects.
+# get: the live RestoreDrill a fire names; list: the BackupEntries and EtcdBackupConfigs it
+# selects; get: a config's BackupDestination, as the snapshot function opens it.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["restoredrills"]
+  resources: ["restoredrills", "backupdestinations"]
   verbs: ["get"]
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs"]
+  verbs: ["list"]
 # The DrillsSucceeded condition, the results and counts, the last and the next run.
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["restoredrills/status"]
@@ -129,7 +133,7 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
   verbs: ["get"]
-# get: the bucket's (or a source- entry's own) credentials; never written.
+# get: the bucket's (or a source- entry's own) credentials, a destination's; never written.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]

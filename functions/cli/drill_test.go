@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
+)
+
+// `housekeeper drill --config` restores the newest backup the snapshot function took of a real
+// etcd for an EtcdBackupConfig, to that etcd's revision; once that backup is cut short it exits
+// 1 naming it, in text and in JSON. Usage mistakes exit 2.
+func TestDrillCommandDrillsAConfig(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube())
+	c := env.Client(t)
+	ctx := context.Background()
+	etcd := testenv.StartEtcd(t, 25)
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "backups"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &backupv1alpha1.EtcdBackupConfig{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"},
+		Spec: backupv1alpha1.EtcdBackupConfigSpec{Etcd: backupv1alpha1.EtcdReference{Endpoints: []string{etcd.ClientURL}},
+			Schedule: "@daily", Keep: 2, Destination: "local"},
+	}
+	for _, err := range []error{
+		c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}),
+		c.Create(ctx, &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "local"},
+			Spec: backupv1alpha1.BackupDestinationSpec{Type: local.Type, Bucket: "backups"}}),
+		c.Create(ctx, cfg),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	revision, err := etcd.Put(ctx, "/registry/last", "written before the backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &etcdbackup.Snapshotter{Client: c, Providers: objectstore.NewRegistry(local.New(root)), Log: zaptest.NewLogger(t), Now: time.Now}
+	fire := runner.Fire{At: time.Now().UTC().Truncate(time.Second)}
+	e, err := events.NewEtcdBackupDueEvent("test", kube.Ref(events.KindEtcdBackupConfig, cfg), cfg.Spec.Schedule, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Handle(runner.WithFire(ctx, fire), e); err != nil {
+		t.Fatal(err)
+	}
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Kube.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := Main(ctx, append([]string{"drill", "--kubeconfig", kubeconfig, "--local-root", root}, args...), &out, &errOut, local.Plugin)
+		return code, out.String() + errOut.String()
+	}
+	code, out := run("--config", "team/main")
+	if want := fmt.Sprintf("revision %d ", revision); code != 0 || !strings.Contains(out, "drill of EtcdBackupConfig team/main, bucket backups, prefix team/main/: restorable\n") ||
+		!strings.Contains(out, want) {
+		t.Errorf("drill --config team/main: exit %d, output:\n%s\nwant 0, restorable, %q", code, out, want)
+	}
+
+	key := etcdbackup.Key(cfg, fire.At)
+	path := filepath.Join(root, "backups", filepath.FromSlash(key))
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, info.Size()-100); err != nil {
+		t.Fatal(err)
+	}
+	code, out = run("--config", "team/main", "--output", "json")
+	var report struct {
+		Config     string `json:"config"`
+		Entry      string `json:"entry"`
+		Restorable bool   `json:"restorable"`
+		Error      string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &report); err != nil {
+		t.Fatalf("drill --output json printed no report: %v\n%s", err, out)
+	}
+	if code != 1 || report.Config != "team/main" || report.Entry != "" || report.Restorable || !strings.Contains(report.Error, key) {
+		t.Errorf("drill of a cut backup: exit %d, report %+v, want 1, config team/main, not restorable, naming %s:\n%s", code, report, key, out)
+	}
+
+	for _, args := range [][]string{
+		{"--config", "main"},
+		{"--config", "team/main", "--entry", "shoot--team--main"},
+		{},
+	} {
+		if code, out := run(args...); code != 2 {
+			t.Errorf("drill %v: exit %d, want 2 (usage):\n%s", args, code, out)
+		}
+	}
+}
