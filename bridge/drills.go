@@ -8,7 +8,8 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
-// drillCollector exports what the RestoreDrills' statuses say about the entries they drill.
+// drillCollector exports what the RestoreDrills' statuses say about the BackupEntries and
+// EtcdBackupConfigs they drill.
 // The drill function writes each status and then scales to zero, so series of its own would
 // vanish between runs, when an entry whose backups stopped matters most; the bridge watches
 // RestoreDrills anyway and is always on. It reads the informer's store at every scrape, so a
@@ -31,7 +32,8 @@ const (
 )
 
 func newDrillCollector(drills func() cache.Store) *drillCollector {
-	perEntry := []string{"drill", "entry"}
+	// kind: BackupEntry, or EtcdBackupConfig with entry its namespace/name.
+	perEntry := []string{"drill", "kind", "entry"}
 	return &drillCollector{
 		drills: drills,
 		restorablePoint: prometheus.NewDesc("housekeeper_drill_entry_restorable_point_timestamp_seconds",
@@ -91,9 +93,13 @@ func (c *drillCollector) Collect(ch chan<- prometheus.Metric) {
 			if r.Outcome == backupv1alpha1.OutcomeRestorable {
 				success = 1
 			}
-			gauge(c.lastSuccess, success, r.Entry)
+			kind := r.Kind
+			if kind == "" {
+				kind = backupv1alpha1.DrilledBackupEntry
+			}
+			gauge(c.lastSuccess, success, kind, r.Entry)
 			if p := r.NewestRestorablePoint; p != nil {
-				gauge(c.restorablePoint, seconds(p.Time), r.Entry)
+				gauge(c.restorablePoint, seconds(p.Time), kind, r.Entry)
 			}
 		}
 	}

@@ -29,10 +29,12 @@ func TestBridgeExportsRestoreDrillStatus(t *testing.T) {
 	h.create(nightly)
 	now := time.Now().Truncate(time.Second)
 	good, old := metav1.NewTime(now.Add(-time.Hour)), metav1.NewTime(now.Add(-30*time.Hour))
-	nightly.Status = backupv1alpha1.RestoreDrillStatus{LastRun: &metav1.Time{Time: now}, Entries: 3, Restorable: 1, Failed: 1, Stale: 2,
+	// broken's result has no kind, as a status written before results had one: a BackupEntry.
+	nightly.Status = backupv1alpha1.RestoreDrillStatus{LastRun: &metav1.Time{Time: now}, Entries: 4, Restorable: 2, Failed: 1, Stale: 2,
 		Results: []backupv1alpha1.EntryDrillResult{
 			{Entry: "broken", Outcome: backupv1alpha1.OutcomeNotRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &old},
-			{Entry: "good", Outcome: backupv1alpha1.OutcomeRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &good},
+			{Entry: "good", Kind: backupv1alpha1.DrilledBackupEntry, Outcome: backupv1alpha1.OutcomeRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &good},
+			{Entry: "team/main", Kind: backupv1alpha1.DrilledEtcdBackupConfig, Outcome: backupv1alpha1.OutcomeRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &good},
 		}}
 	if err := h.c.Status().Update(ctx, nightly); err != nil {
 		t.Fatal(err)
@@ -41,17 +43,19 @@ func TestBridgeExportsRestoreDrillStatus(t *testing.T) {
 
 	_, stop := h.start(Options{})
 	eventually(t, reg, "the drills' series", map[string]string{
-		`housekeeper_drill_max_restorable_age_seconds{drill="nightly"}`:                              "21600",
-		`housekeeper_drill_max_restorable_age_seconds{drill="weekly"}`:                               "86400",
-		`housekeeper_drill_entries{drill="nightly",state="selected"}`:                                "3",
-		`housekeeper_drill_entries{drill="nightly",state="restorable"}`:                              "1",
-		`housekeeper_drill_entries{drill="nightly",state="failed"}`:                                  "1",
-		`housekeeper_drill_entries{drill="nightly",state="stale"}`:                                   "2",
-		`housekeeper_drill_entries{drill="weekly",state="stale"}`:                                    "0",
-		`housekeeper_drill_entry_last_success{drill="nightly",entry="good"}`:                         "1",
-		`housekeeper_drill_entry_last_success{drill="nightly",entry="broken"}`:                       "0",
-		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="good"}`:   unix(good),
-		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="broken"}`: unix(old),
+		`housekeeper_drill_max_restorable_age_seconds{drill="nightly"}`:                                                         "21600",
+		`housekeeper_drill_max_restorable_age_seconds{drill="weekly"}`:                                                          "86400",
+		`housekeeper_drill_entries{drill="nightly",state="selected"}`:                                                           "4",
+		`housekeeper_drill_entries{drill="nightly",state="restorable"}`:                                                         "2",
+		`housekeeper_drill_entries{drill="nightly",state="failed"}`:                                                             "1",
+		`housekeeper_drill_entries{drill="nightly",state="stale"}`:                                                              "2",
+		`housekeeper_drill_entries{drill="weekly",state="stale"}`:                                                               "0",
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="good",kind="BackupEntry"}`:                                 "1",
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="broken",kind="BackupEntry"}`:                               "0",
+		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="good",kind="BackupEntry"}`:           unix(good),
+		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="broken",kind="BackupEntry"}`:         unix(old),
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="team/main",kind="EtcdBackupConfig"}`:                       "1",
+		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="team/main",kind="EtcdBackupConfig"}`: unix(good),
 	})
 
 	// The next run: broken restores now, good is no longer selected, and gone, drilled for the
@@ -65,23 +69,23 @@ func TestBridgeExportsRestoreDrillStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, reg, "the rewritten status", map[string]string{
-		`housekeeper_drill_entries{drill="nightly",state="stale"}`:                                   "1",
-		`housekeeper_drill_entry_last_success{drill="nightly",entry="broken"}`:                       "1",
-		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="broken"}`: unix(good),
-		`housekeeper_drill_entry_last_success{drill="nightly",entry="gone"}`:                         "0",
-		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="gone"}`:   "",
-		`housekeeper_drill_entry_last_success{drill="nightly",entry="good"}`:                         "",
+		`housekeeper_drill_entries{drill="nightly",state="stale"}`:                                                      "1",
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="broken",kind="BackupEntry"}`:                       "1",
+		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="broken",kind="BackupEntry"}`: unix(good),
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="gone",kind="BackupEntry"}`:                         "0",
+		`housekeeper_drill_entry_restorable_point_timestamp_seconds{drill="nightly",entry="gone",kind="BackupEntry"}`:   "",
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="good",kind="BackupEntry"}`:                         "",
 	})
 
 	if err := h.c.Delete(ctx, nightly); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, reg, "the deleted drill's series gone", map[string]string{
-		`housekeeper_drill_max_restorable_age_seconds{drill="nightly"}`:        "",
-		`housekeeper_drill_entries{drill="nightly",state="selected"}`:          "",
-		`housekeeper_drill_entry_last_success{drill="nightly",entry="broken"}`: "",
-		`housekeeper_drill_max_restorable_age_seconds{drill="weekly"}`:         "86400",
-		`housekeeper_drill_entries{drill="weekly",state="selected"}`:           "0",
+		`housekeeper_drill_max_restorable_age_seconds{drill="nightly"}`:                           "",
+		`housekeeper_drill_entries{drill="nightly",state="selected"}`:                             "",
+		`housekeeper_drill_entry_last_success{drill="nightly",entry="broken",kind="BackupEntry"}`: "",
+		`housekeeper_drill_max_restorable_age_seconds{drill="weekly"}`:                            "86400",
+		`housekeeper_drill_entries{drill="weekly",state="selected"}`:                              "0",
 	})
 
 	stop()

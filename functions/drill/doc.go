@@ -4,7 +4,9 @@
 //
 // It reads etcd-backup-restore's layout as v0.44.1 writes it (pkg/snapstore, pkg/snapshot):
 // objects <prefix>/v2/{Full,Incr}-<start>-<last>-<unix time>[.gz|.zlib|.Z][.final], and the older
-// <prefix>/v1/Backup-<unix time>/... A full snapshot is etcd's snapshot db followed by its
+// <prefix>/v1/Backup-<unix time>/... It also reads the snapshot function's layout
+// (LayoutSnapshots: an EtcdBackupConfig's <namespace>/<name>/<fire time>.db), where each backup
+// is a full snapshot and the newest is the chain. A full snapshot is etcd's snapshot db followed by its
 // SHA-256; a delta is a JSON array of watch events followed by the SHA-256 of that JSON; either
 // may be compressed as its name says. The drill restores the way etcd-backup-restore's restorer
 // does: etcdutl's snapshot restore of the full snapshot, then an embedded etcd to which each
@@ -24,8 +26,8 @@
 // applies the deltas' puts without their leases, and keeps the full snapshot's leases alive
 // while it runs, so that none expires into a revision the source never had.
 //
-// A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select and
-// Selection.Selects decide which BackupEntries a run drills, MemoryShare what each of its
+// A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select,
+// Selection.Selects and SelectsConfig decide which BackupEntries and EtcdBackupConfigs a run drills, MemoryShare what each of its
 // concurrent drills may use, Report makes one drill's answer an entry's result and Record writes
 // a run's results and counts into the status. The drill function (Definition, Driller) runs each
 // fire of its schedule with them and writes the results into the status, which the bridge

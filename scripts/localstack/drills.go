@@ -36,7 +36,7 @@ func (s *session) renderDrills(out io.Writer) {
 		} else if c := meta.FindStatusCondition(d.Status.Conditions, backupv1alpha1.ConditionScheduled); c != nil {
 			status = c.Reason
 		}
-		fmt.Fprintf(out, "  %s  %s  last %s  next %s  %d entries: %d restorable, %d failed, %d stale  %s\n", d.Name, d.Spec.Schedule, last, next,
+		fmt.Fprintf(out, "  %s  %s  last %s  next %s  %d drilled: %d restorable, %d failed, %d stale  %s\n", d.Name, d.Spec.Schedule, last, next,
 			d.Status.Entries, d.Status.Restorable, d.Status.Failed, d.Status.Stale, status)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, r := range d.Status.Results {
@@ -59,8 +59,9 @@ func drillDetail(r backupv1alpha1.EntryDrillResult) string {
 	return fmt.Sprintf("revision %d, %d keys, newest snapshot %s old, took %s", r.RestoredRevision, r.Keys, rpo, r.Duration.Round(time.Millisecond))
 }
 
-// drilled reports whether every live entry's last drill restored: make run's proof that
-// the backups etcd-backup-restore wrote come back.
+// drilled reports whether every live entry and config (namespace/name) has a drill that
+// restored: make run's proof that the backups etcd-backup-restore and the snapshot function
+// wrote come back.
 func (s *session) drilled(ctx context.Context, live []string) bool {
 	list := &backupv1alpha1.RestoreDrillList{}
 	if err := s.client.List(ctx, list); err != nil {

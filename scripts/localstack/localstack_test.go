@@ -33,7 +33,7 @@ func (s *syncBuffer) String() string {
 }
 
 // make run reaches its goal with no manual step: every example Succeeded, the deleted entry
-// purged after its retention, every live entry's backups restored by a drill, no dead letters; on an embedded nats-server (make run) and on a
+// purged after its retention, every live entry's backups and the example config's restored by a drill, no dead letters; on an embedded nats-server (make run) and on a
 // cluster of three (make run NATS_NODES=3).
 func TestLocalStackRunsTheExamplesToCompletion(t *testing.T) {
 	t.Run("embedded nats-server", func(t *testing.T) { runsTheExamples(t, 0) })
@@ -58,7 +58,7 @@ func runsTheExamples(t *testing.T, natsNodes int) {
 	}
 	last := text[strings.LastIndex(text, "housekeeper local stack"):]
 	for _, want := range []string{"example-azure", "example-local", "example-s3", "example-gcs", "shoot--dev--alpha--5d1c9e2a", "shoot--dev--beta--7f3b0c44", "shoot--dev--delta--3c8e5b17", "shoot--dev--epsilon--5d9f0c28", "DEAD LETTERS (unresolved): 0",
-		"etcd-backups/main  0 * * * * *"} { // infra/examples/30-etcd-backup.yaml, applied with its etcd's address
+		"etcd-backups/main  */20 * * * * *"} { // infra/examples/30-etcd-backup.yaml, applied with its etcd's address
 		if !strings.Contains(last, want) {
 			t.Errorf("final status lacks %q:\n%s", want, last)
 		}
@@ -78,6 +78,10 @@ func runsTheExamples(t *testing.T, natsNodes int) {
 		if !regexp.MustCompile(name + `\s+Restorable\s+\S+\s+revision [1-9]\d*, `).MatchString(last) {
 			t.Errorf("final status shows no restorable drill of %s:\n%s", name, last)
 		}
+	}
+	// And the example EtcdBackupConfig's newest backup, the snapshot function's.
+	if !regexp.MustCompile(`etcd-backups/main\s+Restorable\s+\S+\s+revision [1-9]\d*, `).MatchString(last) {
+		t.Errorf("final status shows no restorable drill of etcd-backups/main:\n%s", last)
 	}
 	if strings.Contains(last, "shoot--dev--gamma--2a9e61d0") {
 		t.Errorf("the deleted entry is still listed:\n%s", last)

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
@@ -207,6 +208,13 @@ func (s *session) finished(ctx context.Context, rows []row, doomed []string) boo
 		if r.kind == "BackupEntry" {
 			live = append(live, r.name)
 		}
+	}
+	configs := &backupv1alpha1.EtcdBackupConfigList{}
+	if err := s.client.List(ctx, configs); err != nil {
+		return false
+	}
+	for _, c := range configs.Items {
+		live = append(live, c.Namespace+"/"+c.Name)
 	}
 	return s.drilled(ctx, live)
 }

@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	exitWhenDone := flag.Bool("exit-when-done", false, "exit once the examples are Succeeded, the purge completed and every live shoot restored by a drill")
+	exitWhenDone := flag.Bool("exit-when-done", false, "exit once the examples are Succeeded, the purge completed and every live shoot and etcd backup restored by a drill")
 	natsNodes := flag.Int("nats-nodes", 0, "run nats-server as processes: 1, or 3 for a JetStream cluster with the streams replicated 3 times (0: embedded)")
 	flag.Parse()
 	if err := run(*exitWhenDone, *natsNodes); err != nil {
