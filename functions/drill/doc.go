@@ -6,11 +6,11 @@
 // objects <prefix>/v2/{Full,Incr}-<start>-<last>-<unix time>[.gz|.zlib|.Z][.final], and the older
 // <prefix>/v1/Backup-<unix time>/... It also reads the snapshot function's layout
 // (LayoutSnapshots: an EtcdBackupConfig's <namespace>/<name>/<fire time>.db), where each backup
-// is a full snapshot and the newest is the chain. A full snapshot is etcd's snapshot db followed by its
-// SHA-256; a delta is a JSON array of watch events followed by the SHA-256 of that JSON; either
-// may be compressed as its name says. The drill restores the way etcd-backup-restore's restorer
-// does: etcdutl's snapshot restore of the full snapshot, then an embedded etcd to which each
-// revision of the deltas' events is applied as one transaction.
+// is a full snapshot and the newest is the chain. A full snapshot is etcd's snapshot db followed
+// by its SHA-256; a delta is a JSON array of watch events followed by the SHA-256 of that JSON;
+// either may be compressed as its name says. The drill restores the way etcd-backup-restore's
+// restorer does: etcdutl's snapshot restore of the full snapshot, then an embedded etcd to which
+// each revision of the deltas' events is applied as one transaction.
 //
 // A drill that passes proves: every object of the chain reads back whole and matches the
 // SHA-256 written into it; the deltas follow the full snapshot and each other without a missing
@@ -18,20 +18,22 @@
 // store ends at the revision of the newest snapshot (Result.Revision); etcd opens the result and
 // serves all its keys. Result carries digests of the restored store to compare with the source.
 //
-// It does not prove: that the data is what the cluster had (a backup faithfully taken of bad
-// data restores fine; compare Result.KVSHA256 with the source to check that); that snapshots
-// older than the latest full one, or in another prefix, restore; that etcd-backup-restore's own
-// restore (its version, its flags, its object store client) succeeds where the drill does — the
-// drill follows its code, it does not run it; leases: as etcd-backup-restore's restorer, it
-// applies the deltas' puts without their leases, and keeps the full snapshot's leases alive
-// while it runs, so that none expires into a revision the source never had.
+// It does not prove: that the data is what the cluster had (a backup faithfully taken of bad data
+// restores fine; compare Result.KVSHA256 with the source to check that); that snapshots older
+// than the latest full one, or in another prefix, restore; that the shoot's etcd version opens
+// the result (the drill restores into the etcd server this module links, whatever version wrote
+// the snapshot); that etcd-backup-restore's own restore (its version, its flags, its object store
+// client) succeeds where the drill does — the drill follows its code, it does not run it; leases:
+// as etcd-backup-restore's restorer, it applies the deltas' puts without their leases, and keeps
+// the full snapshot's leases alive while it runs, so that none expires into a revision the source
+// never had.
 //
 // A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select,
-// Selection.Selects and SelectsConfig decide which BackupEntries and EtcdBackupConfigs a run drills, MemoryShare what each of its
-// concurrent drills may use, Report makes one drill's answer an entry's result and Record writes
-// a run's results and counts into the status. The drill function (Definition, Driller) runs each
-// fire of its schedule with them and writes the results into the status, which the bridge
-// exports as metrics; its own (Metrics) time the drills.
+// Selection.Selects and SelectsConfig decide which BackupEntries and EtcdBackupConfigs a run
+// drills, MemoryShare what each of its concurrent drills may use, Report makes one drill's answer
+// an entry's result and Record writes a run's results and counts into the status. The drill
+// function (Definition, Driller) runs each fire of its schedule with them and writes the results
+// into the status, which the bridge exports as metrics; its own (Metrics) time the drills.
 //
 // The drill never writes to the source. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.

@@ -40,7 +40,11 @@ func (s *session) renderDrills(out io.Writer) {
 			d.Status.Entries, d.Status.Restorable, d.Status.Failed, d.Status.Stale, status)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		for _, r := range d.Status.Results {
-			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\n", r.Entry, r.Outcome, r.Time.Local().Format(time.TimeOnly), drillDetail(r), truncate(r.Reason, 80))
+			line := fmt.Sprintf("    %s\t%s\t%s\t%s", r.Entry, r.Outcome, r.Time.Local().Format(time.TimeOnly), drillDetail(r))
+			if r.Reason != "" {
+				line += "\t" + truncate(r.Reason, 80)
+			}
+			fmt.Fprintln(tw, line)
 		}
 		_ = tw.Flush()
 	}
