@@ -34,17 +34,6 @@ func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter[*exten
 	}
 }
 
-// Reconciler returns the Gardener protocol for BackupEntries around a.
-func Reconciler(c client.Client, a *Actuator, scope gardener.Scope, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
-	return &gardener.Reconciler[*extensionsv1alpha1.BackupEntry]{
-		StatusWriter: StatusWriter(c, log),
-		Scope:        scope,
-		NewObject:    func() *extensionsv1alpha1.BackupEntry { return &extensionsv1alpha1.BackupEntry{} },
-		Migrates:     true,
-		Actuator:     a,
-	}
-}
-
 // Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions)
 // when it is given a Kubernetes configuration to start one from.
 var Definition = runner.Definition{
@@ -81,7 +70,13 @@ var Definition = runner.Definition{
 func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
 	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
 		Purger: newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))}
-	return Reconciler(c, a, scope, log)
+	return &gardener.Reconciler[*extensionsv1alpha1.BackupEntry]{
+		StatusWriter: StatusWriter(c, log),
+		Scope:        scope,
+		NewObject:    func() *extensionsv1alpha1.BackupEntry { return &extensionsv1alpha1.BackupEntry{} },
+		Migrates:     true,
+		Actuator:     a,
+	}
 }
 
 // MetadataCacheOptions configure the cache the entry function reads metadata from: of
