@@ -94,31 +94,18 @@ func (s *apiServer) newEntryClient(objs ...client.Object) client.Client {
 		}).Build()
 }
 
-// published is one PublishMsg call: the subject and the headers as the server would get them
-// (the publish options applied).
-type published struct {
-	subject string
-	header  nats.Header
-	data    []byte
-}
-
 // recordingJetStream records PublishMsg and answers it with err. Any other method panics.
 type recordingJetStream struct {
 	jetstream.JetStream
 	mu   sync.Mutex
 	err  error
-	msgs []published
+	msgs []testenv.Published
 }
 
 func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	h := nats.Header{}
-	maps.Copy(h, msg.Header)
-	for k, v := range testenv.PublishHeaders(opts) {
-		h.Set(k, v)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, published{subject: msg.Subject, header: h, data: slices.Clone(msg.Data)})
+	r.msgs = append(r.msgs, testenv.AsPublished(msg, opts))
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -345,28 +332,28 @@ func errString(err error) string {
 
 // publishedAs names what was published: the event's kind ("completed"), and for a schedule
 // the event it holds and when the server fires it ("schedule due @at 2026-…").
-func publishedAs(t *testing.T, entryName string, m published) string {
+func publishedAs(t *testing.T, entryName string, m testenv.Published) string {
 	t.Helper()
-	e, err := events.Decode(m.header, m.data)
+	e, err := events.Decode(m.Header, m.Data)
 	if err != nil {
-		t.Fatalf("published on %s: %v", m.subject, err)
+		t.Fatalf("published on %s: %v", m.Subject, err)
 	}
 	_, kind, _ := strings.Cut(strings.TrimSuffix(e.Type(), ".v1"), "purge.")
 	var data events.PurgeData
 	if err := json.Unmarshal(e.Data(), &data); err != nil || data.Entry != entryName || data.Prefix != gardener.EntryPrefix(entryName) || data.BucketName != fastBucket {
 		t.Errorf("%s about %+v (%v)", kind, data, err)
 	}
-	if m.subject != events.PurgeScheduleSubject(entryName) {
-		if want, _ := events.Subject(e.Type(), entryName); m.subject != want {
-			t.Errorf("%s published on %s, want %s", kind, m.subject, want)
+	if m.Subject != events.PurgeScheduleSubject(entryName) {
+		if want, _ := events.Subject(e.Type(), entryName); m.Subject != want {
+			t.Errorf("%s published on %s, want %s", kind, m.Subject, want)
 		}
 		return kind
 	}
-	if target, _ := events.Subject(e.Type(), entryName); m.header.Get(jetstream.ScheduleTargetHeader) != target ||
-		m.header.Get(jetstream.ScheduleTTLHeader) != entry.DueMessageTTL.String() {
-		t.Errorf("schedule headers %v, want target %s and TTL %s", m.header, target, entry.DueMessageTTL)
+	if target, _ := events.Subject(e.Type(), entryName); m.Header.Get(jetstream.ScheduleTargetHeader) != target ||
+		m.Header.Get(jetstream.ScheduleTTLHeader) != entry.DueMessageTTL.String() {
+		t.Errorf("schedule headers %v, want target %s and TTL %s", m.Header, target, entry.DueMessageTTL)
 	}
-	return "schedule " + kind + " " + m.header.Get(jetstream.ScheduleHeader)
+	return "schedule " + kind + " " + m.Header.Get(jetstream.ScheduleHeader)
 }
 
 func at(t time.Time) string { return "@at " + t.UTC().Format(time.RFC3339Nano) }

@@ -90,14 +90,6 @@ func newFakeClient(j *journal, objs ...client.Object) client.Client {
 		}).Build()
 }
 
-// published is one PublishMsg call: the subject and the headers as the server would get them
-// (the publish options applied).
-type published struct {
-	subject string
-	header  nats.Header
-	data    []byte
-}
-
 // recordingJetStream records PublishMsg and answers it with err; onPublish, if set, runs
 // first (to change the world while a publish is in flight). Any other method panics.
 type recordingJetStream struct {
@@ -105,19 +97,14 @@ type recordingJetStream struct {
 	j         *journal
 	err       error
 	onPublish func()
-	msgs      []published
+	msgs      []testenv.Published
 }
 
 func (r *recordingJetStream) PublishMsg(_ context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	if r.onPublish != nil {
 		r.onPublish()
 	}
-	h := nats.Header{}
-	maps.Copy(h, msg.Header)
-	for k, v := range testenv.PublishHeaders(opts) {
-		h.Set(k, v)
-	}
-	r.msgs = append(r.msgs, published{subject: msg.Subject, header: h, data: slices.Clone(msg.Data)})
+	r.msgs = append(r.msgs, testenv.AsPublished(msg, opts))
 	r.j.add("publish %s", msg.Subject)
 	if r.err != nil {
 		return nil, r.err

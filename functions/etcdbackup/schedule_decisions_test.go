@@ -22,6 +22,7 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // The decisions of the schedule function, row by row, over the fake API server and a
@@ -355,14 +356,14 @@ func (tc scheduleRow) run(t *testing.T, k rowKind) {
 // checkMessage checks what a publish says to the NATS server: an unschedule asks it to purge
 // the schedule's subject; a schedule holds the object's due event and says when to fire it,
 // where, and for how long the fired copy lives.
-func (tc scheduleRow) checkMessage(t *testing.T, k rowKind, m published) {
+func (tc scheduleRow) checkMessage(t *testing.T, k rowKind, m testenv.Published) {
 	t.Helper()
 	holder := k.holder
-	switch m.subject {
+	switch m.Subject {
 	case k.unholder:
-		if m.header.Get(jetstream.SchedulerHeader) != holder || m.header.Get(jetstream.ScheduleNextHeader) != "purge" ||
-			m.header.Get(jetstream.ScheduleHeader) != "" {
-			t.Errorf("unschedule headers %v, want %s: %s and %s: purge", m.header, jetstream.SchedulerHeader, holder, jetstream.ScheduleNextHeader)
+		if m.Header.Get(jetstream.SchedulerHeader) != holder || m.Header.Get(jetstream.ScheduleNextHeader) != "purge" ||
+			m.Header.Get(jetstream.ScheduleHeader) != "" {
+			t.Errorf("unschedule headers %v, want %s: %s and %s: purge", m.Header, jetstream.SchedulerHeader, holder, jetstream.ScheduleNextHeader)
 		}
 	case holder:
 		want := map[string]string{
@@ -380,11 +381,11 @@ func (tc scheduleRow) checkMessage(t *testing.T, k rowKind, m published) {
 		}
 		want[jetstream.ScheduleTargetHeader] = target
 		for k, v := range want {
-			if got := m.header.Get(k); got != v {
+			if got := m.Header.Get(k); got != v {
 				t.Errorf("schedule header %s: %q, want %q", k, got, v)
 			}
 		}
-		e, err := events.Decode(m.header, m.data)
+		e, err := events.Decode(m.Header, m.Data)
 		if err != nil {
 			t.Fatalf("the schedule holds no event: %v", err)
 		}
@@ -394,7 +395,7 @@ func (tc scheduleRow) checkMessage(t *testing.T, k rowKind, m published) {
 				k.due, k.kind, k.name, fakeUID, fakeGeneration)
 		}
 	default:
-		t.Errorf("published on %s", m.subject)
+		t.Errorf("published on %s", m.Subject)
 	}
 }
 

@@ -2,15 +2,37 @@ package testenv
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// PublishHeaders applies opts as jetstream's PublishMsg does and returns the schedule headers
+// Published is a message as jetstream's PublishMsg sends it to the server: a fake JetStream's
+// record of one call.
+type Published struct {
+	Subject string
+	Header  nats.Header
+	Data    []byte
+}
+
+// AsPublished is msg as PublishMsg with opts would send it: a copy, with the schedule headers
+// the options make.
+func AsPublished(msg *nats.Msg, opts []jetstream.PublishOpt) Published {
+	h := nats.Header{}
+	maps.Copy(h, msg.Header)
+	for k, v := range publishHeaders(opts) {
+		h.Set(k, v)
+	}
+	return Published{Subject: msg.Subject, Header: h, Data: slices.Clone(msg.Data)}
+}
+
+// publishHeaders applies opts as jetstream's PublishMsg does and returns the schedule headers
 // they make. The options' target type is unexported: it is reached by reflection, so a
 // renamed field in a new nats.go fails here, loudly.
-func PublishHeaders(opts []jetstream.PublishOpt) map[string]string {
+func publishHeaders(opts []jetstream.PublishOpt) map[string]string {
 	if len(opts) == 0 {
 		return nil
 	}
