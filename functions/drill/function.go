@@ -95,6 +95,8 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	case err != nil:
 		return err
 	}
+	// Each drill checks its store's keys against its share before etcd starts on it.
+	plan.options.MemoryShare = plan.memoryShare
 	run := d.Now().UTC()
 	log.Info("drilling", zap.Int("entries", len(plan.entries)), zap.Int("concurrency", plan.concurrency),
 		zap.Int64("memoryShareBytes", plan.memoryShare), zap.Duration("timeout", plan.timeout))
