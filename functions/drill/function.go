@@ -26,6 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/process"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
@@ -37,7 +38,13 @@ var Definition = runner.Definition{
 	// Fired schedules.
 	Types: []string{events.TypeDrillDue},
 	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
-		return &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now}, nil
+		limit, err := process.ContainerMemoryLimit()
+		if err != nil {
+			d.Log.Warn("no container memory limit: memoryBudgets are not held to one", zap.Error(err))
+		}
+		d.Log.Info("drill runs' memory", zap.Int64("containerLimitBytes", limit), zap.Int64("processReserveBytes", ProcessMemoryReserve))
+		return &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
+			Memory: NewMemoryGate(limit)}, nil
 	}),
 }
 
@@ -52,6 +59,8 @@ type Driller struct {
 	Now     func() time.Time
 	// WorkDir is where drills make their temporary directories; "" is os.TempDir().
 	WorkDir string
+	// Memory holds the runs to the container's memory; nil holds nothing.
+	Memory *MemoryGate
 }
 
 // Handle runs the drills for the fire that produced e. A fire delivered again after its run
@@ -84,6 +93,11 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	log := d.Log.With(zap.String("restoreDrill", ref.Name), zap.Time("fire", fire.At))
 
 	plan, err := d.plan(ctx, rd)
+	var release func()
+	if err == nil {
+		// The whole budget, for the whole run: its drills' shares, whatever their stores need.
+		release, err = d.Memory.take(ctx, MemoryBudget(rd.Spec), log)
+	}
 	var invalid *invalidDrill
 	switch {
 	case errors.As(err, &invalid):
@@ -101,6 +115,7 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	log.Info("drilling", zap.Int("entries", len(plan.entries)), zap.Int("concurrency", plan.concurrency),
 		zap.Int64("memoryShareBytes", plan.memoryShare), zap.Duration("timeout", plan.timeout))
 	reports := d.drillAll(ctx, plan, log)
+	release()
 	if ctx.Err() != nil {
 		// Shutting down: the run is incomplete; the event goes back to another worker.
 		return ctx.Err()

@@ -34,8 +34,7 @@ func (o Options) MemoryNeed() int64 {
 
 // storeNeed is what a drill with o needs for a store of keys keys, rounded up to a MiB.
 func (o Options) storeNeed(keys int64) int64 {
-	const mib = 1 << 20
-	return (o.MemoryNeed() + keys*keyMemory + mib - 1) / mib * mib
+	return roundUpMiB(o.MemoryNeed() + keys*keyMemory)
 }
 
 // MemoryBudget is spec.memoryBudget, its default where unset: what a run of the RestoreDrill
@@ -48,9 +47,9 @@ func MemoryBudget(spec backupv1alpha1.RestoreDrillSpec) resource.Quantity {
 }
 
 // MemoryShare is the memory each of a run's concurrent drills may use: spec.memoryBudget over
-// spec.concurrency (their defaults where unset). A drill given it as Options.MemoryShare checks
-// its store's keys against it. A share below o.MemoryNeed() is an error that says how to fix
-// the spec.
+// spec.concurrency (their defaults where unset). The drill function's MemoryGate holds a run
+// to its budget, and a drill given its share as Options.MemoryShare checks its store's keys
+// against it. A share below o.MemoryNeed() is an error that says how to fix the spec.
 func MemoryShare(spec backupv1alpha1.RestoreDrillSpec, o Options) (int64, error) {
 	budget := MemoryBudget(spec)
 	concurrency := int64(spec.Concurrency)
