@@ -12,10 +12,13 @@ import (
 	"testing"
 
 	resourcesv1alpha1 "github.com/gardener/gardener/pkg/apis/resources/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/housekeeper-dev/housekeeper/functions/all"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/drill"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 )
 
@@ -352,5 +355,23 @@ func TestOnlyScaledFunctionsSkipTheHealthCheck(t *testing.T) {
 		if name == "gardener" && skipped == 0 {
 			t.Errorf("%s: no function Deployment rendered to check", name)
 		}
+	}
+}
+
+// The drill function refuses a run whose memoryBudget is above its container's memory limit
+// less drill.ProcessMemoryReserve: the chart's limit holds a RestoreDrill of the default budget.
+func TestChartDrillMemoryHoldsTheDefaultBudget(t *testing.T) {
+	functions, _ := chartValues(t)["functions"].(map[string]any)
+	d, _ := functions["drill"].(map[string]any)
+	resources, _ := d["resources"].(map[string]any)
+	limits, _ := resources["limits"].(map[string]any)
+	s, _ := limits["memory"].(string)
+	limit, err := resource.ParseQuantity(s)
+	if err != nil {
+		t.Fatalf("functions.drill.resources.limits.memory %q: %v", s, err)
+	}
+	budget := resource.MustParse(backupv1alpha1.DefaultDrillMemoryBudget)
+	if room := limit.Value() - drill.ProcessMemoryReserve; room < budget.Value() {
+		t.Errorf("functions.drill.resources.limits.memory %s leaves the drills %d bytes, less than the default memoryBudget %s", s, room, backupv1alpha1.DefaultDrillMemoryBudget)
 	}
 }

@@ -33,7 +33,8 @@
 // drills, MemoryShare what each of its concurrent drills may use, Report makes one drill's answer
 // an entry's result and Record writes a run's results and counts into the status. The drill
 // function (Definition, Driller) runs each fire of its schedule with them and writes the results
-// into the status, which the bridge exports as metrics; its own (Metrics) time the drills.
+// into the status, which the bridge exports as metrics; its own (Metrics) time the drills. Its
+// MemoryGate holds the runs to the container's memory.
 //
 // The drill never writes to the source. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.

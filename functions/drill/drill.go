@@ -35,6 +35,10 @@ type Options struct {
 	// revision, applied as one transaction, must fit; 0 is etcd-backup-restore's request limit of
 	// 10 MiB, beyond which its restore fails too.
 	MaxRevisionBytes int64
+	// MemoryShare is the memory the drill may use, its share of a RestoreDrill's memoryBudget;
+	// 0 is unchecked. A full snapshot whose keys need more (storeNeed) fails with ErrMemoryShare
+	// before etcd starts on it, rather than running with its collector working all the time.
+	MemoryShare int64
 	// Check, if set, is called with a client of the restored etcd and its revision before it
 	// is thrown away: a caller's own checks (certain keys exist, values decode). Its error is
 	// returned as ErrCheck.
@@ -160,6 +164,11 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	status, err := snapshot.NewV3(lg).Status(filepath.Join(dataDir, "member", "snap", "db"))
 	if err != nil {
 		return res, chain.Full.fail(ErrCorrupt, err, "checking its restored db")
+	}
+	// etcd indexes every key in memory: the full snapshot's keys, known now, say what it needs.
+	if need := opts.storeNeed(int64(status.TotalKey)); opts.MemoryShare > 0 && need > opts.MemoryShare {
+		return res, chain.Full.fail(ErrMemoryShare, nil, "its %d keys need about %s, above the %s this drill may use (memoryBudget over concurrency): raise memoryBudget or lower concurrency",
+			status.TotalKey, quantity(need), quantity(opts.MemoryShare))
 	}
 
 	etcd, err := startEtcd(ctx, lg, dataDir, quota, uint(maxBytes)+requestOverhead)

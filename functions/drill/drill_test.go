@@ -20,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -274,7 +275,9 @@ func TestDrill(t *testing.T) {
 		defer func() { afterStart = nil }()
 		work := t.TempDir()
 		checked := 0
-		res, err := Run(ctx, localDir(t, b.bucket), b.prefix, Options{WorkDir: work, Check: func(ctx context.Context, c *clientv3.Client, rev int64) error {
+		// The full snapshot's 31 keys need 64 MiB and 16 KiB, 65 MiB rounded up: a share of
+		// exactly that fits.
+		res, err := Run(ctx, localDir(t, b.bucket), b.prefix, Options{WorkDir: work, MemoryShare: 65 << 20, Check: func(ctx context.Context, c *clientv3.Client, rev int64) error {
 			for _, k := range b.samples {
 				got, err := c.Get(ctx, k, clientv3.WithRev(rev))
 				if err != nil {
@@ -345,6 +348,21 @@ func TestDrill(t *testing.T) {
 		if !errors.Is(err, ErrCheck) || !errors.Is(err, missing) || fmt.Sprint(err) != want {
 			t.Fatalf("error %v, want %q", err, want)
 		}
+	})
+
+	t.Run("a store whose keys need more than the drill's memory share", func(t *testing.T) {
+		work := t.TempDir()
+		start := time.Now()
+		res, err := Run(ctx, localDir(t, b.bucket), b.prefix, Options{WorkDir: work, MemoryShare: 64 << 20})
+		want := "full snapshot " + chain.Full.Key + ": memory share too small: its 31 keys need about 65Mi, above the 64Mi this drill may use (memoryBudget over concurrency): raise memoryBudget or lower concurrency"
+		if !errors.Is(err, ErrMemoryShare) || fmt.Sprint(err) != want {
+			t.Fatalf("error %v, want %q", err, want)
+		}
+		// The drill could not judge the backup: an Error, never NotRestorable.
+		if r := Report("shoot--drill--test", start, res, err); r.Outcome != backupv1alpha1.OutcomeError || r.Reason != want {
+			t.Errorf("reported %s: %s, want Error: %s", r.Outcome, r.Reason, want)
+		}
+		emptyWorkDir(t, work)
 	})
 
 	// Each case damages a copy of the bucket as a failing disk, upload or garbage collection

@@ -41,6 +41,9 @@ var (
 	ErrSource = errors.New("reading the source")
 	// ErrDrill: the drill's own machinery failed: its work directory or its throwaway etcd.
 	ErrDrill = errors.New("drill failed")
+	// ErrMemoryShare: the store's keys need more memory than the drill may use
+	// (Options.MemoryShare).
+	ErrMemoryShare = errors.New("memory share too small")
 )
 
 // Error is a drill failure: the sentinel it is (errors.Is), the object it is about and what is
@@ -87,8 +90,13 @@ func (s Snapshot) fail(sentinel error, cause error, format string, args ...any) 
 }
 
 // AboutTheBackup says whether the backup itself is at fault, it does not restore, rather than
-// the drill being unable to do its work (ErrSource, ErrDrill) or a caller's check failing
-// (ErrCheck).
+// the drill being unable to do its work (ErrSource, ErrDrill, ErrMemoryShare) or a caller's
+// check failing (ErrCheck).
 func (e *Error) AboutTheBackup() bool {
-	return !errors.Is(e.Err, ErrSource) && !errors.Is(e.Err, ErrDrill) && !errors.Is(e.Err, ErrCheck)
+	for _, notAbout := range []error{ErrSource, ErrDrill, ErrMemoryShare, ErrCheck} {
+		if errors.Is(e.Err, notAbout) {
+			return false
+		}
+	}
+	return true
 }

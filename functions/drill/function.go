@@ -27,6 +27,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+	"github.com/housekeeper-dev/housekeeper/functions/process"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
@@ -38,7 +39,13 @@ var Definition = runner.Definition{
 	// Fired schedules.
 	Types: []string{events.TypeDrillDue},
 	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
-		return &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now}, nil
+		limit, err := process.ContainerMemoryLimit()
+		if err != nil {
+			d.Log.Warn("no container memory limit: memoryBudgets are not held to one", zap.Error(err))
+		}
+		d.Log.Info("drill runs' memory", zap.Int64("containerLimitBytes", limit), zap.Int64("processReserveBytes", ProcessMemoryReserve))
+		return &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
+			Memory: NewMemoryGate(limit)}, nil
 	}),
 }
 
@@ -53,6 +60,8 @@ type Driller struct {
 	Now     func() time.Time
 	// WorkDir is where drills make their temporary directories; "" is os.TempDir().
 	WorkDir string
+	// Memory holds the runs to the container's memory; nil holds nothing.
+	Memory *MemoryGate
 }
 
 // Handle runs the drills for the fire that produced e. A fire delivered again after its run
@@ -85,6 +94,11 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	log := d.Log.With(zap.String("restoreDrill", ref.Name), zap.Time("fire", fire.At))
 
 	plan, err := d.plan(ctx, rd)
+	var release func()
+	if err == nil {
+		// The whole budget, for the whole run: its drills' shares, whatever their stores need.
+		release, err = d.Memory.take(ctx, MemoryBudget(rd.Spec), log)
+	}
 	var invalid *invalidDrill
 	switch {
 	case errors.As(err, &invalid):
@@ -96,9 +110,10 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 	case err != nil:
 		return err
 	}
+	defer release()
 	run := d.Now().UTC()
 	log.Info("drilling", zap.Int("targets", len(plan.targets)), zap.Int("concurrency", plan.concurrency),
-		zap.Int64("memoryShareBytes", plan.memoryShare), zap.Duration("timeout", plan.timeout))
+		zap.Int64("memoryShareBytes", plan.options.MemoryShare), zap.Duration("timeout", plan.timeout))
 	reports := d.drillAll(ctx, plan, log)
 	if ctx.Err() != nil {
 		// Shutting down: the run is incomplete; the event goes back to another worker.
@@ -118,7 +133,6 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 type plan struct {
 	targets     []target
 	concurrency int
-	memoryShare int64
 	timeout     time.Duration
 	maxAge      time.Duration
 	options     Options
@@ -197,10 +211,9 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 	if err != nil {
 		return p, &invalidDrill{err}
 	}
-	// Nothing in the process holds a drill to its share: it is checked here, so that a spec
-	// whose drills cannot fit says so instead of running out of memory, and the chart sizes
-	// the function's memory for the default budget.
-	if p.memoryShare, err = MemoryShare(rd.Spec, p.options); err != nil {
+	// A spec whose drills cannot fit says so instead of running out of memory; each drill
+	// checks its store's keys against its share before etcd starts on them.
+	if p.options.MemoryShare, err = MemoryShare(rd.Spec, p.options); err != nil {
 		return p, &invalidDrill{err}
 	}
 	if sel.Entries() {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -226,6 +228,59 @@ func TestDrillFunction(t *testing.T) {
 			t.Errorf("result %+v, want an Error saying the timeout, keeping the point %s", r, chain.Last().CreatedOn)
 		}
 		got.Spec.Timeout = nil
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+		emptyWorkDir(t, work)
+	})
+
+	t.Run("a memoryBudget above what the container leaves the drills drills nothing", func(t *testing.T) {
+		d.Memory = newMemoryGate(768<<20, (&softLimit{math.MaxInt64}).set)
+		defer func() { d.Memory = nil }()
+		big := live(t)
+		budget := resource.MustParse("2Gi")
+		big.Spec.MemoryBudget = &budget
+		if err := c.Update(ctx, big); err != nil {
+			t.Fatal(err)
+		}
+		n := drills()
+		if err := d.Handle(runner.WithFire(ctx, nextFire(t)), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
+			t.Fatal(err)
+		}
+		got := live(t)
+		cond := meta.FindStatusCondition(got.Status.Conditions, backupv1alpha1.ConditionDrillsSucceeded)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != backupv1alpha1.ReasonInvalidDrill ||
+			!strings.Contains(cond.Message, "memoryBudget 2Gi is above the 704Mi the drill function may use") {
+			t.Errorf("condition %+v, want InvalidDrill naming the budget and the room", cond)
+		}
+		if drills() != n {
+			t.Errorf("%d entries drilled", drills()-n)
+		}
+		got.Spec.MemoryBudget = nil
+		if err := c.Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("a store with more keys than its drill's share is an Error", func(t *testing.T) {
+		tight := live(t)
+		budget := resource.MustParse(backupv1alpha1.MinDrillMemoryBudget)
+		tight.Spec.MemoryBudget, tight.Spec.Concurrency = &budget, 1
+		if err := c.Update(ctx, tight); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Handle(runner.WithFire(ctx, nextFire(t)), due(t, kube.Ref(events.KindRestoreDrill, rd))); err != nil {
+			t.Fatal(err)
+		}
+		got := live(t)
+		i := slices.IndexFunc(got.Status.Results, func(r backupv1alpha1.EntryDrillResult) bool { return r.Entry == good })
+		if i < 0 {
+			t.Fatalf("no result of %s: %+v", good, got.Status.Results)
+		}
+		if r := got.Status.Results[i]; r.Outcome != backupv1alpha1.OutcomeError || !strings.Contains(r.Reason, "memory share too small: its 31 keys need about 65Mi, above the 64Mi") {
+			t.Errorf("result %+v, want an Error naming the keys, their need and the share", r)
+		}
+		got.Spec.MemoryBudget, got.Spec.Concurrency = nil, 2
 		if err := c.Update(ctx, got); err != nil {
 			t.Fatal(err)
 		}

@@ -8,29 +8,50 @@ import (
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
 
-// baseMemory is what a drill needs besides one revision's events: its throwaway etcd's heap,
-// which indexes every key in memory, and the pages of the restored db its digest reads. A drill
-// of TestDrill's small store peaked about 8 MiB above the test process's own resident memory;
-// the rest is headroom for larger stores. It is a floor, not a fit: a store of many keys needs
-// more.
+// baseMemory is what a drill needs besides its keys and one revision's events: its throwaway
+// etcd's server and raft log (about 3,500 applied revisions' transactions), the pages of the
+// restored db its digest reads, and the collector's room to work. With keyMemory it fits
+// README's measurements (below): MemoryNeed is the need of a store without keys, a floor.
 const baseMemory = 44 << 20
+
+// keyMemory is what each key of the restored store adds to a drill's need: etcd indexes every
+// key in memory. README's "The drill's memory budget" measured the drill's anonymous memory at
+// about 100 MiB and 0.6 KiB a key without a limit, a third to a half of it the collector's
+// headroom; under GOMEMLIMIT=128MiB a drill of 131,072 keys ran as fast as without (under
+// 64MiB it took 1.7 times the CPU, its collector running all the time). 512 bytes a key puts
+// that store at MemoryNeed's 64 MiB + 64 MiB = 128 MiB, the limit at which it ran at full speed
+// (and one of 8,192 keys at 68 MiB: under 64MiB it took 1.2 times as long). Those limits held
+// the whole measuring process, its own heap included.
+const keyMemory = 512
 
 // MemoryNeed is the least memory one drill with o needs: baseMemory, and one revision's events
 // twice, decoded by the drill and held in etcd's transaction (o.MaxRevisionBytes, 10 MiB by
-// default). By default 64 MiB: the least memoryBudget a RestoreDrill admits.
+// default). By default 64 MiB: the least memoryBudget a RestoreDrill admits. Each key of the
+// store adds keyMemory (storeNeed).
 func (o Options) MemoryNeed() int64 {
 	return baseMemory + 2*o.maxRevisionBytes()
 }
 
-// MemoryShare is the memory each of a run's concurrent drills may use: spec.memoryBudget over
-// spec.concurrency (their defaults where unset). Nothing in a process holds a goroutine to it:
-// the caller sizes what runs the drills by it (a container's limit, GOMEMLIMIT). A share below
-// o.MemoryNeed() is an error that says how to fix the spec.
-func MemoryShare(spec backupv1alpha1.RestoreDrillSpec, o Options) (int64, error) {
-	budget := resource.MustParse(backupv1alpha1.DefaultDrillMemoryBudget)
+// storeNeed is what a drill with o needs for a store of keys keys, rounded up to a MiB.
+func (o Options) storeNeed(keys int64) int64 {
+	return roundUpMiB(o.MemoryNeed() + keys*keyMemory)
+}
+
+// MemoryBudget is spec.memoryBudget, its default where unset: what a run of the RestoreDrill
+// may use in all.
+func MemoryBudget(spec backupv1alpha1.RestoreDrillSpec) resource.Quantity {
 	if spec.MemoryBudget != nil {
-		budget = *spec.MemoryBudget
+		return *spec.MemoryBudget
 	}
+	return resource.MustParse(backupv1alpha1.DefaultDrillMemoryBudget)
+}
+
+// MemoryShare is the memory each of a run's concurrent drills may use: spec.memoryBudget over
+// spec.concurrency (their defaults where unset). The drill function's MemoryGate holds a run
+// to its budget, and a drill given its share as Options.MemoryShare checks its store's keys
+// against it. A share below o.MemoryNeed() is an error that says how to fix the spec.
+func MemoryShare(spec backupv1alpha1.RestoreDrillSpec, o Options) (int64, error) {
+	budget := MemoryBudget(spec)
 	concurrency := int64(spec.Concurrency)
 	if concurrency == 0 {
 		concurrency = backupv1alpha1.DefaultDrillConcurrency

@@ -48,3 +48,22 @@ func TestMemoryNeedIsTheAPIsMinimum(t *testing.T) {
 		t.Errorf("the API admits a memoryBudget of %s, a drill needs %d bytes", backupv1alpha1.MinDrillMemoryBudget, (Options{}).MemoryNeed())
 	}
 }
+
+// A store's need grows with its keys from the floor, at the points README measured.
+func TestStoreNeed(t *testing.T) {
+	for _, tc := range []struct {
+		opts Options
+		keys int64
+		want int64
+	}{
+		{keys: 0, want: 64 << 20},
+		{keys: 31, want: 65 << 20}, // rounded up to a MiB
+		{keys: 8192, want: 68 << 20},
+		{keys: 131072, want: 128 << 20}, // ran as fast under GOMEMLIMIT=128MiB as without
+		{opts: Options{MaxRevisionBytes: 42 << 20}, keys: 131072, want: 192 << 20},
+	} {
+		if got := tc.opts.storeNeed(tc.keys); got != tc.want {
+			t.Errorf("%d keys with MaxRevisionBytes %d: %d bytes, want %d", tc.keys, tc.opts.MaxRevisionBytes, got, tc.want)
+		}
+	}
+}
