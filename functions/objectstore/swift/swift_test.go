@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +86,15 @@ func TestSwift(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store {
 			return open(t, p, "s-"+bucket[:min(len(bucket), 61)], password)
 		}, storetest.WithPageSize(7))
+	})
+	t.Run("OpenResumes", func(t *testing.T) {
+		u, err := url.Parse(sw.ProxyURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := storetest.NewCutProxy(t, u.Host)
+		cut := open(t, swift.New(swift.WithTransport(proxy.Transport())), "open-resumes", password)
+		storetest.RunResume(t, open(t, swift.New(), "open-resumes", password), cut, proxy)
 	})
 	t.Run("ApplicationCredential", func(t *testing.T) {
 		s := open(t, swift.New(), "application-credential", appCred)
