@@ -41,6 +41,25 @@ func (d *doneReader) Read(p []byte) (int, error) {
 
 func (d *doneReader) Close() error { return d.rc.Close() }
 
+// MapReadErrors returns rc whose read errors other than io.EOF pass through mapErr: a provider's
+// classification of what its SDK's own resuming reader fails with.
+func MapReadErrors(rc io.ReadCloser, mapErr func(error) error) io.ReadCloser {
+	return &mappedReader{ReadCloser: rc, mapErr: mapErr}
+}
+
+type mappedReader struct {
+	io.ReadCloser
+	mapErr func(error) error
+}
+
+func (m *mappedReader) Read(p []byte) (int, error) {
+	n, err := m.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = m.mapErr(err)
+	}
+	return n, err
+}
+
 // MaxResumes is how many times in a row a read resumes without reading a byte in between before
 // it gives up.
 const MaxResumes = 3
