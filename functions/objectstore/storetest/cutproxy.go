@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -70,7 +71,7 @@ func (p *CutProxy) Cut(suffix string, times int, after int64, onCut func()) {
 	p.cut, p.times, p.after, p.onCut = suffix, times, after, onCut
 }
 
-// GETs counts the GETs so far of paths ending in suffix.
+// GETs counts the GETs so far of paths (unescaped) ending in suffix.
 func (p *CutProxy) GETs(suffix string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -118,6 +119,9 @@ func (p *CutProxy) request(line string) (after int64, onCut func(), cut bool) {
 	}
 	target, _, _ = strings.Cut(target, " ")
 	path, _, _ := strings.Cut(target, "?")
+	if unescaped, err := url.PathUnescape(path); err == nil {
+		path = unescaped // a key's "/" may be sent as %2F
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.gets[path]++
