@@ -14,7 +14,7 @@ import (
 // yet; cut's client goes through p.
 func RunResume(t *testing.T, direct, cut objectstore.Store, p *CutProxy) {
 	mustCreate(t, direct)
-	size := int64(3<<20 + 4567)
+	size := int64(objectstore.UploadPartSize + 4567) // two parts: a multipart upload's ETag
 	const breakAt = 1 << 20
 	upload := func(t *testing.T, key string, seed byte) error {
 		_, err := direct.Upload(ctx(t), key, newPatternReader(seed, size))
