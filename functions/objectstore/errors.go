@@ -38,6 +38,11 @@ var (
 	ErrInvalidKey = errors.New("invalid object key")
 	// ErrObjectNotFound: Stat or Open found no object at the key.
 	ErrObjectNotFound = errors.New("object not found")
+	// ErrObjectChanged: a read broken mid-way could not resume because the object was replaced
+	// since the read began (HTTP 412 to a GET with If-Match; GCS: the generation it began with is
+	// gone, which a delete does too); its start and the new object's rest are never spliced. Open
+	// it again to read the new one.
+	ErrObjectChanged = errors.New("object changed while being read")
 	// ErrInvalidConfig: the bucket's provider configuration (spec.providerConfig) is
 	// malformed or asks for something the provider refuses; the message names the field.
 	ErrInvalidConfig = errors.New("invalid provider config")

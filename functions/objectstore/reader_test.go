@@ -3,9 +3,11 @@ package objectstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -32,5 +34,19 @@ func TestReadUntilDone(t *testing.T) {
 	}
 	if err := r.Close(); err != nil || !body.closed {
 		t.Errorf("Close: %v, body closed %v; want nil, true", err, body.closed)
+	}
+}
+
+// MapReadErrors maps a read's errors, but not the end of the data.
+func TestMapReadErrors(t *testing.T) {
+	errMapped := errors.New("mapped")
+	mapErr := func(err error) error { return fmt.Errorf("%w: %w", errMapped, err) }
+	r := objectstore.MapReadErrors(io.NopCloser(strings.NewReader("abc")), mapErr)
+	if b, err := io.ReadAll(r); err != nil || string(b) != "abc" {
+		t.Errorf("ReadAll: %q, %v; want \"abc\", nil", b, err)
+	}
+	r = objectstore.MapReadErrors(io.NopCloser(iotest.ErrReader(errCut)), mapErr)
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, errMapped) || !errors.Is(err, errCut) {
+		t.Errorf("Read: %v, want it mapped", err)
 	}
 }

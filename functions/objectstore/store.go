@@ -46,7 +46,9 @@ type Store interface {
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
 	// Open returns a reader of the object at key from its start, streamed: memory stays bounded
 	// whatever the object's size. ErrObjectNotFound if there is none. The caller closes it.
-	// Once ctx ends, its reads fail with ctx's error.
+	// Once ctx ends, its reads fail with ctx's error. A read whose connection breaks mid-way
+	// resumes where it stopped, a few times, from the same object only: one replaced meanwhile
+	// fails the read with ErrObjectChanged (storetest.RunResume).
 	Open(ctx context.Context, key string) (io.ReadCloser, error)
 }
 

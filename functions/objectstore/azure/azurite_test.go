@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -118,6 +119,15 @@ func TestAzurite(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store {
 			return az.open(t, p, bucket)
 		}, storetest.WithPageSize(7))
+	})
+	t.Run("OpenResumes", func(t *testing.T) {
+		u, err := url.Parse(az.endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := storetest.NewCutProxy(t, u.Host)
+		cut := azure.New(azure.WithHTTPClient(&http.Client{Transport: proxy.Transport()}))
+		storetest.RunResume(t, az.open(t, azure.New(), "open-resumes"), az.open(t, cut, "open-resumes"), proxy)
 	})
 	t.Run("CreateTwice", func(t *testing.T) { testCreateTwice(t, az) })
 	t.Run("WrongKey", func(t *testing.T) { testWrongKey(t, az) })

@@ -67,5 +67,12 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
 	}
 	// EarlyCloseAsError: a Close by the caller ends the reading; it does not start a retry.
-	return objectstore.ReadUntilDone(ctx, resp.NewRetryReader(ctx, &blob.RetryReaderOptions{EarlyCloseAsError: true})), nil
+	r := resp.NewRetryReader(ctx, &blob.RetryReaderOptions{EarlyCloseAsError: true})
+	return objectstore.ReadUntilDone(ctx, objectstore.MapReadErrors(r, func(err error) error {
+		var re *azcore.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusPreconditionFailed {
+			return fmt.Errorf("azure: container %q: %q: %w (HTTP 412 %s)", s.name, key, objectstore.ErrObjectChanged, re.ErrorCode)
+		}
+		return err
+	})), nil
 }

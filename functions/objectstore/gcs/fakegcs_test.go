@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -130,6 +131,14 @@ func TestFakeGCSServer(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store {
 			return sv.open(t, p, "s-"+bucket[:min(len(bucket), 61)])
 		}, storetest.WithPageSize(7))
+	})
+	t.Run("OpenResumes", func(t *testing.T) {
+		u, err := url.Parse(sv.env.GCS.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := storetest.NewCutProxy(t, u.Host)
+		storetest.RunResume(t, sv.open(t, sv.provider(t), "open-resumes"), sv.open(t, sv.provider(t, gcs.WithTransport(proxy.Transport())), "open-resumes"), proxy)
 	})
 	t.Run("CreateAsUpstream", func(t *testing.T) { testCreateAsUpstream(t, sv) })
 	t.Run("DeleteKeys2500", func(t *testing.T) { testDeleteKeys2500(t, sv) })

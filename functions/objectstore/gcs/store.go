@@ -191,7 +191,13 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		}
 		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
 	}
-	return objectstore.ReadUntilDone(ctx, r), nil
+	// The SDK's reader resumes a broken read itself, from the generation it began with.
+	return objectstore.ReadUntilDone(ctx, objectstore.MapReadErrors(r, func(err error) error {
+		if errors.Is(err, storage.ErrObjectNotExist) {
+			return fmt.Errorf("gcs: bucket %q: %q: %w (its generation is gone)", s.name, key, objectstore.ErrObjectChanged)
+		}
+		return err
+	})), nil
 }
 
 // writeError is the error of a write: a 404 to an object insert can only mean the bucket.

@@ -55,19 +55,46 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	return objectstore.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength)}, nil
 }
 
-// Open sends GetObject and hands on its body, which the SDK streams from the connection.
-// Unlike HeadObject's, GetObject's 404 carries a code, which tells a missing bucket apart.
+// Open sends GetObject and hands on its body, which the SDK streams from the connection. A read
+// that breaks mid-way resumes where it stopped, a few times, with a GetObject of the rest of the
+// same object (Range, If-Match its ETag): a snapshot of GiBs would otherwise fail whole on one
+// broken connection.
 func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("s3: bucket %q: %w", s.name, err)
 	}
 	out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: aws.String(s.name), Key: aws.String(key)})
 	if err != nil {
-		var re *smithyhttp.ResponseError
-		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound && !isCode(err, "NoSuchBucket") {
-			return nil, fmt.Errorf("s3: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
-		}
-		return nil, s.errorf(fmt.Sprintf("open %q", key), err)
+		return nil, s.getError(key, err)
 	}
-	return objectstore.ReadUntilDone(ctx, out.Body), nil
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	reopen := func(ctx context.Context, offset int64, etag string) (objectstore.Part, error) {
+		out, err := s.client.GetObject(ctx, &awss3.GetObjectInput{
+			Bucket: aws.String(s.name), Key: aws.String(key),
+			Range: aws.String(fmt.Sprintf("bytes=%d-", offset)), IfMatch: aws.String(etag),
+		})
+		if err != nil {
+			return objectstore.Part{}, s.getError(key, err)
+		}
+		return objectstore.Part{Body: out.Body, ETag: aws.ToString(out.ETag), ContentRange: aws.ToString(out.ContentRange)}, nil
+	}
+	return objectstore.ReadResuming(ctx, out.Body, size, aws.ToString(out.ETag), reopen), nil
+}
+
+// getError is the error of a GetObject of key. Unlike HeadObject's, GetObject's 404 carries a
+// code, which tells a missing bucket apart; 412 answers a resume's If-Match.
+func (s *store) getError(key string, err error) error {
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		switch {
+		case re.HTTPStatusCode() == http.StatusNotFound && !isCode(err, "NoSuchBucket"):
+			return fmt.Errorf("s3: bucket %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		case re.HTTPStatusCode() == http.StatusPreconditionFailed:
+			return fmt.Errorf("s3: bucket %q: %q: %w (HTTP 412)", s.name, key, objectstore.ErrObjectChanged)
+		}
+	}
+	return s.errorf(fmt.Sprintf("open %q", key), err)
 }

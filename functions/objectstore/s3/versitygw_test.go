@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -135,6 +136,15 @@ func TestVersityGW(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store {
 			return sv.open(t, p, "v-"+bucket[:min(len(bucket), 61)])
 		}, storetest.WithPageSize(7))
+	})
+	t.Run("OpenResumes", func(t *testing.T) {
+		u, err := url.Parse(sv.endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := storetest.NewCutProxy(t, u.Host)
+		cut := s3.New(s3.WithHTTPClient(&http.Client{Transport: proxy.Transport()}))
+		storetest.RunResume(t, sv.open(t, s3.New(), "open-resumes"), sv.open(t, cut, "open-resumes"), proxy)
 	})
 	t.Run("WrongKey", func(t *testing.T) { testWrongKey(t, sv) })
 	t.Run("InvalidNameSendsNothing", func(t *testing.T) { testInvalidNameSendsNothing(t, sv) })

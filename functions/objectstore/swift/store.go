@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -275,8 +276,11 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	return objectstore.ObjectInfo{Key: key, Size: h.ContentLength}, nil
 }
 
-// Open downloads the object and hands on the response's body unread. Swift answers 404 alike
-// for a missing container and a missing object: the container is read to tell them apart.
+// Open downloads the object and hands on the response's body unread. A read that breaks mid-way
+// resumes where it stopped, a few times, with a download of the rest of the same object (Range,
+// If-Match its ETag): a snapshot of GiBs would otherwise fail whole on one broken connection.
+// Swift answers 404 alike for a missing container and a missing object: the container is read to
+// tell them apart.
 func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return nil, fmt.Errorf("swift: container %q: %w", s.name, err)
@@ -286,17 +290,36 @@ func (s *store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
 		return nil, err
 	}
 	res := objects.Download(ctx, c, s.name, key, nil)
-	switch {
-	case res.Err == nil:
-		return objectstore.ReadUntilDone(ctx, res.Body), nil
-	case res.Body != nil:
+	if res.Err != nil {
+		return nil, s.downloadError(ctx, key, res)
+	}
+	size, err := strconv.ParseInt(res.Header.Get("Content-Length"), 10, 64)
+	if err != nil {
+		size = -1 // chunked: nothing to resume against
+	}
+	reopen := func(ctx context.Context, offset int64, etag string) (objectstore.Part, error) {
+		res := objects.Download(ctx, c, s.name, key, objects.DownloadOpts{Range: fmt.Sprintf("bytes=%d-", offset), IfMatch: etag})
+		if res.Err != nil {
+			return objectstore.Part{}, s.downloadError(ctx, key, res)
+		}
+		return objectstore.Part{Body: res.Body, ETag: res.Header.Get("Etag"), ContentRange: res.Header.Get("Content-Range")}, nil
+	}
+	return objectstore.ReadResuming(ctx, res.Body, size, res.Header.Get("Etag"), reopen), nil
+}
+
+// downloadError is the error of a failed download of key; 412 answers a resume's If-Match.
+func (s *store) downloadError(ctx context.Context, key string, res objects.DownloadResult) error {
+	if res.Body != nil {
 		res.Body.Close()
 	}
-	if gophercloud.ResponseCodeIs(res.Err, http.StatusNotFound) {
+	switch {
+	case gophercloud.ResponseCodeIs(res.Err, http.StatusNotFound):
 		if err := s.container(ctx); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, fmt.Errorf("swift: container %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+		return fmt.Errorf("swift: container %q: %q: %w", s.name, key, objectstore.ErrObjectNotFound)
+	case gophercloud.ResponseCodeIs(res.Err, http.StatusPreconditionFailed):
+		return fmt.Errorf("swift: container %q: %q: %w (HTTP 412)", s.name, key, objectstore.ErrObjectChanged)
 	}
-	return nil, s.errorf(fmt.Sprintf("open %q", key), res.Err)
+	return s.errorf(fmt.Sprintf("open %q", key), res.Err)
 }

@@ -1,15 +1,20 @@
 package swift_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/objects"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/storetest"
@@ -85,6 +90,16 @@ func TestSwift(t *testing.T) {
 		storetest.Run(t, func(t *testing.T, bucket string) objectstore.Store {
 			return open(t, p, "s-"+bucket[:min(len(bucket), 61)], password)
 		}, storetest.WithPageSize(7))
+	})
+	t.Run("OpenResumes", func(t *testing.T) {
+		u, err := url.Parse(sw.ProxyURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy := storetest.NewCutProxy(t, u.Host)
+		cut := open(t, swift.New(swift.WithTransport(proxy.Transport())), "open-resumes", password)
+		storetest.RunResume(t, open(t, swift.New(), "open-resumes", password), cut, proxy)
+		t.Run("DynamicLargeObject", func(t *testing.T) { testResumeDLO(t, open(t, swift.New(), "open-resumes", password), cut, proxy) })
 	})
 	t.Run("ApplicationCredential", func(t *testing.T) {
 		s := open(t, swift.New(), "application-credential", appCred)
@@ -175,4 +190,59 @@ func TestSwift(t *testing.T) {
 			t.Errorf("requests were sent: %v", c.ops)
 		}
 	})
+}
+
+// etcd-backup-restore writes a snapshot to Swift as a dynamic large object: segments and a
+// manifest naming their prefix. A read of it broken mid-way resumes too (Swift answers the
+// manifest's GET with the segments' Etag, and checks If-Match against it), and fails once a
+// segment was replaced.
+func testResumeDLO(t *testing.T, direct, cut objectstore.Store, proxy *storetest.CutProxy) {
+	const segment = 1 << 20
+	var whole []byte
+	for i := range 3 {
+		seg := bytes.Repeat([]byte{byte('a' + i)}, segment+i)
+		whole = append(whole, seg...)
+		if err := objectstore.PutBytes(testCtx(t), direct, fmt.Sprintf("dlo/snap/chunk_%02d", i), seg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := swift.ObjectStorage(testCtx(t), direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := objects.CreateOpts{Content: strings.NewReader(""), ObjectManifest: "open-resumes/dlo/snap/chunk_"}
+	if _, err := objects.Create(testCtx(t), c, "open-resumes", "dlo/snap", manifest).Extract(); err != nil {
+		t.Fatal(err)
+	}
+
+	proxy.Cut("/dlo/snap", 1, segment+segment/2, nil)
+	r, err := cut.Open(testCtx(t), "dlo/snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, whole) {
+		t.Errorf("read of a dynamic large object through a broken connection: %d bytes, %v; want the %d of its segments", len(got), err, len(whole))
+	}
+	if gets := proxy.GETs("/dlo/snap"); gets < 2 {
+		t.Errorf("%d GETs of the manifest; want the broken one and one resuming it at least", gets)
+	}
+
+	proxy.Cut("/dlo/snap", 1, segment/2, func() {
+		if err := objectstore.PutBytes(testCtx(t), direct, "dlo/snap/chunk_02", []byte("replaced")); err != nil {
+			t.Errorf("replacing a segment: %v", err)
+		}
+	})
+	r, err = cut.Open(testCtx(t), "dlo/snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err = io.ReadAll(r)
+	if !errors.Is(err, objectstore.ErrObjectChanged) || !bytes.Equal(got, whole[:len(got)]) {
+		t.Errorf("read of a dynamic large object whose segment was replaced after the break: %d bytes, %v; want the old object's start, ErrObjectChanged", len(got), err)
+	} else {
+		t.Logf("read error: %v", err)
+	}
 }
