@@ -452,7 +452,7 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 
 	fast := map[string]any{"pollingInterval": 2, "cooldownPeriod": 5}
 	functions := map[string]any{}
-	for _, fn := range []string{"bucket", "entry", "purge", "schedule", "snapshot"} {
+	for _, fn := range []string{"bucket", "entry", "purge", "schedule", "snapshot", "drill"} {
 		functions[fn] = fast
 	}
 	s.values = map[string]any{

@@ -58,6 +58,11 @@ func TestSeed(t *testing.T) {
 	s.awaitAtRest(ctx, "back at rest after the cooldown")
 	s.operatorCLI(ctx)
 
+	// 2b. A RestoreDrill: the drill function woken from zero holds its run to the memory limit
+	// its pod has on the node; then back to zero.
+	s.drillOnTheNode(ctx)
+	s.awaitAtRest(ctx, "back at rest after the drill")
+
 	// 3. The entry deleted with a retention: the purge comes due with its function at zero, KEDA
 	// wakes it, exactly the entry's prefix is purged, the neighbour's objects stay.
 	s.fill(ctx, entryName, 20)
