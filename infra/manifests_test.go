@@ -920,3 +920,26 @@ func TestChartChoosesTheImageOfWhatIsServed(t *testing.T) {
 		t.Errorf("a digest of image.digests is not what the functions run (want %s)", want)
 	}
 }
+
+// With the local provider, the functions that open stores — the bucket, the entry (a purge due
+// at once), the purge, the snapshot (a local BackupDestination) and the drill — have its
+// directory, as docker-compose.yaml gives it; the bridge and the schedule function do not.
+func TestLocalBucketsGoToTheFunctionsThatOpenStores(t *testing.T) {
+	want := []string{"bucket", "drill", "entry", "purge", "snapshot"}
+	var got []string
+	for _, m := range render(t, "local") {
+		if m.obj.GetKind() != "Deployment" {
+			continue
+		}
+		fn := functionOf(m.obj)
+		for _, c := range containers(m.obj) {
+			if slices.ContainsFunc(c.Env, func(e envVar) bool { return e.Name == "HOUSEKEEPER_LOCAL_ROOT" }) {
+				got = append(got, fn)
+			}
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("the local buckets' directory goes to %v, want %v", got, want)
+	}
+}

@@ -165,9 +165,10 @@ HOUSEKEEPER
 {{- end -}}
 
 {{/* The local provider's directory, for the functions that open buckets (bucket, purge, entry,
-which purges an entry due when it is deleted, and drill, which reads entries' backups). */}}
+which purges an entry due when it is deleted, snapshot, which writes a local BackupDestination's
+backups, and drill, which reads entries' and destinations' backups). */}}
 {{- define "housekeeper.opensStores" -}}
-{{- if has .name (list "bucket" "entry" "purge" "drill") }}true{{ end -}}
+{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill") }}true{{ end -}}
 {{- end -}}
 
 {{- define "housekeeper.localEnv" -}}
