@@ -218,11 +218,7 @@ func TestDrillFunction(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := live(t)
-		i := slices.IndexFunc(got.Status.Results, func(r backupv1alpha1.EntryDrillResult) bool { return r.Entry == good })
-		if i < 0 {
-			t.Fatalf("no result of %s: %+v", good, got.Status.Results)
-		}
-		r := got.Status.Results[i]
+		r := resultOf(t, got, good)
 		if r.Outcome != backupv1alpha1.OutcomeError || !strings.Contains(r.Reason, "within its timeout 200ms") || r.Object != "" ||
 			r.NewestRestorablePoint == nil || !r.NewestRestorablePoint.Time.Equal(chain.Last().CreatedOn) {
 			t.Errorf("result %+v, want an Error saying the timeout, keeping the point %s", r, chain.Last().CreatedOn)
@@ -273,11 +269,7 @@ func TestDrillFunction(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := live(t)
-		i := slices.IndexFunc(got.Status.Results, func(r backupv1alpha1.EntryDrillResult) bool { return r.Entry == good })
-		if i < 0 {
-			t.Fatalf("no result of %s: %+v", good, got.Status.Results)
-		}
-		if r := got.Status.Results[i]; r.Outcome != backupv1alpha1.OutcomeError || !strings.Contains(r.Reason, "memory share too small: its 31 keys need about 65Mi, above the 64Mi") {
+		if r := resultOf(t, got, good); r.Outcome != backupv1alpha1.OutcomeError || !strings.Contains(r.Reason, "memory share too small: its 31 keys need about 65Mi, above the 64Mi") {
 			t.Errorf("result %+v, want an Error naming the keys, their need and the share", r)
 		}
 		got.Spec.MemoryBudget, got.Spec.Concurrency = nil, 2
@@ -308,6 +300,16 @@ func TestDrillFunction(t *testing.T) {
 	if after := treeDigest(t, filepath.Join(root, bucketName)); !maps.Equal(before, after) {
 		t.Errorf("the bucket changed: %d files before, %d after", len(before), len(after))
 	}
+}
+
+// resultOf is the result of entry in rd's status.
+func resultOf(t *testing.T, rd *backupv1alpha1.RestoreDrill, entry string) backupv1alpha1.EntryDrillResult {
+	t.Helper()
+	i := slices.IndexFunc(rd.Status.Results, func(r backupv1alpha1.EntryDrillResult) bool { return r.Entry == entry })
+	if i < 0 {
+		t.Fatalf("no result of %s: %+v", entry, rd.Status.Results)
+	}
+	return rd.Status.Results[i]
 }
 
 // copyTree copies the directory from to to.
