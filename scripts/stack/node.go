@@ -1041,11 +1041,14 @@ serializeImagePulls: false
 # Never collect the imported images (nothing could pull them again).
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# The node shares the host's disk, which may be large, thin and nearly full (a build cache):
+# pressure is absolute bytes left, not a share of a size the disk may never have. A node under
+# disk pressure takes no pod, and no test here is about that.
 evictionHard:
   memory.available: "1Mi"
-  nodefs.available: "1%%"
+  nodefs.available: "256Mi"
   nodefs.inodesFree: "1%%"
-  imagefs.available: "1%%"
+  imagefs.available: "256Mi"
   imagefs.inodesFree: "1%%"
 evictionPressureTransitionPeriod: 5s
 nodeStatusUpdateFrequency: 2s

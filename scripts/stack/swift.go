@@ -188,8 +188,10 @@ password_hash_rounds = 4
 
 func writeSwiftConfig(dir string, ports map[string]int) error {
 	etc := filepath.Join(dir, "etc")
+	// fallocate_reserve 0: the servers share the host's disk, which may be large, thin and
+	// nearly full; Swift's default reserve of 1% of its size answers 507 to every write then.
 	common := func(name string, port int) string {
-		return fmt.Sprintf("[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = %d\nworkers = 0\nuser = root\nswift_dir = %s\ndevices = %s\nmount_check = false\ndisable_fallocate = true\nlog_name = %s\n",
+		return fmt.Sprintf("[DEFAULT]\nbind_ip = 127.0.0.1\nbind_port = %d\nworkers = 0\nuser = root\nswift_dir = %s\ndevices = %s\nmount_check = false\ndisable_fallocate = true\nfallocate_reserve = 0\nlog_name = %s\n",
 			port, etc, filepath.Join(dir, "srv", "node"), name)
 	}
 	files := map[string]string{
