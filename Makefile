@@ -19,6 +19,7 @@ run: tools ## run the whole local stack (no Docker); NATS_NODES=3 runs NATS as a
 # given them: the longest suites first, so that none of them runs alone at the end.
 TEST_FIRST := ./test/seed ./test/compose ./functions/entry ./test/conformance ./scripts/faults ./test/etcdbr ./test/autoscaling ./infra
 test: tools ## unit and integration tests against the real components, then the event decoder fuzzed for 15s
+	@GO=$(GO) scripts/disk-room.sh
 	$(GO) test -race -count=1 -p 4 -timeout 45m $(TEST_FIRST) ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 15s ./events/
 	GO=$(GO) scripts/test-knative.sh
