@@ -15,8 +15,6 @@ import (
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/drill"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -35,7 +33,7 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 			"It exits 1 when the backups do not restore, naming the object at fault.")
 	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill")
 	configName := fs.String("config", "", "the EtcdBackupConfig, as namespace/name, whose newest backup to drill")
-	etcd := fs.String("etcd", "etcd-main", "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
+	etcd := fs.String("etcd", gardener.EtcdMain, "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
 	output := fs.String("output", "text", "text or json")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
@@ -73,63 +71,38 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	var target drillTarget
+	var target drill.Target
 	if *entryName != "" {
-		target, err = entryDrillTarget(ctx, c, providers, *entryName, *etcd)
+		be := &extensionsv1alpha1.BackupEntry{}
+		if err := c.Get(ctx, client.ObjectKey{Name: *entryName}, be); err != nil {
+			return fmt.Errorf("reading BackupEntry %s: %w", *entryName, err)
+		}
+		target = drill.EntryTarget(c, providers, be, *etcd)
 	} else {
-		target, err = configDrillTarget(ctx, c, providers, configKey)
+		cfg := &backupv1alpha1.EtcdBackupConfig{}
+		if err := c.Get(ctx, configKey, cfg); err != nil {
+			return fmt.Errorf("reading EtcdBackupConfig %s: %w", configKey, err)
+		}
+		target = drill.ConfigTarget(c, providers, cfg)
 	}
+	store, bucket, err := target.Open(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s %s: %w", target.Kind, target.Name, err)
 	}
-	res, err := drill.Run(ctx, target.store, target.prefix, drill.Options{WorkDir: *workDir, Layout: target.layout})
+	res, err := drill.Run(ctx, store, target.Prefix, drill.Options{WorkDir: *workDir, Layout: target.Layout})
 	var derr *drill.Error
 	broken := errors.As(err, &derr) && derr.AboutTheBackup()
 	if *output == "json" {
-		if perr := printDrillJSON(out, target, res, err); perr != nil {
+		if perr := printDrillJSON(out, target, bucket, res, err); perr != nil {
 			return perr
 		}
 	} else {
-		printDrill(out, target, res, err, broken, time.Now())
+		printDrill(out, target, bucket, res, err, broken, time.Now())
 	}
 	if broken {
 		return fmt.Errorf("%w: %v", errNotRestorable, err)
 	}
 	return err
-}
-
-// drillTarget is what `housekeeper drill` drills and where.
-type drillTarget struct {
-	kind, name, bucket string
-	store              objectstore.Store
-	prefix             string
-	layout             drill.Layout
-}
-
-func entryDrillTarget(ctx context.Context, c client.Client, providers objectstore.Registry, name, etcd string) (drillTarget, error) {
-	be := &extensionsv1alpha1.BackupEntry{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, be); err != nil {
-		return drillTarget{}, fmt.Errorf("reading BackupEntry %s: %w", name, err)
-	}
-	store, err := entry.Buckets{Client: c, Providers: providers}.Open(ctx, be)
-	if err != nil {
-		return drillTarget{}, fmt.Errorf("opening the bucket %s of BackupEntry %s: %w", be.Spec.BucketName, be.Name, err)
-	}
-	return drillTarget{kind: backupv1alpha1.DrilledBackupEntry, name: be.Name, bucket: be.Spec.BucketName, store: store,
-		prefix: gardener.EntryPrefix(be.Name) + etcd + "/"}, nil
-}
-
-func configDrillTarget(ctx context.Context, c client.Client, providers objectstore.Registry, key client.ObjectKey) (drillTarget, error) {
-	cfg := &backupv1alpha1.EtcdBackupConfig{}
-	if err := c.Get(ctx, key, cfg); err != nil {
-		return drillTarget{}, fmt.Errorf("reading EtcdBackupConfig %s: %w", key, err)
-	}
-	store, dest, err := etcdbackup.OpenDestination(ctx, c, providers, cfg.Spec.Destination)
-	if err != nil {
-		return drillTarget{}, fmt.Errorf("opening the destination of EtcdBackupConfig %s: %w", key, err)
-	}
-	return drillTarget{kind: backupv1alpha1.DrilledEtcdBackupConfig, name: key.String(), bucket: dest.Spec.Bucket, store: store,
-		prefix: etcdbackup.Prefix(cfg), layout: drill.LayoutSnapshots}, nil
 }
 
 // parseConfigName reads --config's namespace/name; "" is no config.
@@ -145,7 +118,7 @@ func parseConfigName(s string) (client.ObjectKey, error) {
 }
 
 // printDrill writes the result for a person; broken says the backups were found not to restore.
-func printDrill(out io.Writer, t drillTarget, res drill.Result, err error, broken bool, now time.Time) {
+func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, err error, broken bool, now time.Time) {
 	verdict := "restorable"
 	switch {
 	case broken:
@@ -153,7 +126,7 @@ func printDrill(out io.Writer, t drillTarget, res drill.Result, err error, broke
 	case err != nil:
 		verdict = "not drilled"
 	}
-	fmt.Fprintf(out, "drill of %s %s, bucket %s, prefix %s: %s\n", t.kind, t.name, t.bucket, res.Prefix, verdict)
+	fmt.Fprintf(out, "drill of %s %s, bucket %s, prefix %s: %s\n", t.Kind, t.Name, bucket, res.Prefix, verdict)
 	if res.Full != "" {
 		fmt.Fprintf(out, "  full snapshot  %s\n", res.Full)
 		last := "none"
@@ -184,12 +157,12 @@ type drillReport struct {
 	Result     drill.Result `json:"result"`
 }
 
-func printDrillJSON(out io.Writer, t drillTarget, res drill.Result, err error) error {
-	r := drillReport{Bucket: t.bucket, Restorable: err == nil, Result: res}
-	if t.kind == backupv1alpha1.DrilledEtcdBackupConfig {
-		r.Config = t.name
+func printDrillJSON(out io.Writer, t drill.Target, bucket string, res drill.Result, err error) error {
+	r := drillReport{Bucket: bucket, Restorable: err == nil, Result: res}
+	if t.Kind == backupv1alpha1.DrilledEtcdBackupConfig {
+		r.Config = t.Name
 	} else {
-		r.Entry = t.name
+		r.Entry = t.Name
 	}
 	if err != nil {
 		r.Error = err.Error()

@@ -23,7 +23,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -131,7 +130,7 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 
 // plan is one run: what to drill and how.
 type plan struct {
-	targets     []target
+	targets     []Target
 	concurrency int
 	timeout     time.Duration
 	maxAge      time.Duration
@@ -142,40 +141,9 @@ type plan struct {
 func (p plan) selected() []string {
 	names := make([]string, len(p.targets))
 	for i := range p.targets {
-		names[i] = p.targets[i].name
+		names[i] = p.targets[i].Name
 	}
 	return names
-}
-
-// target is one set of backups a run drills: a BackupEntry's etcd-main backups, or an
-// EtcdBackupConfig's in its destination.
-type target struct {
-	// name is the result's entry: the BackupEntry's name, the config's namespace/name.
-	name, kind string
-	prefix     string
-	layout     Layout
-	// open opens the store the backups are in, as the function that wrote them opens it.
-	open func(ctx context.Context) (objectstore.Store, error)
-}
-
-func (d *Driller) entryTarget(be *extensionsv1alpha1.BackupEntry) target {
-	return target{name: be.Name, kind: backupv1alpha1.DrilledBackupEntry, prefix: gardener.EtcdMainPrefix(be.Name) + "/",
-		open: func(ctx context.Context) (objectstore.Store, error) {
-			store, err := entry.Buckets{Client: d.Client, Providers: d.Providers}.Open(ctx, be)
-			if err != nil {
-				return nil, fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
-			}
-			return store, nil
-		}}
-}
-
-func (d *Driller) configTarget(cfg *backupv1alpha1.EtcdBackupConfig) target {
-	return target{name: cfg.Namespace + "/" + cfg.Name, kind: backupv1alpha1.DrilledEtcdBackupConfig,
-		prefix: etcdbackup.Prefix(cfg), layout: LayoutSnapshots,
-		open: func(ctx context.Context) (objectstore.Store, error) {
-			store, _, err := etcdbackup.OpenDestination(ctx, d.Client, d.Providers, cfg.Spec.Destination)
-			return store, err // its errors name the destination
-		}}
 }
 
 // invalidDrill is a spec that cannot run as it is; it becomes a False condition and is not
@@ -223,7 +191,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 		}
 		for i := range list.Items {
 			if be := &list.Items[i]; sel.Selects(be, entry.ShootPurpose(be)) {
-				p.targets = append(p.targets, d.entryTarget(be))
+				p.targets = append(p.targets, EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain))
 			}
 		}
 	}
@@ -234,7 +202,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 		}
 		for i := range list.Items {
 			if cfg := &list.Items[i]; sel.SelectsConfig(cfg) {
-				p.targets = append(p.targets, d.configTarget(cfg))
+				p.targets = append(p.targets, ConfigTarget(d.Client, d.Providers, cfg))
 			}
 		}
 	}
@@ -262,26 +230,26 @@ func (d *Driller) drillAll(ctx context.Context, p plan, log *zap.Logger) []backu
 }
 
 // drillOne drills t's backups within p.timeout.
-func (d *Driller) drillOne(ctx context.Context, t target, p plan, log *zap.Logger) backupv1alpha1.EntryDrillResult {
+func (d *Driller) drillOne(ctx context.Context, t Target, p plan, log *zap.Logger) backupv1alpha1.EntryDrillResult {
 	start := d.Now().UTC()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	var res Result
-	store, err := t.open(ctx)
+	store, _, err := t.Open(ctx)
 	if err == nil {
 		opts := p.options
-		opts.Layout = t.layout
-		res, err = Run(ctx, store, t.prefix, opts)
+		opts.Layout = t.Layout
+		res, err = Run(ctx, store, t.Prefix, opts)
 	}
 	if deadline, _ := ctx.Deadline(); err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		// Cut short, a read may look like a truncated snapshot: a drill out of time judges
 		// nothing about the backup (an Error, never NotRestorable).
 		err = fmt.Errorf("the drill did not finish within its timeout %s: %v", p.timeout, err)
 	}
-	report := Report(t.name, start, res, err)
-	report.Kind = t.kind
+	report := Report(t.Name, start, res, err)
+	report.Kind = t.Kind
 	d.Metrics.observeDuration(report.Outcome, time.Since(start))
-	log = log.With(zap.String("kind", t.kind), zap.String("name", t.name), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
+	log = log.With(zap.String("kind", t.Kind), zap.String("name", t.Name), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
 	if err != nil {
 		log.Warn("drill failed", zap.String("object", report.Object), zap.Error(err))
 	} else {

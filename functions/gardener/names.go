@@ -64,9 +64,12 @@ func EntryPrefix(entryName string) string {
 	return strings.TrimPrefix(entryName, SourcePrefix) + "/"
 }
 
+// EtcdMain is the shoot's etcd that etcd-druid backs up.
+const EtcdMain = "etcd-main"
+
 // EtcdMainPrefix is the store prefix etcd-druid gives etcd-backup-restore for the shoot's
 // etcd-main: its snapshots land under <prefix>/v2/.
-func EtcdMainPrefix(entryName string) string { return EntryPrefix(entryName) + "etcd-main" }
+func EtcdMainPrefix(entryName string) string { return EntryPrefix(entryName) + EtcdMain }
 
 // ProviderConfig is obj's spec.providerConfig, nil for none. gardenlet copies a BackupBucket's
 // into its BackupEntries.

@@ -1,0 +1,58 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/entry"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
+)
+
+// Target is one set of backups a drill restores: a BackupEntry's etcd backups, or an
+// EtcdBackupConfig's in its destination. The drill function and `housekeeper drill` find them
+// the same way.
+type Target struct {
+	// Name is what a result calls it: the BackupEntry's name, the config's namespace/name;
+	// Kind is backupv1alpha1.DrilledBackupEntry or DrilledEtcdBackupConfig.
+	Name, Kind string
+	// Prefix and Layout are where the backups are and how they are named: Run's.
+	Prefix string
+	Layout Layout
+	open   func(ctx context.Context) (objectstore.Store, string, error)
+}
+
+// EntryTarget is the backups of be's etcd (etcd-druid backs up etcd-main) in its bucket,
+// opened as the purge opens it.
+func EntryTarget(c client.Client, providers objectstore.Registry, be *extensionsv1alpha1.BackupEntry, etcd string) Target {
+	return Target{Name: be.Name, Kind: backupv1alpha1.DrilledBackupEntry, Prefix: gardener.EntryPrefix(be.Name) + etcd + "/",
+		open: func(ctx context.Context) (objectstore.Store, string, error) {
+			store, err := entry.Buckets{Client: c, Providers: providers}.Open(ctx, be)
+			if err != nil {
+				return nil, "", fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
+			}
+			return store, be.Spec.BucketName, nil
+		}}
+}
+
+// ConfigTarget is cfg's backups in its BackupDestination, opened as the snapshot function
+// opens it.
+func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1alpha1.EtcdBackupConfig) Target {
+	return Target{Name: cfg.Namespace + "/" + cfg.Name, Kind: backupv1alpha1.DrilledEtcdBackupConfig,
+		Prefix: etcdbackup.Prefix(cfg), Layout: LayoutSnapshots,
+		open: func(ctx context.Context) (objectstore.Store, string, error) {
+			store, dest, err := etcdbackup.OpenDestination(ctx, c, providers, cfg.Spec.Destination)
+			if err != nil {
+				return nil, "", err // its errors name the destination
+			}
+			return store, dest.Spec.Bucket, nil
+		}}
+}
+
+// Open opens the store t's backups are in and returns it with its bucket's name.
+func (t Target) Open(ctx context.Context) (objectstore.Store, string, error) { return t.open(ctx) }
