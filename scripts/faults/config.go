@@ -27,6 +27,9 @@ type Config struct {
 	Seed uint64
 	// Short marks the short form, for the command that reproduces a run.
 	Short bool
+	// Timeout bounds the run from when the binaries are built (compiling is not on the clock);
+	// 0 is no bound.
+	Timeout time.Duration
 	// Dir holds binaries, logs and stores; it is kept for inspection.
 	Dir string
 	Out io.Writer

@@ -37,9 +37,8 @@ func runShort(t *testing.T, cfg Config) {
 			t.Fatalf("HOUSEKEEPER_FAULTS_SEED: %v", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	report, err := Run(ctx, cfg)
+	cfg.Timeout = 10 * time.Minute
+	report, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("running the suite: %v (logs in %s)", err, dir)
 	}

@@ -235,9 +235,6 @@ func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
 			n = nil
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
 	// What a previous process with this slot may have left when it was killed.
 	n.cleanupHost()
 	for _, d := range []string{"containerd/root", "containerd/state", "containerd/opt", "cni/net.d", "cni/ipam", "kubelet", "log", "etc", "bin"} {
@@ -245,9 +242,12 @@ func StartNode(kube *Kube, opts NodeOptions) (n *Node, err error) {
 			return n, err
 		}
 	}
-	if err := n.buildPause(ctx); err != nil {
+	// Compiling is not on the clock of the node's start.
+	if err := n.buildPause(context.Background()); err != nil {
 		return n, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	if err := saveKubeletSysctls(); err != nil {
 		return n, err
 	}
