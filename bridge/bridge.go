@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,11 @@ type Bridge struct {
 	// handlersSynced report whether the handlers received the informers' initial lists.
 	handlersSynced []cache.InformerSynced
 
+	// term tells this bridge's announcements from an earlier process's or term's; announcements
+	// counts those made new to the duplicate window (again).
+	term          string
+	announcements atomic.Uint64
+
 	synced atomic.Bool
 	// running is whether Run runs the informers: their stores are current only then.
 	running atomic.Bool
@@ -94,6 +100,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		metrics:   newMetrics(reg, q),
 		state:     newStateMetrics(reg),
 		log:       opts.Logger,
+		term:      strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 	if reg != nil {
 		reg.MustRegister(newDrillCollector(b.drillStore))
@@ -229,7 +236,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	stopWatching()
 	informers.Wait()
 	b.secrets.stop()
-	if b.Synced() {
+	// A lost lease publishes nothing more: another replica may lead by now, and it announces
+	// again what this one left.
+	if b.Synced() && !errors.Is(context.Cause(ctx), ErrLeaseLost) {
 		b.flush()
 	}
 	stopPublishing()

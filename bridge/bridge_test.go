@@ -287,28 +287,66 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 	}
 }
 
-func TestBridgeRestartReemitsSyncedWithSameIDs(t *testing.T) {
+// A restart re-announces unchanged objects with nothing outstanding under the same ids, which
+// JetStream drops as duplicates: no function runs for them. Objects with work outstanding (never
+// reconciled, failed, deleting) are announced anew: their last event may have been
+// dead-lettered or lost with a worker, and nothing else would try them again.
+func TestBridgeRestartReannouncesOnlyOutstandingWork(t *testing.T) {
 	h := newHarness(t)
-	const n = 20
-	for i := range n {
-		h.create(entry(fmt.Sprintf("shoot--dev--s%d--%d", i, i), "azure"))
+	const settled = 20
+	for i := range settled {
+		e := entry(fmt.Sprintf("shoot--dev--s%d--%d", i, i), "azure")
+		h.create(e)
+		h.succeed(e)
 	}
+	failed, fresh, deleting := entry("shoot--dev--failed--1", "azure"), entry("shoot--dev--fresh--1", "azure"), entry("shoot--dev--deleting--1", "azure")
+	deleting.Finalizers = []string{"extensions.gardener.cloud/test"}
+	for _, e := range []*extensionsv1alpha1.BackupEntry{failed, fresh, deleting} {
+		h.create(e)
+	}
+	h.succeed(deleting)
+	failed.Status.LastOperation = &gardencorev1beta1.LastOperation{Type: gardencorev1beta1.LastOperationTypeReconcile,
+		State: gardencorev1beta1.LastOperationStateError, LastUpdateTime: metav1.Now()}
+	if err := h.c.Status().Update(context.Background(), failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Delete(context.Background(), deleting); err != nil {
+		t.Fatal(err)
+	}
+	const all = settled + 3
 	first, stop := h.start(Options{})
 	h.eventually(10*time.Second, "first synced events", func() bool {
-		return testutil.ToFloat64(first.metrics.published.WithLabelValues(events.TypeEntrySynced)) == n
+		return testutil.ToFloat64(first.metrics.published.WithLabelValues(events.TypeEntrySynced)) == all
 	})
 	stop()
 	before := h.stream()
 
 	second, _ := h.start(Options{})
 	h.eventually(10*time.Second, "second synced events acknowledged", func() bool {
-		return testutil.ToFloat64(second.metrics.published.WithLabelValues(events.TypeEntrySynced)) == n
+		return testutil.ToFloat64(second.metrics.published.WithLabelValues(events.TypeEntrySynced)) == all
 	})
-	if dups := testutil.ToFloat64(second.metrics.duplicates); dups != n {
-		t.Errorf("JetStream reported %v duplicates after restart, want %d", dups, n)
+	if dups := testutil.ToFloat64(second.metrics.duplicates); dups != settled {
+		t.Errorf("JetStream reported %v duplicates after restart, want the %d settled entries", dups, settled)
 	}
-	if after := h.stream(); len(after) != len(before) {
-		t.Errorf("stream grew from %d to %d events on restart of unchanged objects", len(before), len(after))
+	after := h.stream()
+	if len(after) != len(before)+3 {
+		t.Errorf("stream grew from %d to %d events on restart, want by the 3 entries with work outstanding", len(before), len(after))
+	}
+	for _, e := range []*extensionsv1alpha1.BackupEntry{failed, fresh, deleting} {
+		if n, was := len(typesOf(after, string(e.UID))), len(typesOf(before, string(e.UID))); n != was+1 {
+			t.Errorf("%s: %d events after the restart, %d before: want one more", e.Name, n, was)
+		}
+	}
+}
+
+// succeed writes e's status as the entry function does once it reconciled e.
+func (h *harness) succeed(e *extensionsv1alpha1.BackupEntry) {
+	h.t.Helper()
+	e.Status.LastOperation = &gardencorev1beta1.LastOperation{Type: gardencorev1beta1.LastOperationTypeReconcile,
+		State: gardencorev1beta1.LastOperationStateSucceeded, LastUpdateTime: metav1.Now(), Progress: 100}
+	e.Status.ObservedGeneration = e.Generation
+	if err := h.c.Status().Update(context.Background(), e); err != nil {
+		h.t.Fatalf("status of %s: %v", e.Name, err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -77,7 +79,8 @@ func (c *Command) flags() *flag.FlagSet {
 	c.Bridge.Scope.BindFlags(fs)
 	fs.DurationVar(&c.Bridge.ResyncPeriod, "resync-period", 30*time.Minute, "re-announce every object this often (0: only at start)")
 	fs.IntVar(&c.Bridge.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "published events awaiting their JetStream ack at once")
-	fs.DurationVar(&c.Bridge.StateInterval, "state-interval", DefaultStateInterval, "while leading, read the dead letters and pending purges NATS holds this often, for the metrics")
+	fs.DurationVar(&c.Bridge.StateInterval, "state-interval", DefaultStateInterval, "while leading, read the dead letters and pending purges NATS holds this often, for the metrics, and re-drive transient dead letters")
+	fs.DurationVar(&c.Bridge.RedriveAfter, "redrive-after", DefaultRedriveAfter, "re-drive a transient dead letter (its retry budget spent) once it is this old and the API server and NATS answer")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")
 	fs.StringVar(&c.LeaderElection.Namespace, "leader-election-namespace", "garden", "namespace of the Lease")
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")
@@ -86,51 +89,103 @@ func (c *Command) flags() *flag.FlagSet {
 	return fs
 }
 
-// Run runs the bridge until ctx is done.
+// Run runs the bridge until ctx is done. A replica that loses its lease (the API server away
+// longer than the renew deadline) stands by for it again in the same process, not ready
+// meanwhile, and leads again with new informers: no exit, no crash-loop back-off delaying the
+// recovery. Each term's bridge is new, as after a restart.
 func (c *Command) Run(ctx context.Context) error {
-	proc, err := process.Start(ctx, process.Spec{Name: "housekeeper-bridge", Flags: c.Flags, Kube: &c.Kube,
-		NATS: &c.NATS, Identity: events.IdentityBridge})
+	proc, err := process.Start(ctx, c.spec())
 	if err != nil {
 		return err
 	}
 	defer proc.Close()
+	return c.serve(ctx, proc)
+}
+
+func (c *Command) spec() process.Spec {
+	return process.Spec{Name: "housekeeper-bridge", Flags: c.Flags, Kube: &c.Kube, NATS: &c.NATS, Identity: events.IdentityBridge}
+}
+
+// serve runs the bridge in proc until ctx is done.
+func (c *Command) serve(ctx context.Context, proc *process.Process) error {
 	log, cfg, reg, nc, js := proc.Log, proc.KubeConfig, proc.Metrics, proc.NC, proc.JetStream
 	c.Bridge.Logger = log
 
-	b, err := New(cfg, js, reg, c.Bridge)
-	if err != nil {
-		return err
-	}
-	var leading atomic.Bool
+	var leading atomic.Pointer[Bridge] // the term's bridge while this replica leads
 	srv := &health.Server{Addr: c.Flags.Addr, Registry: reg, Ready: func() error {
-		switch {
-		case proc.NATSReady() != nil:
-			return proc.NATSReady()
-		case leading.Load() && !b.Synced():
+		if err := proc.NATSReady(); err != nil {
+			return err
+		}
+		if b := leading.Load(); b != nil && !b.Synced() {
 			return errors.New("informers not synced")
 		}
 		return nil
 	}}
+	// term runs one term as leader with a bridge of its own, whose metrics are withdrawn with it.
+	term := func(ctx context.Context) error {
+		metrics := &termRegistry{reg: reg}
+		defer metrics.unregister()
+		b, err := New(cfg, js, metrics, c.Bridge)
+		if err != nil {
+			return err
+		}
+		leading.Store(b)
+		defer leading.Store(nil)
+		// The streams are `housekeeper setup`'s: the bridge publishes only once they exist.
+		if err := natsconn.RequireStreams(ctx, js, log); err != nil {
+			return err
+		}
+		g, ctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return b.Run(ctx) })
+		g.Go(func() error { return b.ServeResync(ctx, nc) })
+		g.Go(func() error { return b.RunState(ctx, js) })
+		return g.Wait()
+	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Run(ctx) })
 	g.Go(func() error {
-		run := func(ctx context.Context) error {
-			leading.Store(true)
-			// The streams are `housekeeper setup`'s: the bridge publishes only once they exist.
-			if err := natsconn.RequireStreams(ctx, js, log); err != nil {
+		if !c.LeaderElect {
+			return term(ctx)
+		}
+		for {
+			err := RunAsLeader(ctx, cfg, c.LeaderElection, log, term)
+			if !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
 				return err
 			}
-			g, ctx := errgroup.WithContext(ctx)
-			g.Go(func() error { return b.Run(ctx) })
-			g.Go(func() error { return b.ServeResync(ctx, nc) })
-			g.Go(func() error { return b.RunState(ctx, js) })
-			return g.Wait()
+			log.Warn("lost the lease: standing by to lead again", zap.Error(err))
 		}
-		if !c.LeaderElect {
-			return run(ctx)
-		}
-		return RunAsLeader(ctx, cfg, c.LeaderElection, log, run)
 	})
 	return g.Wait()
+}
+
+// termRegistry registers a term's metrics on the process's registry and takes them off again
+// when the term ends, so the next term registers its own.
+type termRegistry struct {
+	reg        prometheus.Registerer
+	collectors []prometheus.Collector
+}
+
+func (t *termRegistry) Register(c prometheus.Collector) error {
+	if err := t.reg.Register(c); err != nil {
+		return err
+	}
+	t.collectors = append(t.collectors, c)
+	return nil
+}
+
+func (t *termRegistry) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := t.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (t *termRegistry) Unregister(c prometheus.Collector) bool { return t.reg.Unregister(c) }
+
+func (t *termRegistry) unregister() {
+	for _, c := range t.collectors {
+		t.reg.Unregister(c)
+	}
 }

@@ -1,6 +1,9 @@
 package bridge
 
 import (
+	"fmt"
+
+	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
@@ -15,11 +18,11 @@ import (
 func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
-			op := events.OpCreated
 			if isInInitialList {
-				op = events.OpSynced
+				b.enqueue(kind, events.OpSynced, obj, b.again(obj)...)
+			} else {
+				b.enqueue(kind, events.OpCreated, obj)
 			}
-			b.enqueue(kind, op, obj)
 			b.watchSecretsOf(obj, !isInInitialList)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -30,7 +33,7 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 			}
 			switch {
 			case old.GetResourceVersion() == cur.GetResourceVersion():
-				b.enqueue(kind, events.OpSynced, cur) // periodic resync
+				b.enqueue(kind, events.OpSynced, cur, b.again(cur)...) // a relist or the periodic resync
 			case !relevantChange(old, cur):
 				if b.secretAppearedWhileWaiting(old, cur) { // a status write: no news, but late
 					b.enqueue(kind, events.OpSynced, cur, events.WithTrigger("secret-present"))
@@ -52,6 +55,36 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 			}
 		},
 	}
+}
+
+// again makes the announcement of obj, listed again unchanged (at the start of a term, after a
+// watch's gap, at a resync), new to JetStream's duplicate window if obj has work outstanding: it
+// is deleting or its last operation did not succeed for its generation. The event of its
+// unchanged state may have been delivered minutes ago and dead-lettered or lost with a crashed
+// worker; a new one has its function try again now, not after the window. Objects with nothing
+// outstanding keep their deterministic id: a restart within the window causes no work for them.
+func (b *Bridge) again(obj any) []events.ObjectEventOption {
+	o, ok := obj.(client.Object)
+	if !ok || !outstanding(o) {
+		return nil
+	}
+	return []events.ObjectEventOption{events.WithTrigger(fmt.Sprintf("outstanding/%s/%d", b.term, b.announcements.Add(1)))}
+}
+
+// outstanding reports whether o has work left for a function: it is deleting, or it is an
+// extension object whose last operation is missing, did not succeed, or is of an older
+// generation.
+func outstanding(o client.Object) bool {
+	if o.GetDeletionTimestamp() != nil {
+		return true
+	}
+	x, ok := o.(extensionsv1alpha1.Object)
+	if !ok {
+		return false
+	}
+	status := x.GetExtensionStatus()
+	last := status.GetLastOperation()
+	return last == nil || last.State != gardencorev1beta1.LastOperationStateSucceeded || status.GetObservedGeneration() != o.GetGeneration()
 }
 
 // entryGone announces again the bucket of a deleted entry if that bucket is being deleted:

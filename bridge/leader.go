@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,9 +18,14 @@ type LeaderElection struct {
 	Namespace, Name, Identity string
 }
 
-// RunAsLeader runs run while this process holds the lease and returns when ctx is done or
-// the lease is lost (then with an error: the process should exit and start over, since
-// informers cannot be restarted).
+// ErrLeaseLost is the cause of a term's context when the lease was lost (not given up at
+// shutdown): another replica may lead by now, so the term publishes nothing more.
+var ErrLeaseLost = errors.New("lease lost")
+
+// RunAsLeader runs run while this process holds the lease and returns when ctx is done, or when
+// the lease is lost: then with an error wrapping ErrLeaseLost, for the caller to stand by for
+// the lease again with a new run (informers cannot be restarted) instead of exiting. run's
+// context is cancelled with the cause ErrLeaseLost when the lease is lost.
 func RunAsLeader(ctx context.Context, cfg *rest.Config, le LeaderElection, log *zap.Logger, run func(context.Context) error) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -64,7 +70,15 @@ func RunAsLeader(ctx context.Context, cfg *rest.Config, le LeaderElection, log *
 	case <-electorDone: // ctx ended before this process led
 		return nil
 	case leaderCtx := <-leading:
-		err := run(leaderCtx) // returns when ctx is done or the lease is lost
+		termCtx, endTerm := context.WithCancelCause(ctx)
+		defer endTerm(nil)
+		go func() {
+			<-leaderCtx.Done()
+			if ctx.Err() == nil { // ctx's error is set before the contexts below it end
+				endTerm(ErrLeaseLost)
+			}
+		}()
+		err := run(termCtx) // returns when ctx is done or the lease is lost
 		lost := ctx.Err() == nil
 		stopElector() // releases the lease
 		<-electorDone
@@ -72,7 +86,7 @@ func RunAsLeader(ctx context.Context, cfg *rest.Config, le LeaderElection, log *
 			return err
 		}
 		if lost {
-			return fmt.Errorf("lost lease %s/%s", le.Namespace, le.Name)
+			return fmt.Errorf("%w: %s/%s", ErrLeaseLost, le.Namespace, le.Name)
 		}
 		return nil
 	}

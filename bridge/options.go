@@ -12,6 +12,11 @@ import (
 // enough that an outage holds little in flight (the rest waits, coalesced, in the queue).
 const DefaultMaxInFlight = 256
 
+// DefaultRedriveAfter is how old a transient dead letter is before the bridge re-drives it: the
+// retry budget behind it is spent already, so a minute only keeps a flapping cause from
+// sending it round at once.
+const DefaultRedriveAfter = time.Minute
+
 // Options configure a Bridge.
 type Options struct {
 	// Cluster names the cluster in every event's source (not the API server's address).
@@ -34,7 +39,9 @@ type Options struct {
 	// StateInterval is how often the leading bridge reads the dead letters and pending purges
 	// NATS holds, for its metrics (RunState).
 	StateInterval time.Duration
-	Logger        *zap.Logger
+	// RedriveAfter is how old a transient dead letter is before the leading bridge re-drives it.
+	RedriveAfter time.Duration
+	Logger       *zap.Logger
 }
 
 func (o *Options) defaults() {
@@ -55,6 +62,9 @@ func (o *Options) defaults() {
 	}
 	if o.StateInterval <= 0 {
 		o.StateInterval = DefaultStateInterval
+	}
+	if o.RedriveAfter <= 0 {
+		o.RedriveAfter = DefaultRedriveAfter
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()

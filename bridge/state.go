@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // DefaultStateInterval is how often the leading bridge reads the state NATS holds.
@@ -40,6 +41,10 @@ type stateReader struct {
 	metrics  *stateMetrics
 	interval time.Duration
 	log      *zap.Logger
+	// redrive re-drives the transient dead letters once the API server answers (synced) and
+	// NATS does (the state was read): the causes an outage leaves are gone then.
+	redrive func(context.Context) (int, error)
+	synced  func() bool
 	// seen are the functions with dead letters reported: reported as 0 once theirs are gone.
 	seen map[string]bool
 }
@@ -72,12 +77,34 @@ func (r *stateReader) run(ctx context.Context) error {
 			}
 			failing = false
 			r.export(s)
+			r.redriveTransient(ctx, s)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 		}
+	}
+}
+
+// redriveTransient re-drives the transient dead letters if there are any and the API server
+// answers.
+func (r *stateReader) redriveTransient(ctx context.Context, s natsState) {
+	stored := uint64(0)
+	for _, n := range s.deadLetters {
+		stored += n
+	}
+	if stored == 0 || r.redrive == nil || !r.synced() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(r.interval, 10*time.Second))
+	defer cancel()
+	n, err := r.redrive(rctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.log.Warn("re-driving transient dead letters", zap.Int("redriven", n), zap.Error(err))
+	case n > 0:
+		r.log.Info("re-drove transient dead letters to their functions", zap.Int("redriven", n))
 	}
 }
 
@@ -186,8 +213,10 @@ func scheduledAt(schedule string) (time.Time, bool) {
 
 // RunState exports the dead letters and pending purges NATS holds, read through js every
 // Options.StateInterval, until ctx is done; run it while leading. Then the metrics are
-// withdrawn and housekeeper_bridge_leader is 0.
+// withdrawn and housekeeper_bridge_leader is 0. While the informers are synced, it re-drives
+// the transient dead letters older than Options.RedriveAfter to their functions.
 func (b *Bridge) RunState(ctx context.Context, js jetstream.JetStream) error {
-	r := &stateReader{js: js, metrics: b.state, interval: b.opts.StateInterval, log: b.log}
+	r := &stateReader{js: js, metrics: b.state, interval: b.opts.StateInterval, log: b.log, synced: b.Synced,
+		redrive: func(ctx context.Context) (int, error) { return runner.RedriveTransient(ctx, js, b.opts.RedriveAfter) }}
 	return r.run(ctx)
 }

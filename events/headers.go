@@ -6,10 +6,11 @@ const (
 	// HeaderAttempts counts the deliveries of an event before its retry was scheduled, so a
 	// retried event's attempts add up across retries.
 	HeaderAttempts = "Housekeeper-Attempts"
-	// HeaderUnavailable counts those of the attempts that failed only because a dependency was
-	// away (an API server, an object store, NATS): they do not count against the dead-letter
-	// budget, so an outage of any length dead-letters nothing.
-	HeaderUnavailable = "Housekeeper-Unavailable"
+	// HeaderFailingSince is when the event first failed for a cause that counts against the
+	// retry budget (RFC 3339), kept on its retries: the budget is a time, not a count. Failures
+	// because a dependency was away (an API server, an object store, NATS) never count, so an
+	// outage of any length dead-letters nothing.
+	HeaderFailingSince = "Housekeeper-Failing-Since"
 	// HeaderFiredAt is when a schedule fired the event (RFC 3339), kept on its retries so a
 	// retried fire is the same fire; HeaderFireNext is the schedule's next fire, when known.
 	HeaderFiredAt  = "Housekeeper-Fired-At"
@@ -23,6 +24,16 @@ const (
 	HeaderStreamSequence = "Housekeeper-Stream-Sequence"
 	HeaderDeliveries     = "Housekeeper-Deliveries"
 	HeaderFailedAt       = "Housekeeper-Failed-At"
+	// HeaderCause says whether a dead letter's cause was transient (the retry budget ran out:
+	// the bridge re-drives it) or permanent (the event can never succeed as it is, or every
+	// worker that took it crashed or hung: it waits for an operator).
+	HeaderCause = "Housekeeper-Cause"
+)
+
+// Values of HeaderCause.
+const (
+	CauseTransient = "transient"
+	CausePermanent = "permanent"
 )
 
 // ResyncReply is the bridge's answer on SubjectResync: how many objects it queued to be

@@ -46,9 +46,10 @@ func jsAPI(parts ...string) string {
 // streamInfo are the lookups of both streams every process makes at start-up (CheckStreams).
 var streamInfo = []string{jsAPI("INFO"), jsAPI("STREAM.INFO", RecordStream), jsAPI("STREAM.INFO", DeadLetterStream)}
 
-// BridgePermission is the bridge's: publish every object event, answer resync, and read single
+// BridgePermission is the bridge's: publish every object event, answer resync, read single
 // messages of the stream of record (pending purges' schedule holders, the last completed purge)
-// for its metrics; the stream infos give the dead letters stored.
+// for its metrics (the stream infos give the dead letters stored), and re-drive transient dead
+// letters to their functions (read them, publish on the redrive subjects, delete them).
 func BridgePermission() Permission {
 	return Permission{
 		Identity: IdentityBridge,
@@ -56,6 +57,9 @@ func BridgePermission() Permission {
 			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
 			SubjectRestoreDrills,
 			jsAPI("STREAM.MSG.GET", RecordStream),
+			jsAPI("CONSUMER.CREATE", DeadLetterStream, ">"), jsAPI("CONSUMER.INFO", DeadLetterStream, "*"),
+			jsAPI("CONSUMER.MSG.NEXT", DeadLetterStream, "*"), jsAPI("CONSUMER.DELETE", DeadLetterStream, "*"),
+			jsAPI("STREAM.MSG.DELETE", DeadLetterStream), subjectRoot + ".redrive.*",
 		}, streamInfo),
 		Subscribe:      []string{SubjectResync, InboxPrefix(IdentityBridge) + ".>"},
 		AllowResponses: true,

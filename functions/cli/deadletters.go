@@ -218,7 +218,7 @@ func deadLettersList(ctx context.Context, args []string, out io.Writer, connect 
 	defer nc.Close()
 	states := fs.states(ctx, out, dls)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tFUNCTION\tAGE\tDELIVERIES\tTYPE\tOBJECT\tNOW\tREASON")
+	fmt.Fprintln(tw, "SEQ\tFUNCTION\tAGE\tDELIVERIES\tCAUSE\tTYPE\tOBJECT\tNOW\tREASON")
 	resolved := 0
 	for _, d := range dls {
 		now := "?"
@@ -229,7 +229,7 @@ func deadLettersList(ctx context.Context, args []string, out io.Writer, connect 
 				resolved++
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", d.Sequence, d.Function, age(d.FailedAt), d.Deliveries, d.EventType, objectOf(d), now, d.Reason)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", d.Sequence, d.Function, age(d.FailedAt), d.Deliveries, d.Cause, d.EventType, objectOf(d), now, d.Reason)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -30,8 +30,7 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	url := fs.String("url", "", "where a function is served in http mode, "+functionPlaceholder+" replaced by its name (required with several), e.g. http://housekeeper-"+functionPlaceholder+".housekeeper.svc.cluster.local/")
 	timeout := fs.Duration("timeout", 5*time.Minute, "longest wait for a function's answer")
 	concurrency := fs.Int("concurrency", 4, "events forwarded at once, per function")
-	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery")
-	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay")
+	retries := bindRetryFlags(fs.FlagSet, "")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -59,5 +58,5 @@ func runForward(ctx context.Context, args []string, nopts natsconn.Options) erro
 	defer proc.Close()
 	// The ack wait outlasts a slow answer; heartbeats keep it alive meanwhile.
 	return runner.ServePull(ctx, fns, runner.Serving{Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log.Named("forward"),
-		Worker: []runner.WorkerOption{runner.WithConcurrency(*concurrency), runner.WithBackoff(*backoffBase, *backoffMax), runner.WithStartup(proc.Startup)}})
+		Worker: append(retries(), runner.WithConcurrency(*concurrency), runner.WithStartup(proc.Startup))})
 }

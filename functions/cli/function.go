@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -35,8 +36,7 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
 	mode := fs.String("mode", string(runner.ModePull), "pull (JetStream consumer, for KEDA) or http (CloudEvents over HTTP, for Knative)")
 	concurrency := fs.Int("concurrency", 4, "events handled at once (pull mode)")
-	backoffBase := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery (pull mode)")
-	backoffMax := fs.Duration("backoff-max", 5*time.Minute, "longest retry delay (pull mode)")
+	retries := bindRetryFlags(fs.FlagSet, " (pull mode)")
 	cluster := fs.String("cluster", "", "cluster name, the source of the events this function publishes")
 	stores := objectstore.BindPlugins(fs.FlagSet, plugins...)
 	construct := def.Bind(fs.FlagSet)
@@ -78,5 +78,16 @@ func runFunction(ctx context.Context, args []string, nopts natsconn.Options, plu
 	}
 	proc.Startup.Mark("function_built")
 	return runner.Serve(ctx, fn, runner.Serving{Mode: m, Addr: flags.Addr, JetStream: proc.JetStream, Metrics: proc.Metrics, Log: proc.Log,
-		Worker: []runner.WorkerOption{runner.WithConcurrency(*concurrency), runner.WithBackoff(*backoffBase, *backoffMax), runner.WithStartup(proc.Startup)}})
+		Worker: append(retries(), runner.WithConcurrency(*concurrency), runner.WithStartup(proc.Startup))})
+}
+
+// bindRetryFlags binds the retry flags of a worker (the function's pull mode, the forwarder) and
+// returns their options once parsed.
+func bindRetryFlags(fs *flag.FlagSet, mode string) func() []runner.WorkerOption {
+	base := fs.Duration("backoff-base", time.Second, "first retry delay; it doubles per delivery"+mode)
+	longest := fs.Duration("backoff-max", runner.DefaultBackoffMax, "longest retry delay: work waiting for a dependency resumes within it of its return"+mode)
+	budget := fs.Duration("retry-budget", runner.DefaultRetryBudget, "how long an event failing for a cause of its own (not a dependency's outage) is retried before it is dead-lettered"+mode)
+	return func() []runner.WorkerOption {
+		return []runner.WorkerOption{runner.WithBackoff(*base, *longest), runner.WithRetryBudget(*budget)}
+	}
 }

@@ -29,7 +29,7 @@ func runSetup(ctx context.Context, args []string, connect connector) error {
 	replicas := fs.Int("stream-replicas", 1, "stream replicas (3 on a NATS cluster)")
 	cs := runner.DefaultConsumerSettings()
 	fs.DurationVar(&cs.AckWait, "ack-wait", cs.AckWait, "how long JetStream waits for a function's ack before redelivering (running handlers renew it)")
-	fs.IntVar(&cs.MaxDeliver, "max-deliver", cs.MaxDeliver, "deliveries before a failing event is dead-lettered")
+	fs.IntVar(&cs.MaxDeliver, "max-deliver", cs.MaxDeliver, "deliveries of one event without an answer (its worker crashed or hung past the ack wait) before it is dead-lettered")
 	fs.IntVar(&cs.MaxAckPending, "max-ack-pending", cs.MaxAckPending, "events in flight at once per function, across its replicas")
 	if err := fs.parse(args); err != nil {
 		return err

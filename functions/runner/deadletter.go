@@ -22,7 +22,10 @@ type DeadLetter struct {
 	// Sequence is the dead letter's sequence in the dead-letter stream.
 	Sequence uint64
 	Function string
-	Reason   string
+	// Cause is events.CauseTransient (re-driven automatically once its cause may be gone) or
+	// events.CausePermanent (waits for an operator).
+	Cause  string
+	Reason string
 	// Subject and StreamSequence locate the original message in the stream of record.
 	Subject        string
 	StreamSequence uint64
@@ -36,7 +39,7 @@ type DeadLetter struct {
 }
 
 // deadLetterMsg builds the dead letter of an original message.
-func deadLetterMsg(function, reason, subject string, seq, deliveries uint64, header nats.Header, data []byte) *nats.Msg {
+func deadLetterMsg(function, cause, reason, subject string, seq, deliveries uint64, header nats.Header, data []byte) *nats.Msg {
 	msg := nats.NewMsg(events.DeadLetterSubject(function))
 	for k, v := range header {
 		if !strings.HasPrefix(k, "Nats-") {
@@ -47,6 +50,7 @@ func deadLetterMsg(function, reason, subject string, seq, deliveries uint64, hea
 		reason = reason[:maxReasonLength] + "…"
 	}
 	msg.Header.Set(events.HeaderFunction, function)
+	msg.Header.Set(events.HeaderCause, cause)
 	msg.Header.Set(events.HeaderReason, strings.ReplaceAll(reason, "\n", " "))
 	msg.Header.Set(events.HeaderSubject, subject)
 	msg.Header.Set(events.HeaderStreamSequence, strconv.FormatUint(seq, 10))
@@ -117,7 +121,43 @@ func parseDeadLetter(seq uint64, h nats.Header, data []byte) DeadLetter {
 	d.StreamSequence, _ = strconv.ParseUint(h.Get(events.HeaderStreamSequence), 10, 64)
 	d.Deliveries, _ = strconv.ParseUint(h.Get(events.HeaderDeliveries), 10, 64)
 	d.FailedAt, _ = time.Parse(time.RFC3339Nano, h.Get(events.HeaderFailedAt))
+	d.Cause = causeOf(h.Get(events.HeaderCause), d.Reason)
 	return d
+}
+
+// causeOf is a dead letter's cause; one stored without it is transient if the function gave
+// up after retrying it (a budget of deliveries then), permanent otherwise.
+func causeOf(header, reason string) string {
+	switch {
+	case header != "":
+		return header
+	case strings.HasPrefix(reason, "gave up after "):
+		return events.CauseTransient
+	}
+	return events.CausePermanent
+}
+
+// RedriveTransient re-drives every transient dead letter that failed at least after ago to its
+// function, and returns how many it re-drove. Run once the API server and NATS answer again, it
+// resolves what an outage, or a failure that outlasted the retry budget, left: a re-driven event
+// whose cause is still there is retried as any event is, and comes back only after the budget.
+// Permanent dead letters wait for an operator.
+func RedriveTransient(ctx context.Context, js jetstream.JetStream, after time.Duration) (int, error) {
+	dls, err := ListDeadLetters(ctx, js, "")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range dls {
+		if d.Cause != events.CauseTransient || time.Since(d.FailedAt) < after {
+			continue
+		}
+		if err := RetryDeadLetter(ctx, js, d); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // RetryDeadLetter re-drives d to its function (only to it) and removes it from the

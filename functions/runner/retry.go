@@ -18,26 +18,26 @@ func attempts(msg jetstream.Msg, meta *jetstream.MsgMetadata) uint64 {
 	return earlier + meta.NumDelivered
 }
 
-// outagesOf is how many of the event's earlier deliveries failed only because a dependency was
-// away (events.HeaderUnavailable): they do not count against the dead-letter budget.
-func outagesOf(msg jetstream.Msg) uint64 {
-	n, _ := strconv.ParseUint(msg.Headers().Get(events.HeaderUnavailable), 10, 64)
-	return n
+// failingSince is when the event first failed for a cause that counts against the retry budget
+// (events.HeaderFailingSince); zero if none has.
+func failingSince(msg jetstream.Msg) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, msg.Headers().Get(events.HeaderFailingSince))
+	return t
 }
 
 // scheduleRetry hands a failed event to the NATS server, which delivers a copy to this
 // function's redrive subject after delay; the caller then acknowledges the original. A
 // NAK with delay would do the same while holding one of the consumer's max-ack-pending slots
 // for the whole delay: enough failing events would starve every other one.
-func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried, outages uint64, delay time.Duration) error {
+func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uint64, since time.Time, delay time.Duration) error {
 	id := msg.Headers().Get("ce-id")
 	if id == "" {
 		return fmt.Errorf("event without ce-id")
 	}
 	retry := redriveMsg(w.fn.Name, msg.Headers(), msg.Data(), fmt.Sprintf("attempt/%s/%d", id, tried))
 	retry.Header.Set(events.HeaderAttempts, strconv.FormatUint(tried, 10))
-	if outages > 0 {
-		retry.Header.Set(events.HeaderUnavailable, strconv.FormatUint(outages, 10))
+	if !since.IsZero() {
+		retry.Header.Set(events.HeaderFailingSince, since.UTC().Format(time.RFC3339Nano))
 	}
 	if f, ok := FireOf(ctx); ok {
 		retry.Header.Set(events.HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))

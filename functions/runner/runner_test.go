@@ -146,6 +146,20 @@ func (c *calls) wait(t *testing.T, n int, timeout time.Duration) {
 	}
 }
 
+// noMore fails if the handler is called within the next interval, whatever calls it counted.
+func (c *calls) noMore(t *testing.T, within time.Duration) {
+	t.Helper()
+	c.mu.Lock()
+	before := len(c.at)
+	c.mu.Unlock()
+	time.Sleep(within)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.at) != before {
+		t.Fatalf("handler called %d more times", len(c.at)-before)
+	}
+}
+
 func (c *calls) none(t *testing.T, within time.Duration) {
 	t.Helper()
 	select {
@@ -196,7 +210,7 @@ func TestPermanentFailureIsDeadLetteredOnceWithItsReason(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1", len(dls))
 	}
 	d := dls[0]
-	if d.Reason != `bucket name "b2" is not a valid container name` || d.StreamSequence != seq || d.Function != "strict" || d.EventType != events.TypeBucketCreated {
+	if d.Reason != `bucket name "b2" is not a valid container name` || d.Cause != events.CausePermanent || d.StreamSequence != seq || d.Function != "strict" || d.EventType != events.TypeBucketCreated {
 		t.Errorf("dead letter %+v", d)
 	}
 }
@@ -262,29 +276,34 @@ func TestRetriesWaitingDoNotStarveOtherEvents(t *testing.T) {
 	})
 }
 
-// A retried event's deliveries add up across the copies its retries are: the worker gives
-// up after max deliver in all, however the retries were delivered.
-func TestRetriesCountDeliveriesAcrossCopies(t *testing.T) {
+// The retry budget is a time across the copies the retries are: an event that keeps failing for
+// a cause of the function's own is retried until it has failed for the budget, then
+// dead-lettered as transient with how long and how often it was tried.
+func TestRetryBudgetIsATimeAcrossCopies(t *testing.T) {
 	h := newNATSHarness(t)
 	c := newCalls()
-	settings := DefaultConsumerSettings()
-	settings.MaxDeliver = 3
+	const budget = 2500 * time.Millisecond
 	h.runWith(Function{Name: "counted", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		c.record(e)
 		return errors.New("still failing")
-	})}, settings, WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	})}, DefaultConsumerSettings(), WithBackoff(50*time.Millisecond, 100*time.Millisecond), WithRetryBudget(budget))
 	h.publish(bucketEvent(t, events.OpCreated, "b4", 1))
-	c.wait(t, 3, 15*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(h.deadLetters("counted")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	var dls []DeadLetter
+	testenv.Eventually(t, 20*time.Second, "the event dead-lettered", func() (bool, string) {
+		dls = h.deadLetters("counted")
+		return len(dls) > 0, fmt.Sprintf("%d dead letters", len(dls))
+	})
+	c.noMore(t, 2*time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := dls[0]
+	if len(dls) != 1 || d.Cause != events.CauseTransient || !strings.HasPrefix(d.Reason, "gave up after failing for ") ||
+		!strings.HasSuffix(d.Reason, fmt.Sprintf("(%d deliveries): still failing", len(c.at))) || d.Deliveries != uint64(len(c.at)) {
+		t.Fatalf("dead letters %+v after %d calls", dls, len(c.at))
 	}
-	dls := h.deadLetters("counted")
-	if len(dls) != 1 || dls[0].Deliveries != 3 || dls[0].Reason != "gave up after 3 deliveries: still failing" {
-		t.Fatalf("dead letters %+v", dls)
-	}
-	if got := len(c.ids); got != 3 {
-		t.Errorf("handler called %d times, want 3", got)
+	// The server schedules in whole seconds: three retries at least fit in 2.5 s of failing.
+	if failed := c.at[len(c.at)-1].Sub(c.at[0]); failed < budget || len(c.at) < 3 {
+		t.Errorf("dead-lettered after %d calls over %s, want at least the budget %s", len(c.at), failed, budget)
 	}
 	for _, id := range c.ids {
 		if id != c.ids[0] {
@@ -294,63 +313,67 @@ func TestRetriesCountDeliveriesAcrossCopies(t *testing.T) {
 	}
 }
 
-func TestRetryableFailureIsDeadLetteredAfterMaxDeliver(t *testing.T) {
+// An outage of a dependency (the API server refusing connections) spends none of the retry
+// budget: "recovers" fails for it for longer than the budget and is then handled; "fails-after"
+// fails for it, then for a reason of its own, and is dead-lettered only once those have lasted
+// the budget.
+func TestOutagesDoNotSpendTheRetryBudget(t *testing.T) {
 	h := newNATSHarness(t)
 	c := newCalls()
-	settings := DefaultConsumerSettings()
-	settings.MaxDeliver = 3 // the worker takes it from the consumer
-	h.runWith(Function{Name: "doomed", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
-		c.record(e)
-		return errors.New("still failing")
-	})}, settings, WithBackoff(50*time.Millisecond, 100*time.Millisecond))
-	h.publish(bucketEvent(t, events.OpCreated, "b3", 1))
-	c.wait(t, 3, 10*time.Second)
-	c.none(t, time.Second)
-	dls := h.deadLetters("doomed")
-	if len(dls) != 1 || dls[0].Reason != "gave up after 3 deliveries: still failing" || dls[0].Deliveries != 3 {
-		t.Fatalf("dead letters %+v", dls)
-	}
-}
-
-// An outage of a dependency (the API server refusing connections, with max deliver 3)
-// dead-letters nothing: "recovers" fails six times for it and is then handled; "fails-after"
-// fails four times for it and then for a reason of its own, and is dead-lettered only after
-// three of those, the budget the outage left whole.
-func TestOutagesDoNotSpendTheDeadLetterBudget(t *testing.T) {
-	h := newNATSHarness(t)
-	c := newCalls()
-	settings := DefaultConsumerSettings()
-	settings.MaxDeliver = 3
+	const budget = 2500 * time.Millisecond
 	refused := &url.Error{Op: "Get", URL: "https://kube-apiserver:6443/apis", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 	var mu sync.Mutex
 	tries := map[string]int{}
+	var ownFailures []time.Time
 	h.runWith(Function{Name: "outlasting", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
 		c.record(e)
 		mu.Lock()
+		defer mu.Unlock()
 		tries[e.Subject()]++
 		n := tries[e.Subject()]
-		mu.Unlock()
 		switch {
-		case e.Subject() == "recovers" && n <= 6, e.Subject() == "fails-after" && n <= 4:
+		case e.Subject() == "recovers" && n <= 5, e.Subject() == "fails-after" && n <= 4:
 			return fmt.Errorf("reading the bucket: %w", refused)
 		case e.Subject() == "recovers":
 			return nil
 		default:
+			ownFailures = append(ownFailures, time.Now())
 			return errors.New("still failing")
 		}
-	})}, settings, WithBackoff(50*time.Millisecond, 100*time.Millisecond))
+	})}, DefaultConsumerSettings(), WithBackoff(50*time.Millisecond, 100*time.Millisecond), WithRetryBudget(budget))
 	h.publish(bucketEvent(t, events.OpCreated, "recovers", 1))
 	h.publish(bucketEvent(t, events.OpCreated, "fails-after", 1))
-	c.wait(t, 14, 30*time.Second)
-	c.none(t, time.Second)
+	var dls []DeadLetter
+	testenv.Eventually(t, 30*time.Second, "fails-after dead-lettered", func() (bool, string) {
+		dls = h.deadLetters("outlasting")
+		return len(dls) > 0, fmt.Sprintf("%d dead letters", len(dls))
+	})
+	c.noMore(t, 2*time.Second)
 	mu.Lock()
-	if tries["recovers"] != 7 || tries["fails-after"] != 7 {
-		t.Errorf("handled %v, want recovers and fails-after 7 times each", tries)
+	defer mu.Unlock()
+	if tries["recovers"] != 6 {
+		t.Errorf("recovers handled %d times, want 6 (5 outages, then success)", tries["recovers"])
 	}
-	mu.Unlock()
-	dls := h.deadLetters("outlasting")
-	if len(dls) != 1 || dls[0].Deliveries != 7 || dls[0].Reason != "gave up after 7 deliveries: still failing" {
-		t.Fatalf("dead letters %+v, want only fails-after's, after 7 deliveries", dls)
+	if len(dls) != 1 || dls[0].Cause != events.CauseTransient || !strings.HasSuffix(dls[0].Reason, "still failing") {
+		t.Fatalf("dead letters %+v, want only fails-after's", dls)
+	}
+	if len(ownFailures) < 3 || ownFailures[len(ownFailures)-1].Sub(ownFailures[0]) < budget {
+		t.Errorf("fails-after dead-lettered after %d failures of its own, want them to last the budget %s", len(ownFailures), budget)
+	}
+}
+
+// A dependency's outage is retried at most DefaultBackoffMax apart, however long it lasts, so
+// work resumes within that of the dependency's return; a Retry-After the dependency gave wins.
+func TestBackoffIsCappedLow(t *testing.T) {
+	w := &Worker{opts: workerOptionsOf(nil)}
+	if d := w.backoff(100, errors.New("refused")); d != DefaultBackoffMax || d > time.Minute {
+		t.Errorf("100th delivery waits %s, want %s", d, DefaultBackoffMax)
+	}
+	if d := w.backoff(3, errors.New("refused")); d != 4*time.Second {
+		t.Errorf("3rd delivery waits %s, want 4s", d)
+	}
+	if d := w.backoff(100, RetryAfter(7*time.Second, errors.New("throttled"))); d != 7*time.Second {
+		t.Errorf("Retry-After 7s: waits %s", d)
 	}
 }
 
@@ -463,5 +486,63 @@ func TestWaitingErrorsAreSettledWithoutRetryOrDeadLetter(t *testing.T) {
 	c.none(t, 1500*time.Millisecond)
 	if dls := h.deadLetters("patient"); len(dls) != 0 {
 		t.Errorf("%d dead letters for a waiting object", len(dls))
+	}
+}
+
+// Transient dead letters (the retry budget spent) are re-driven by RedriveTransient and resolve
+// once their cause is gone; permanent ones, and transient ones younger than asked, stay.
+func TestRedriveTransientResolvesOnlyTransientDeadLetters(t *testing.T) {
+	h := newNATSHarness(t)
+	c := newCalls()
+	var mu sync.Mutex
+	away := true
+	h.runWith(Function{Name: "recovering", Types: []string{events.TypeBucketCreated}, Handler: HandlerFunc(func(ctx context.Context, e cloudevents.Event) error {
+		c.record(e)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Subject() == "invalid":
+			return Permanentf("bucket name %q is not a valid container name", e.Subject())
+		case away:
+			return errors.New("the store answered 500")
+		}
+		return nil
+	})}, DefaultConsumerSettings(), WithBackoff(50*time.Millisecond, 100*time.Millisecond), WithRetryBudget(time.Second))
+	h.publish(bucketEvent(t, events.OpCreated, "flaky", 1))
+	h.publish(bucketEvent(t, events.OpCreated, "invalid", 1))
+	testenv.Eventually(t, 20*time.Second, "both dead-lettered", func() (bool, string) {
+		n := len(h.deadLetters("recovering"))
+		return n == 2, fmt.Sprintf("%d dead letters", n)
+	})
+	if n, err := RedriveTransient(context.Background(), h.js, time.Hour); err != nil || n != 0 {
+		t.Fatalf("RedriveTransient of letters younger than an hour: %d re-driven, %v; want none", n, err)
+	}
+	mu.Lock()
+	away = false
+	mu.Unlock()
+	n, err := RedriveTransient(context.Background(), h.js, 0)
+	if err != nil || n != 1 {
+		t.Fatalf("RedriveTransient: %d re-driven, %v; want 1", n, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "only the permanent dead letter left", func() (bool, string) {
+		left := h.deadLetters("recovering")
+		return len(left) == 1 && left[0].Cause == events.CausePermanent, fmt.Sprintf("%+v", left)
+	})
+}
+
+// Dead letters stored before they carried their cause: a function that gave up retrying left a
+// transient one, anything else is permanent.
+func TestCauseOfDeadLettersWithoutTheHeader(t *testing.T) {
+	for reason, want := range map[string]string{
+		"gave up after 10 deliveries: Get \"https://kube-apiserver\": connection refused":     events.CauseTransient,
+		"delivered 20 times without an answer (the worker crashed or hung past the ack wait)": events.CausePermanent,
+		"secret has no storageKey": events.CausePermanent,
+	} {
+		if got := causeOf("", reason); got != want {
+			t.Errorf("%q: %s, want %s", reason, got, want)
+		}
+	}
+	if got := causeOf(events.CausePermanent, "gave up after 3 deliveries: x"); got != events.CausePermanent {
+		t.Errorf("the header says permanent: %s", got)
 	}
 }

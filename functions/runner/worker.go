@@ -134,7 +134,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		w.metrics.failed.WithLabelValues(w.fn.Name, string(ClassPermanent)).Inc()
-		w.deadLetter(ctx, log, msg, meta, err.Error())
+		w.deadLetter(ctx, log, msg, meta, events.CausePermanent, err.Error())
 		return
 	}
 	log = log.With(zap.String("type", e.Type()), zap.String("id", e.ID()), zap.String("name", e.Subject()))
@@ -172,19 +172,22 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again")
 		log.Info("waiting for another change", zap.Error(err))
 	case outcomeDeadLetter:
-		w.deadLetter(ctx, log, msg, meta, err.Error())
+		w.deadLetter(ctx, log, msg, meta, events.CausePermanent, err.Error())
 		return // counted there, once the dead letter is stored
 	case outcomeRetry:
-		outages := outagesOf(msg)
-		if !settled.budgeted {
-			outages++
+		// The budget is a time: a failure of the function's own (not an outage) starts it, and
+		// the event is retried until it has failed for retryBudget. An outage spends none of it.
+		since := failingSince(msg)
+		if settled.budgeted && since.IsZero() {
+			since = start
 		}
-		if tried-outages >= uint64(w.maxDeliver) {
-			w.deadLetter(ctx, log, msg, meta, fmt.Sprintf("gave up after %d deliveries: %v", tried, err))
+		if settled.budgeted && time.Since(since) >= w.opts.retryBudget {
+			w.deadLetter(ctx, log, msg, meta, events.CauseTransient,
+				fmt.Sprintf("gave up after failing for %s (%d deliveries): %v", time.Since(since).Round(time.Second), tried, err))
 			return
 		}
 		delay := w.backoff(tried, err)
-		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, outages, delay); schedErr != nil {
+		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, since, delay); schedErr != nil {
 			log.Warn("cannot schedule the retry; holding the event instead", zap.Error(schedErr))
 			if nakErr := msg.NakWithDelay(delay); nakErr != nil {
 				log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
@@ -253,10 +256,11 @@ func (w *Worker) heartbeat(msg jetstream.Msg) (stop func()) {
 	return func() { close(done) }
 }
 
-// deadLetter stores the event with its reason in the dead-letter stream, then terminates it.
-// If the dead letter cannot be stored, the event is left to redelivery: nothing is lost.
-func (w *Worker) deadLetter(ctx context.Context, log *zap.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, reason string) {
-	dl := deadLetterMsg(w.fn.Name, reason, msg.Subject(), meta.Sequence.Stream, attempts(msg, meta), msg.Headers(), msg.Data())
+// deadLetter stores the event with its cause (events.CauseTransient or CausePermanent) and
+// reason in the dead-letter stream, then terminates it. If the dead letter cannot be stored,
+// the event is left to redelivery: nothing is lost.
+func (w *Worker) deadLetter(ctx context.Context, log *zap.Logger, msg jetstream.Msg, meta *jetstream.MsgMetadata, cause, reason string) {
+	dl := deadLetterMsg(w.fn.Name, cause, reason, msg.Subject(), meta.Sequence.Stream, attempts(msg, meta), msg.Headers(), msg.Data())
 	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, err := w.js.PublishMsg(pubCtx, dl); err != nil {
@@ -266,7 +270,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *zap.Logger, msg jetstream.
 	}
 	_ = msg.TermWithReason(truncate(reason, 256))
 	w.metrics.handled.WithLabelValues(w.fn.Name, outcomeDeadLetter).Inc()
-	log.Warn("dead-lettered", zap.String("reason", reason))
+	log.Warn("dead-lettered", zap.String("cause", cause), zap.String("reason", reason))
 }
 
 // maxDeliveriesAdvisory is the part of JetStream's advisory that matters here.
@@ -298,13 +302,13 @@ func (w *Worker) watchMaxDeliveries(ctx context.Context) (stop func(), err error
 			return
 		}
 		reason := fmt.Sprintf("delivered %d times without an answer (the worker crashed or hung past the ack wait)", adv.Deliveries)
-		dl := deadLetterMsg(w.fn.Name, reason, raw.Subject, adv.StreamSeq, adv.Deliveries, raw.Header, raw.Data)
+		dl := deadLetterMsg(w.fn.Name, events.CausePermanent, reason, raw.Subject, adv.StreamSeq, adv.Deliveries, raw.Header, raw.Data)
 		if _, err := w.js.PublishMsg(ctx, dl); err != nil {
 			w.log.Error("cannot store dead letter", zap.Uint64("seq", adv.StreamSeq), zap.Error(err))
 			return
 		}
 		w.metrics.handled.WithLabelValues(w.fn.Name, outcomeDeadLetter).Inc()
-		w.log.Warn("dead-lettered", zap.Uint64("seq", adv.StreamSeq), zap.String("reason", reason))
+		w.log.Warn("dead-lettered", zap.Uint64("seq", adv.StreamSeq), zap.String("cause", events.CausePermanent), zap.String("reason", reason))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribing to %s: %w", subject, err)

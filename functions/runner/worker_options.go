@@ -13,6 +13,7 @@ type workerOptions struct {
 	concurrency   int
 	backoffBase   time.Duration
 	backoffMax    time.Duration
+	retryBudget   time.Duration
 	shutdownGrace time.Duration
 	log           *zap.Logger
 	startup       Startup
@@ -23,7 +24,8 @@ func workerOptionsOf(opts []WorkerOption) workerOptions {
 	o := workerOptions{
 		concurrency:   4,
 		backoffBase:   time.Second,
-		backoffMax:    5 * time.Minute,
+		backoffMax:    DefaultBackoffMax,
+		retryBudget:   DefaultRetryBudget,
 		shutdownGrace: 25 * time.Second,
 		log:           zap.NewNop(),
 		startup:       noStartup{},
@@ -37,7 +39,23 @@ func workerOptionsOf(opts []WorkerOption) workerOptions {
 // WithConcurrency bounds the events handled at once (default 4).
 func WithConcurrency(n int) WorkerOption { return func(o *workerOptions) { o.concurrency = max(n, 1) } }
 
-// WithBackoff sets the retry delay: base·2^(delivery-1), capped at max (default 1 s … 5 min).
+// Defaults of the retries.
+const (
+	// DefaultBackoffMax caps the delay between two tries: a retry waiting for a dependency
+	// runs at most this long after it is back.
+	DefaultBackoffMax = 30 * time.Second
+	// DefaultRetryBudget is how long an event is retried for failures of the function's own
+	// (not a dependency's outage) before it is dead-lettered as transient, and re-driven.
+	DefaultRetryBudget = time.Hour
+)
+
+// WithRetryBudget sets how long an event that keeps failing for a cause of the function's own
+// is retried before it is dead-lettered (default DefaultRetryBudget). Outages never count.
+func WithRetryBudget(d time.Duration) WorkerOption {
+	return func(o *workerOptions) { o.retryBudget = d }
+}
+
+// WithBackoff sets the retry delay: base·2^(delivery-1), capped at max (default 1 s … 30 s).
 func WithBackoff(base, max time.Duration) WorkerOption {
 	return func(o *workerOptions) { o.backoffBase, o.backoffMax = base, max }
 }
