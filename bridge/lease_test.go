@@ -36,9 +36,9 @@ func TestBridgeRidesOutAnAPIServerOutageWithoutExiting(t *testing.T) {
 	}
 	t.Cleanup(proxy.Down)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	through := strings.ReplaceAll(string(h.env.Kube.Kubeconfig), h.env.Kube.Config.Host, "https://"+proxy.Addr())
+	through := strings.ReplaceAll(string(h.env.Kube.Kubeconfig), "https://"+host.Host, "https://"+proxy.Addr())
 	if !strings.Contains(through, proxy.Addr()) {
-		t.Fatalf("the kubeconfig does not name %s:\n%s", h.env.Kube.Config.Host, h.env.Kube.Kubeconfig)
+		t.Fatalf("the kubeconfig does not name the API server at %s", host.Host)
 	}
 	if err := os.WriteFile(kubeconfig, []byte(through), 0o600); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,7 @@ func newMetrics(reg prometheus.Registerer, q *queue) *metrics {
 type stateMetrics struct {
 	leader        prometheus.Gauge
 	deadLetters   *prometheus.GaugeVec
+	lostMessages  *prometheus.GaugeVec
 	purgesPending *prometheus.GaugeVec
 	oldestDue     *prometheus.GaugeVec
 	lastPurgeDone *prometheus.GaugeVec
@@ -62,6 +63,10 @@ func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
 			Namespace: "housekeeper", Subsystem: "deadletter", Name: "messages",
 			Help: "Dead letters stored in HOUSEKEEPER_DEADLETTER, by function: unresolved until retried or discarded (or aged out); 0 once a function's are gone.",
 		}, []string{"function"}),
+		lostMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "housekeeper", Subsystem: "stream", Name: "lost_messages",
+			Help: "Messages the stream reports lost (its state's lost list: a disk fault, a corrupt block), by stream: events or dead letters gone without being handled.",
+		}, []string{"stream"}),
 		purgesPending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "housekeeper", Subsystem: "purges", Name: "pending",
 			Help: "Purges scheduled on the NATS server and not yet fired (schedule holders on housekeeper.schedule.purge.*).",
@@ -76,7 +81,7 @@ func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
 		}, nil),
 	}
 	if reg != nil {
-		reg.MustRegister(m.leader, m.deadLetters, m.purgesPending, m.oldestDue, m.lastPurgeDone)
+		reg.MustRegister(m.leader, m.deadLetters, m.lostMessages, m.purgesPending, m.oldestDue, m.lastPurgeDone)
 	}
 	return m
 }

@@ -30,6 +30,8 @@ type natsState struct {
 	// lastPurge is when the latest purge.completed event was stored (zero: none in the
 	// stream's retention).
 	lastPurge time.Time
+	// lost counts the messages each stream reports lost (a disk fault, a corrupt block).
+	lost map[string]uint64
 }
 
 // stateReader reads natsState every interval while the bridge leads. A read is a few requests,
@@ -119,6 +121,9 @@ func (r *stateReader) export(s natsState) {
 	for fn := range r.seen {
 		m.deadLetters.WithLabelValues(fn).Set(float64(s.deadLetters[fn]))
 	}
+	for stream, n := range s.lost {
+		m.lostMessages.WithLabelValues(stream).Set(float64(n))
+	}
 	m.purgesPending.WithLabelValues().Set(float64(s.pending))
 	if s.oldestDue.IsZero() {
 		m.oldestDue.Reset()
@@ -136,6 +141,7 @@ func (r *stateReader) withdraw() {
 	m := r.metrics
 	m.leader.Set(0)
 	m.deadLetters.Reset()
+	m.lostMessages.Reset()
 	m.purgesPending.Reset()
 	m.oldestDue.Reset()
 	m.lastPurgeDone.Reset()
@@ -146,7 +152,7 @@ func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // readState reads natsState from the two streams.
 func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
-	s := natsState{deadLetters: map[string]uint64{}}
+	s := natsState{deadLetters: map[string]uint64{}, lost: map[string]uint64{}}
 	dl, err := js.Stream(ctx, events.DeadLetterStream)
 	if err != nil {
 		return s, fmt.Errorf("stream %s: %w", events.DeadLetterStream, err)
@@ -155,6 +161,7 @@ func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
 	if err != nil {
 		return s, fmt.Errorf("stream %s: %w", events.DeadLetterStream, err)
 	}
+	s.lost[events.DeadLetterStream] = lostMessages(info.State)
 	prefix := events.DeadLetterSubject("")
 	for subject, n := range info.State.Subjects {
 		s.deadLetters[strings.TrimPrefix(subject, prefix)] += n
@@ -168,6 +175,7 @@ func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
 	if err != nil {
 		return s, fmt.Errorf("stream %s: %w", events.RecordStream, err)
 	}
+	s.lost[events.RecordStream] = lostMessages(info.State)
 	for subject, n := range info.State.Subjects {
 		if n == 0 {
 			continue
@@ -198,6 +206,14 @@ func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
 		s.lastPurge = last.Time
 	}
 	return s, nil
+}
+
+// lostMessages counts the messages a stream's state reports lost.
+func lostMessages(state jetstream.StreamState) uint64 {
+	if state.Lost == nil {
+		return 0
+	}
+	return uint64(len(state.Lost.Msgs))
 }
 
 // scheduledAt is the time of a single schedule ("@at <RFC 3339>"), as functions/entry writes

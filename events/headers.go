@@ -11,6 +11,9 @@ const (
 	// because a dependency was away (an API server, an object store, NATS) never count, so an
 	// outage of any length dead-letters nothing.
 	HeaderFailingSince = "Housekeeper-Failing-Since"
+	// HeaderWaitingSince is when the event first failed because a dependency was away (RFC
+	// 3339), kept on its retries while it waits: how long work waits on an outage.
+	HeaderWaitingSince = "Housekeeper-Waiting-Since"
 	// HeaderFiredAt is when a schedule fired the event (RFC 3339), kept on its retries so a
 	// retried fire is the same fire; HeaderFireNext is the schedule's next fire, when known.
 	HeaderFiredAt  = "Housekeeper-Fired-At"

@@ -91,17 +91,32 @@ func ClassOf(err error) Class {
 	case errors.Is(err, events.ErrInvalidEvent), errors.Is(err, events.ErrUnknownType):
 		return ClassPermanent
 	}
-	if class == ClassRetryable && outage(err) {
+	if class == ClassRetryable && outageOf(err) != "" {
 		return ClassUnavailable
 	}
 	return class
 }
 
-// outage reports whether err says a dependency could not be reached or is overloaded: the
-// connection failed or timed out, the Kubernetes API server answered 429, 500, 503 or 504
-// (etcd away, the server starting), an object store throttled, NATS did not answer. A
-// certificate that does not verify is no outage: it stays wrong until someone fixes it.
-func outage(err error) bool {
+// What an outage is, the cause label of the work waiting on it.
+const (
+	// OutageUnreachable: a connection failed, was cut or timed out.
+	OutageUnreachable = "unreachable"
+	// OutageThrottled: the dependency asked to slow down (429, a store's throttling).
+	OutageThrottled = "throttled"
+	// OutageUnavailable: the Kubernetes API server answered 500, 503 or 504 (etcd away, the
+	// server starting) or timed out the request.
+	OutageUnavailable = "unavailable"
+	// OutageNATS: NATS or JetStream did not answer.
+	OutageNATS = "nats"
+)
+
+// outages are the causes, in the order metrics list them.
+var outages = []string{OutageUnreachable, OutageThrottled, OutageUnavailable, OutageNATS}
+
+// outageOf says which outage err is ("" for none): a dependency could not be reached or is
+// overloaded. A certificate that does not verify is no outage: it stays wrong until someone
+// fixes it.
+func outageOf(err error) string {
 	var (
 		netErr    net.Error
 		apiStatus apierrors.APIStatus
@@ -112,21 +127,25 @@ func outage(err error) bool {
 	)
 	switch {
 	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verify):
-		return false
-	case errors.Is(err, objectstore.ErrThrottled), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
+		return ""
+	case errors.Is(err, objectstore.ErrThrottled):
+		return OutageThrottled
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
 		errors.Is(err, nats.ErrDisconnected), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return true
+		return OutageNATS
 	case errors.As(err, &apiStatus):
-		switch apiStatus.Status().Code {
-		case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return true
+		switch code := apiStatus.Status().Code; {
+		case code == http.StatusTooManyRequests:
+			return OutageThrottled
+		case code == http.StatusInternalServerError, code == http.StatusServiceUnavailable, code == http.StatusGatewayTimeout,
+			apierrors.IsServerTimeout(err), apierrors.IsTimeout(err):
+			return OutageUnavailable
 		}
-		return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
-	case errors.As(err, &netErr):
-		return true
+		return ""
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr):
+		return OutageUnreachable
 	}
-	return false
+	return ""
 }
 
 func retryAfterOf(err error) time.Duration {

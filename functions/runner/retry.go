@@ -25,19 +25,28 @@ func failingSince(msg jetstream.Msg) time.Time {
 	return t
 }
 
+// waitingSinceOf is when the event first failed because a dependency was away
+// (events.HeaderWaitingSince); zero if it has not.
+func waitingSinceOf(msg jetstream.Msg) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, msg.Headers().Get(events.HeaderWaitingSince))
+	return t
+}
+
 // scheduleRetry hands a failed event to the NATS server, which delivers a copy to this
 // function's redrive subject after delay; the caller then acknowledges the original. A
 // NAK with delay would do the same while holding one of the consumer's max-ack-pending slots
 // for the whole delay: enough failing events would starve every other one.
-func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uint64, since time.Time, delay time.Duration) error {
+func (w *Worker) scheduleRetry(ctx context.Context, msg jetstream.Msg, tried uint64, failingSince, waitingSince time.Time, delay time.Duration) error {
 	id := msg.Headers().Get("ce-id")
 	if id == "" {
 		return fmt.Errorf("event without ce-id")
 	}
 	retry := redriveMsg(w.fn.Name, msg.Headers(), msg.Data(), fmt.Sprintf("attempt/%s/%d", id, tried))
 	retry.Header.Set(events.HeaderAttempts, strconv.FormatUint(tried, 10))
-	if !since.IsZero() {
-		retry.Header.Set(events.HeaderFailingSince, since.UTC().Format(time.RFC3339Nano))
+	for header, t := range map[string]time.Time{events.HeaderFailingSince: failingSince, events.HeaderWaitingSince: waitingSince} {
+		if !t.IsZero() {
+			retry.Header.Set(header, t.UTC().Format(time.RFC3339Nano))
+		}
 	}
 	if f, ok := FireOf(ctx); ok {
 		retry.Header.Set(events.HeaderFiredAt, f.At.UTC().Format(time.RFC3339Nano))

@@ -24,6 +24,7 @@ type Worker struct {
 	metrics *metrics
 	log     *zap.Logger
 	objects *keyLock
+	waiting *waiting
 	// firstFetch and firstSettled end the startup's phases once.
 	firstFetch, firstSettled sync.Once
 	// From the consumer, once Run has bound it.
@@ -37,7 +38,14 @@ func NewWorker(js jetstream.JetStream, fn Function, reg prometheus.Registerer, o
 		return nil, err
 	}
 	o := workerOptionsOf(opts)
-	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name)), objects: newKeyLock()}, nil
+	// An event waiting on an outage comes back within the back-off's cap; one that does not
+	// for a few of those went to another replica.
+	waits := newWaiting(fn.Name, 3*o.backoffMax+time.Minute)
+	if reg != nil {
+		waits = register(reg, waits)
+	}
+	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name)), objects: newKeyLock(),
+		waiting: waits}, nil
 }
 
 // Run binds to the function's durable consumer, which `housekeeper setup` created, and
@@ -154,6 +162,16 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 	w.metrics.inFlight.WithLabelValues(w.fn.Name).Dec()
 
 	class, settled := settle(err)
+	outage, waitingSince := "", time.Time{}
+	if class == ClassUnavailable {
+		outage, waitingSince = outageOf(err), waitingSinceOf(msg)
+		if waitingSince.IsZero() {
+			waitingSince = start
+		}
+		w.waiting.wait(e.ID(), outage, waitingSince)
+	} else {
+		w.waiting.done(e.ID())
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// Shutting down: hand the event to another worker now.
@@ -187,7 +205,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 		delay := w.backoff(tried, err)
-		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, since, delay); schedErr != nil {
+		if schedErr := w.scheduleRetry(handlerCtx, msg, tried, since, waitingSince, delay); schedErr != nil {
 			log.Warn("cannot schedule the retry; holding the event instead", zap.Error(schedErr))
 			if nakErr := msg.NakWithDelay(delay); nakErr != nil {
 				log.Warn("nak failed; the event comes back after the ack wait", zap.Error(nakErr))
@@ -195,7 +213,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) {
 		} else {
 			w.ackConfirmed(ctx, log, msg, "ack not confirmed; the event may be delivered again besides its retry")
 		}
-		log.Info("will retry", zap.Duration("in", delay), zap.String("class", string(class)), zap.Error(err))
+		log.Info("will retry", zap.Duration("in", delay), zap.String("class", string(class)), zap.String("outage", outage), zap.Error(err))
 	}
 	w.metrics.handled.WithLabelValues(w.fn.Name, settled.outcome).Inc()
 }
