@@ -11,9 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/rest"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
@@ -123,12 +125,11 @@ func (c *Command) serve(ctx context.Context, proc *process.Process) error {
 	}}
 	// term runs one term as leader with a bridge of its own, whose metrics are withdrawn with it.
 	term := func(ctx context.Context) error {
-		metrics := &termRegistry{reg: reg}
-		defer metrics.unregister()
-		b, err := New(cfg, js, metrics, c.Bridge)
-		if err != nil {
-			return err
+		b, metrics := c.newBridge(ctx, cfg, js, reg, log)
+		if b == nil {
+			return nil // ctx ended
 		}
+		defer metrics.unregister()
 		leading.Store(b)
 		defer leading.Store(nil)
 		// The streams are `housekeeper setup`'s: the bridge publishes only once they exist.
@@ -157,6 +158,26 @@ func (c *Command) serve(ctx context.Context, proc *process.Process) error {
 		}
 	})
 	return g.Wait()
+}
+
+// newBridge builds a term's bridge, trying again while the API server does not answer the
+// lookups New makes (which of housekeeper's kinds it serves): a term can start just as it goes
+// away. It returns nil once ctx ends.
+func (c *Command) newBridge(ctx context.Context, cfg *rest.Config, js jetstream.JetStream, reg prometheus.Registerer, log *zap.Logger) (*Bridge, *termRegistry) {
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		metrics := &termRegistry{reg: reg}
+		b, err := New(cfg, js, metrics, c.Bridge)
+		if err == nil {
+			return b, metrics
+		}
+		metrics.unregister()
+		log.Warn("cannot start watching; trying again", zap.Duration("in", delay), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(delay):
+		}
+	}
 }
 
 // termRegistry registers a term's metrics on the process's registry and takes them off again
