@@ -98,6 +98,10 @@ var ErrBatchUnsupported = errors.New("batch delete not supported")
 // for concurrent use.
 type Batcher struct {
 	Size, Concurrency int
+	// Limit, when set, says the most keys the server takes in one batch (Swift: its /info);
+	// Size still caps it, and 0 means the server has no batch delete. It is asked at each
+	// DeleteKeys with more than one key, so it is the one to keep what it learns.
+	Limit func(ctx context.Context) int
 	// Batch deletes keys in one request, returning the keys that failed and whether any was not
 	// found; ErrBatchUnsupported when the server has no batch delete.
 	Batch func(ctx context.Context, keys []string) (failed map[string]error, notFound bool, err error)
@@ -147,6 +151,13 @@ func (b *Batcher) DeleteKeys(ctx context.Context, keys []string) (map[string]err
 		return failed, nil
 	}
 	size := b.Size
+	if b.Limit != nil && len(todo) > 1 && !b.unsupported.Load() {
+		if n := b.Limit(ctx); n < 1 {
+			b.unsupported.Store(true)
+		} else {
+			size = min(size, n)
+		}
+	}
 	if b.unsupported.Load() {
 		size = 1
 	}

@@ -89,3 +89,54 @@ func TestDeleteInBatches(t *testing.T) {
 		}
 	})
 }
+
+// A Batcher's batches hold at most what the server's Limit says (Size still caps it); a limit of
+// 0 means no batch delete at all, and a single key asks nothing.
+func TestBatcherTakesTheServersLimit(t *testing.T) {
+	keys := make([]string, 10)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%02d", i)
+	}
+	for _, tc := range []struct {
+		name       string
+		size, lim  int
+		wantSizes  []int
+		wantSingle int
+	}{
+		{"lower than Size", 8, 3, []int{3, 3, 3}, 1}, // a batch of one is a single delete
+		{"higher than Size", 4, 100, []int{2, 4, 4}, 0},
+		{"no batch delete", 4, 0, nil, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var sizes []int
+			singles, asked := 0, 0
+			b := &objectstore.Batcher{Size: tc.size, Concurrency: 2,
+				Limit: func(context.Context) int { asked++; return tc.lim }, // asked before any batch starts
+				Batch: func(_ context.Context, batch []string) (map[string]error, bool, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					sizes = append(sizes, len(batch))
+					return nil, false, nil
+				},
+				One: func(context.Context, string) (bool, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					singles++
+					return false, nil
+				},
+				Bucket: func(context.Context) error { return nil },
+			}
+			if failed, err := b.DeleteKeys(context.Background(), keys); err != nil || failed != nil {
+				t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+			}
+			slices.Sort(sizes)
+			if !slices.Equal(sizes, tc.wantSizes) || singles != tc.wantSingle {
+				t.Errorf("batches of %v and %d single deletes, want %v and %d", sizes, singles, tc.wantSizes, tc.wantSingle)
+			}
+			if _, err := b.DeleteKeys(context.Background(), keys[:1]); err != nil || asked != 1 {
+				t.Errorf("deleting one key: %v, the limit asked %d times in all, want once (for the first call)", err, asked)
+			}
+		})
+	}
+}

@@ -3,6 +3,9 @@ package objectstore
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,7 +30,8 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrBucketNotFound: the bucket does not exist.
 	ErrBucketNotFound = errors.New("bucket not found")
-	// ErrThrottled: the store asks to slow down (HTTP 429, 503 ServerBusy); retry later.
+	// ErrThrottled: the store asks to slow down (HTTP 429, 503 ServerBusy); retry later. When
+	// it says how much later, the error is a [ThrottledError].
 	ErrThrottled = errors.New("throttled")
 	// ErrObjectLocked: the store refuses to delete an object (version) that object lock
 	// protects — a retention period that has not ended, or a legal hold (S3). Retrying does not
@@ -112,4 +116,79 @@ func (e *ResponseError) Unwrap() []error {
 		}
 	}
 	return errs
+}
+
+// MaxRetryAfter caps the delay a store's Retry-After asks for: a longer one is more likely a
+// store's or a proxy's mistake than a plan, and the event would sit unseen for all of it.
+const MaxRetryAfter = 5 * time.Minute
+
+// ThrottledError is ErrThrottled (errors.Is matches it) with the delay the store asked for
+// before the next try: its answer's Retry-After, at most MaxRetryAfter.
+type ThrottledError struct {
+	RetryAfter time.Duration
+	// Err is the store's answer when nothing else wraps it; nil inside a ResponseError.
+	Err error
+}
+
+func (e *ThrottledError) Error() string {
+	msg := fmt.Sprintf("%s, retry after %s", ErrThrottled, e.RetryAfter)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ThrottledError) Is(target error) bool { return target == ErrThrottled }
+func (e *ThrottledError) Unwrap() error        { return e.Err }
+
+// Throttled is the sentinel of a throttling answer with headers h: a *ThrottledError when they
+// say how long to wait ([RetryAfter]), ErrThrottled otherwise.
+func Throttled(h http.Header) error {
+	if d := RetryAfter(h); d > 0 {
+		return &ThrottledError{RetryAfter: d}
+	}
+	return ErrThrottled
+}
+
+// RetryAfter is the delay an answer's headers ask for: Retry-After in seconds or as an HTTP
+// date, or the milliseconds of x-ms-retry-after-ms or retry-after-ms (Azure's), first found
+// first. It is at most MaxRetryAfter; 0 when they ask for none, or for one that is not a
+// number, not a date, or not in the future.
+func RetryAfter(h http.Header) time.Duration { return retryAfter(h, time.Now()) }
+
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	for _, name := range []string{"x-ms-retry-after-ms", "retry-after-ms"} {
+		if v := strings.TrimSpace(h.Get(name)); v != "" {
+			return delay(v, time.Millisecond)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), MaxRetryAfter)
+	}
+	return delay(v, time.Second)
+}
+
+// delay is v units, capped at MaxRetryAfter; 0 for a v that is no positive whole number.
+func delay(v string, unit time.Duration) time.Duration {
+	n, err := strconv.ParseUint(v, 10, 64)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		return MaxRetryAfter
+	case err != nil:
+		return 0
+	}
+	return time.Duration(min(n, uint64(MaxRetryAfter/unit))) * unit
+}
+
+// RetryAfterOf is the delay the first ThrottledError in err's tree asks for; 0 for none.
+func RetryAfterOf(err error) time.Duration {
+	var te *ThrottledError
+	if errors.As(err, &te) {
+		return min(max(te.RetryAfter, 0), MaxRetryAfter)
+	}
+	return 0
 }

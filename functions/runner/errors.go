@@ -148,10 +148,12 @@ func outageOf(err error) string {
 	return ""
 }
 
+// retryAfterOf is the delay err asks for before the next try: its Error's RetryAfter, else the
+// delay a throttling object store asked for (0: none, the backoff decides).
 func retryAfterOf(err error) time.Duration {
 	var e *Error
-	if errors.As(err, &e) {
+	if errors.As(err, &e) && e.RetryAfter > 0 {
 		return e.RetryAfter
 	}
-	return 0
+	return objectstore.RetryAfterOf(err)
 }

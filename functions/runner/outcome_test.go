@@ -97,3 +97,32 @@ func TestOutagesAreUnavailableOtherFailuresKeepTheirClass(t *testing.T) {
 		}
 	}
 }
+
+// A store that throttles and says how long to wait is an outage retried after that delay; a
+// delay the handler set itself comes first.
+func TestThrottledStoresSetTheDelay(t *testing.T) {
+	throttled := fmt.Errorf("bucket %q: list: %w", "b", &objectstore.ResponseError{
+		Sentinel: &objectstore.ThrottledError{RetryAfter: 20 * time.Second}, Status: http.StatusServiceUnavailable, Code: "SlowDown"})
+	for _, tc := range []struct {
+		name      string
+		err       error
+		class     Class
+		wantDelay time.Duration
+	}{
+		{"as the store answered", throttled, ClassUnavailable, 20 * time.Second},
+		{"classified retryable", Retryable(throttled), ClassUnavailable, 20 * time.Second},
+		{"the handler's own delay", RetryAfter(time.Minute, throttled), ClassUnavailable, time.Minute},
+		{"without Retry-After", Retryable(fmt.Errorf("put: %w", objectstore.ErrThrottled)), ClassUnavailable, 0},
+	} {
+		if got := ClassOf(tc.err); got != tc.class {
+			t.Errorf("%s: class %q, want %q", tc.name, got, tc.class)
+		}
+		if got := retryAfterOf(tc.err); got != tc.wantDelay {
+			t.Errorf("%s: delay %s, want %s", tc.name, got, tc.wantDelay)
+		}
+	}
+	w := &Worker{opts: workerOptionsOf(nil)}
+	if got := w.backoff(1, throttled); got != 20*time.Second {
+		t.Errorf("the worker's backoff for a store asking for 20s: %s", got)
+	}
+}

@@ -27,6 +27,11 @@ const (
 	SwiftRegion           = "RegionOne"
 )
 
+// SwiftMaxDeletesPerRequest is the proxy's bulk delete limit (its /info shows it): below
+// Swift's default of 10,000 and housekeeper's own 1,000, so that a test shows which one a bulk
+// delete heeds.
+const SwiftMaxDeletesPerRequest = 100
+
 // Swift is a running OpenStack Swift — proxy, account, container and object servers on one
 // single-replica ring, memcached — behind a running Keystone (v3, under uwsgi), all on free
 // loopback ports. The proxy authenticates with Keystone's tokens (keystonemiddleware) and is
@@ -212,6 +217,7 @@ use = egg:swift#memcache
 memcache_servers = ` + memcache + `
 [filter:bulk]
 use = egg:swift#bulk
+max_deletes_per_request = ` + strconv.Itoa(SwiftMaxDeletesPerRequest) + `
 [filter:authtoken]
 paste.filter_factory = keystonemiddleware.auth_token:filter_factory
 www_authenticate_uri = http://127.0.0.1:` + strconv.Itoa(ports["keystone"]) + `/v3

@@ -75,7 +75,7 @@ func armSentinel(re *azcore.ResponseError) error {
 		code == "TooManyStorageAccounts":
 		return objectstore.ErrQuotaExceeded
 	case re.StatusCode == http.StatusTooManyRequests, code == "RequestLimitExceeded":
-		return objectstore.ErrThrottled
+		return objectstore.Throttled(headerOf(re))
 	case code == "StorageAccountAlreadyTaken":
 		return objectstore.ErrInvalidBucketName // another subscription owns the account name
 	case re.StatusCode == http.StatusNotFound:

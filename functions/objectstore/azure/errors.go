@@ -11,8 +11,9 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
-// classify maps an Azure error response to the objectstore sentinels. Other errors
-// (transport failures, a cancelled context) are returned as they are.
+// classify maps an Azure error response to the objectstore sentinels; a throttling answer
+// keeps the delay its Retry-After asks for. Other errors (transport failures, a cancelled
+// context) are returned as they are.
 func classify(err error) error {
 	var re *azcore.ResponseError
 	if err == nil || !errors.As(err, &re) {
@@ -34,11 +35,19 @@ func sentinelFor(re *azcore.ResponseError) error {
 		return objectstore.ErrObjectLocked
 	case re.StatusCode == http.StatusTooManyRequests, re.StatusCode == http.StatusServiceUnavailable,
 		code == bloberror.ServerBusy:
-		return objectstore.ErrThrottled
+		return objectstore.Throttled(headerOf(re))
 	case code == bloberror.InvalidResourceName && re.StatusCode == http.StatusBadRequest:
 		return objectstore.ErrInvalidBucketName
 	}
 	return nil
+}
+
+// headerOf is the headers of the answer re is about; nil when there is none.
+func headerOf(re *azcore.ResponseError) http.Header {
+	if re.RawResponse == nil {
+		return nil
+	}
+	return re.RawResponse.Header
 }
 
 // authenticationFailed tells a rejected signature (a wrong storage key) from a refused

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -79,5 +80,44 @@ func TestClassify(t *testing.T) {
 	plain := errors.New("dial tcp: connection refused")
 	if got := classify(plain); got != plain {
 		t.Errorf("classify changed a transport error: %v", got)
+	}
+}
+
+// ServerBusy and 429 keep the delay their answer asks for, for the runner's next try; Azure's
+// x-ms-retry-after-ms says it in milliseconds.
+func TestClassifyKeepsRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		code   string
+		header http.Header
+		want   time.Duration
+	}{
+		{"server busy", 503, "ServerBusy", http.Header{"Retry-After": {"15"}}, 15 * time.Second},
+		{"429", 429, "", http.Header{"Retry-After": {"2"}}, 2 * time.Second},
+		{"milliseconds", 503, "ServerBusy", http.Header{"X-Ms-Retry-After-Ms": {"1500"}}, 1500 * time.Millisecond},
+		{"HTTP date", 503, "ServerBusy", http.Header{"Retry-After": {time.Now().Add(time.Minute).UTC().Format(http.TimeFormat)}}, time.Minute},
+		{"none", 503, "ServerBusy", http.Header{}, 0},
+		{"invalid", 503, "ServerBusy", http.Header{"Retry-After": {"later"}}, 0},
+		{"absurd", 429, "", http.Header{"Retry-After": {"100000"}}, objectstore.MaxRetryAfter},
+		{"not throttled", 500, "InternalError", http.Header{"Retry-After": {"15"}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := responseErr(tc.status, "", tc.code)
+			var re *azcore.ResponseError
+			errors.As(raw, &re)
+			for k, v := range tc.header {
+				re.RawResponse.Header[k] = v
+			}
+			err := classify(raw)
+			got := objectstore.RetryAfterOf(err)
+			// An HTTP date has whole seconds: the delay it leaves is up to a second short.
+			if got > tc.want || got < tc.want-time.Second || (tc.want == 0) != (got == 0) {
+				t.Errorf("RetryAfterOf(%v) = %s, want %s", err, got, tc.want)
+			}
+			if throttled := tc.code != "InternalError"; errors.Is(err, objectstore.ErrThrottled) != throttled {
+				t.Errorf("errors.Is(%v, ErrThrottled) = %v, want %v", err, !throttled, throttled)
+			}
+		})
 	}
 }

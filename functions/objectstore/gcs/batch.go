@@ -102,7 +102,7 @@ func (s *store) sendBatch(ctx context.Context, keys []string) (failed map[string
 		case a.status == http.StatusNotFound:
 			notFound = true
 		default:
-			err := fmt.Errorf("gcs: bucket %q: delete %q: %w", s.name, k, responseError(a.status, a.reason, nil))
+			err := fmt.Errorf("gcs: bucket %q: delete %q: %w", s.name, k, responseError(a.status, a.reason, nil, nil))
 			if objectstore.AffectsEveryKey(err) {
 				return nil, false, err
 			}

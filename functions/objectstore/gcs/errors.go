@@ -36,7 +36,7 @@ func classify(err error) error {
 	if len(ge.Errors) > 0 {
 		reason = ge.Errors[0].Reason
 	}
-	return responseError(ge.Code, reason, err)
+	return responseError(ge.Code, reason, ge.Header, err)
 }
 
 // meaningOf is the sentinel of a GCS answer's status and reason, nil for none.
@@ -57,9 +57,13 @@ func meaningOf(status int, reason string) error {
 }
 
 // responseError is a GCS answer's error (the library's is cause, nil inside a batch answer);
-// its message is left out: it may quote a service account's address.
-func responseError(status int, reason string, cause error) error {
+// its message is left out: it may quote a service account's address. A throttling answer keeps
+// the delay its headers ask for (Retry-After).
+func responseError(status int, reason string, header http.Header, cause error) error {
 	e := &objectstore.ResponseError{Sentinel: meaningOf(status, reason), Status: status, Code: reason, Cause: cause}
+	if e.Sentinel == objectstore.ErrThrottled {
+		e.Sentinel = objectstore.Throttled(header)
+	}
 	if errors.Is(e.Sentinel, objectstore.ErrObjectLocked) {
 		e.Hint = "the bucket's retention policy keeps it"
 	}

@@ -11,19 +11,27 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
-// classify maps an S3 error response to the objectstore sentinels. Other errors (transport
-// failures, a cancelled context) are returned as they are.
+// classify maps an S3 error response to the objectstore sentinels; a throttling answer keeps
+// the delay its Retry-After asks for. Other errors (transport failures, a cancelled context)
+// are returned as they are.
 func classify(err error) error {
 	var ae smithy.APIError
 	if err == nil || !errors.As(err, &ae) {
 		return err
 	}
 	status := 0
+	var header http.Header
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		status = re.HTTPStatusCode()
+		if re.Response != nil && re.Response.Response != nil {
+			header = re.Response.Header
+		}
 	}
 	m := meaningOf(status, ae.ErrorCode(), ae.ErrorMessage())
+	if m.sentinel == objectstore.ErrThrottled {
+		m.sentinel = objectstore.Throttled(header) // SlowDown's Retry-After, when the store sends one
+	}
 	return &objectstore.ResponseError{Sentinel: m.sentinel, Status: status, Code: ae.ErrorCode(), Hint: m.hint, Cause: err}
 }
 

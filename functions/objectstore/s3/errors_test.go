@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -63,5 +64,39 @@ func TestClassify(t *testing.T) {
 	}
 	if err := keyError("AccessDenied", "Access Denied because object protected by object lock."); !errors.Is(err, objectstore.ErrObjectLocked) {
 		t.Errorf("keyError of a locked version = %v, want ErrObjectLocked", err)
+	}
+}
+
+// SlowDown and 429 keep the delay their Retry-After asks for, for the runner's next try.
+func TestClassifyKeepsRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		status     int
+		code       string
+		retryAfter string
+		want       time.Duration
+	}{
+		{503, "SlowDown", "20", 20 * time.Second},
+		{429, "", "3", 3 * time.Second},
+		{503, "SlowDown", "", 0},
+		{503, "SlowDown", "-1", 0},
+		{503, "SlowDown", "3600", objectstore.MaxRetryAfter},
+		{500, "InternalError", "20", 0}, // no throttling: nothing to wait for
+	} {
+		t.Run(fmt.Sprintf("%d-%s-%s", tc.status, tc.code, tc.retryAfter), func(t *testing.T) {
+			raw := responseErr(tc.status, tc.code, "")
+			var re *awshttp.ResponseError
+			errors.As(raw, &re)
+			re.Response.Header = http.Header{}
+			if tc.retryAfter != "" {
+				re.Response.Header.Set("Retry-After", tc.retryAfter)
+			}
+			err := classify(raw)
+			if got := objectstore.RetryAfterOf(err); got != tc.want {
+				t.Errorf("RetryAfterOf(%v) = %s, want %s", err, got, tc.want)
+			}
+			if throttled := tc.code != "InternalError"; errors.Is(err, objectstore.ErrThrottled) != throttled {
+				t.Errorf("errors.Is(%v, ErrThrottled) = %v, want %v", err, !throttled, throttled)
+			}
+		})
 	}
 }

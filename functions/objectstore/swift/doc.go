@@ -19,7 +19,19 @@
 //
 // Nothing is sent when a store is opened: the first request authenticates, and a token that
 // expires is renewed. Lists page through the container (1000 names a page). Deletes use the
-// bulk middleware, 1000 names a request, several at once, and every per-name error in its
-// answer is read; a proxy without bulk delete gets one request per object. Swift deletes only
-// empty containers: Delete empties the container first.
+// bulk middleware, several requests at once, and every per-name error in its answer is read.
+//
+// A bulk delete holds as many names as the proxy takes, at most 1000: the store reads the
+// proxy's /info (its capabilities; no token is sent) at its first bulk delete and keeps
+// bulk_delete's max_deletes_per_request and max_failed_deletes (a bulk delete stops at that
+// many failures, leaving the names after them unanswered; a batch no larger never is). A proxy
+// whose /info lists no bulk_delete offers none: one delete request per object, as for a proxy
+// that answers a bulk delete with 404, 405, 501 or an account update's 204. A proxy whose
+// /info cannot be read (hidden by expose_info = false, unreachable, not Swift's) gets 1000 a
+// request, the limit Swift's default of 10,000 allows; should it take fewer, it refuses the
+// request with its maximum (413 "Maximum Bulk Deletes: N per request"), and the store sends
+// those names again N at a time and keeps N. Names a bulk delete stopped before answering for
+// are reported failed, not deleted.
+//
+// Swift deletes only empty containers: Delete empties the container first.
 package swift

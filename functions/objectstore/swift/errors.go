@@ -19,7 +19,11 @@ func classify(err error) error {
 	if !errors.As(err, &ue) {
 		return err
 	}
-	return &objectstore.ResponseError{Sentinel: meaningOf(ue.Actual), Status: ue.Actual, Cause: err}
+	sentinel := meaningOf(ue.Actual)
+	if sentinel == objectstore.ErrThrottled {
+		sentinel = objectstore.Throttled(ue.ResponseHeader) // a 503's Retry-After, when sent
+	}
+	return &objectstore.ResponseError{Sentinel: sentinel, Status: ue.Actual, Cause: err}
 }
 
 func meaningOf(status int) error {

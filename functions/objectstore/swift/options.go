@@ -2,8 +2,9 @@ package swift
 
 import "net/http"
 
-// MaxBulkDelete is how many names DeleteKeys puts into one bulk delete (Swift accepts up to
-// 10,000 by default; a smaller request keeps each one short).
+// MaxBulkDelete is the most names DeleteKeys puts into one bulk delete: fewer when the proxy's
+// /info says it takes fewer (bulk_delete's max_deletes_per_request or max_failed_deletes), and
+// no more when it takes more (Swift's default is 10,000; a smaller request keeps each one short).
 const MaxBulkDelete = 1000
 
 // MaxListPage is the most names one list request asks for.

@@ -78,7 +78,8 @@ func (p *Provider) Open(bucket string, data map[string][]byte) (objectstore.Stor
 		return nil, err
 	}
 	s := &store{name: bucket, region: p.region, auth: auth, http: httpClient, opts: p.opts}
-	s.deletes = &objectstore.Batcher{Size: p.opts.batchSize, Concurrency: p.opts.deleteConcurrency, Batch: s.bulkDelete, One: s.deleteOne, Bucket: s.container}
+	s.deletes = &objectstore.Batcher{Size: p.opts.batchSize, Concurrency: p.opts.deleteConcurrency, Limit: s.bulkLimit,
+		Batch: s.bulkDelete, One: s.deleteOne, Bucket: s.container}
 	return s, nil
 }
 

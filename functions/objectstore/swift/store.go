@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,10 @@ type store struct {
 
 	mu     sync.Mutex
 	client *gophercloud.ServiceClient // once authenticated
+
+	limitMu    sync.Mutex
+	limit      int  // names a bulk delete holds (0: no bulk delete), once
+	limitKnown bool // read from /info or learnt from a refusal
 }
 
 var _ objectstore.Store = (*store)(nil)
@@ -129,10 +135,10 @@ func (s *store) List(ctx context.Context, prefix string, fn func(keys []string) 
 	return nil
 }
 
-// DeleteKeys deletes keys with bulk deletes of up to 1000 names, up to the configured number at
-// once, and reads every per-name error in the answers (objectstore.Batcher): a name not found
-// counts as deleted once the container is known to be there. A proxy without bulk delete gets
-// one request per object from then on.
+// DeleteKeys deletes keys with bulk deletes of as many names as the proxy takes (its /info, at
+// most MaxBulkDelete), up to the configured number at once, and reads every per-name error in
+// the answers (objectstore.Batcher): a name not found counts as deleted once the container is
+// known to be there. A proxy without bulk delete gets one request per object from then on.
 func (s *store) DeleteKeys(ctx context.Context, keys []string) (map[string]error, error) {
 	return s.deletes.DeleteKeys(ctx, keys)
 }
@@ -178,16 +184,24 @@ func (s *store) bulkDelete(ctx context.Context, keys []string) (failed map[strin
 		return nil, false, err
 	}
 	out, err := objects.BulkDelete(ctx, c, s.name, keys).Extract()
+	// 204: a proxy without the bulk middleware took the POST for an account update (of nothing).
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) || gophercloud.ResponseCodeIs(err, http.StatusMethodNotAllowed) ||
-		gophercloud.ResponseCodeIs(err, http.StatusNotImplemented) {
+		gophercloud.ResponseCodeIs(err, http.StatusNotImplemented) || gophercloud.ResponseCodeIs(err, http.StatusNoContent) {
 		return nil, false, objectstore.ErrBatchUnsupported
 	}
 	op := fmt.Sprintf("delete %d objects", len(keys))
 	if err != nil {
 		return nil, false, s.errorf(op, err)
 	}
+	// More names than the proxy takes, which its /info did not say: it names its maximum, kept
+	// for the next bulk deletes; these keys go again in bulk deletes that small.
+	if n := refusedMax(out.ResponseStatus, out.ResponseBody); n > 0 && n < len(keys) {
+		s.lowerBulkLimit(n)
+		return s.bulkDeleteEach(ctx, keys, n)
+	}
 	notFound = out.NumberNotFound > 0
 	failed = map[string]error{}
+	named := map[string]bool{}
 	prefix := s.name + "/"
 	for _, e := range out.Errors {
 		if len(e) != 2 {
@@ -199,6 +213,7 @@ func (s *store) bulkDelete(ctx context.Context, keys []string) (failed map[strin
 			name = unescaped
 		}
 		key := strings.TrimPrefix(strings.TrimPrefix(name, "/"), prefix)
+		named[key] = true
 		if strings.HasPrefix(status, "404") {
 			notFound = true
 			continue
@@ -208,6 +223,32 @@ func (s *store) bulkDelete(ctx context.Context, keys []string) (failed map[strin
 	// A bulk delete whose request failed as a whole says so in its status, with no errors.
 	if len(out.Errors) == 0 && out.ResponseStatus != "" && !strings.HasPrefix(out.ResponseStatus, "200") {
 		return nil, false, fmt.Errorf("swift: container %q: %s: %w", s.name, op, statusError(out.ResponseStatus))
+	}
+	// One that met max_failed_deletes failures stopped there: the names it did not answer for
+	// (it counts the deleted ones without naming them) may still be there.
+	if out.NumberDeleted+out.NumberNotFound+len(out.Errors) < len(keys) {
+		for _, k := range keys {
+			if !named[k] {
+				failed[k] = fmt.Errorf("swift: container %q: delete %q: %w", s.name, k, errBulkStopped)
+			}
+		}
+	}
+	return failed, notFound, nil
+}
+
+// errBulkStopped: a bulk delete ended before it answered for every name.
+var errBulkStopped = errors.New("the bulk delete stopped before answering for it (the proxy's max_failed_deletes); not known to be deleted")
+
+// bulkDeleteEach deletes keys with bulk deletes of n names, one after another.
+func (s *store) bulkDeleteEach(ctx context.Context, keys []string, n int) (map[string]error, bool, error) {
+	failed, notFound := map[string]error{}, false
+	for chunk := range slices.Chunk(keys, n) {
+		f, nf, err := s.bulkDelete(ctx, chunk)
+		if err != nil {
+			return nil, false, err
+		}
+		maps.Copy(failed, f)
+		notFound = notFound || nf
 	}
 	return failed, notFound, nil
 }

@@ -23,10 +23,12 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
-// counter counts requests by method and path kind.
+// counter counts requests by method and path kind; info, when set, answers the proxy's /info
+// in its place (status and body), as a proxy configured otherwise would.
 type counter struct {
-	mu  sync.Mutex
-	ops map[string]int
+	mu   sync.Mutex
+	ops  map[string]int
+	info func() (int, string)
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -36,6 +38,8 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 		op = "bulk delete"
 	case strings.HasSuffix(r.URL.Path, "/auth/tokens"):
 		op = "token"
+	case r.URL.Path == "/info":
+		op = "info"
 	}
 	c.mu.Lock()
 	if c.ops == nil {
@@ -43,6 +47,11 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	c.ops[op]++
 	c.mu.Unlock()
+	if op == "info" && c.info != nil {
+		status, body := c.info()
+		return &http.Response{StatusCode: status, Status: http.StatusText(status), Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
@@ -144,30 +153,67 @@ func TestSwift(t *testing.T) {
 		}
 	})
 	t.Run("DeleteKeysInBulks", func(t *testing.T) {
-		// Bulk deletes of at most the batch size: 250 keys in batches of 100 are three. (Swift's
-		// Python servers write a few hundred objects a second here: few keys, small batches.)
+		// Bulk deletes of at most what the proxy's /info says it takes: the stack's proxy takes
+		// 100 names (max_deletes_per_request), not housekeeper's own 1000, so 250 keys are three
+		// bulk deletes, and /info is read once. (Swift's Python servers write a few hundred
+		// objects a second here: few keys, small batches.)
 		c := &counter{}
-		s := open(t, swift.New(swift.WithTransport(c), swift.WithBatchSize(100)), "delete-keys-in-bulks", password)
-		if err := s.Create(testCtx(t)); err != nil {
-			t.Fatal(err)
-		}
-		keys := make([]string, 250)
-		for i := range keys {
-			keys[i] = fmt.Sprintf("entry/etcd-main/v2/Full-%05d", i)
-		}
-		storetest.PutAll(t, s, append(slices.Clone(keys), "other/keep"))
-		if got := storetest.ListAll(t, s, "entry/"); !slices.Equal(got, keys) {
-			t.Fatalf("listed %d names, want the %d written in order", len(got), len(keys))
-		}
-		failed, err := s.DeleteKeys(testCtx(t), keys)
+		s := open(t, swift.New(swift.WithTransport(c)), "delete-keys-in-bulks", password)
+		keys := putForDelete(t, s, 250)
+		failed, err := s.DeleteKeys(testCtx(t), keys[:200])
 		if err != nil || failed != nil {
 			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
 		}
+		if failed, err := s.DeleteKeys(testCtx(t), keys[200:]); err != nil || failed != nil {
+			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+		}
 		if n, single := c.count("bulk delete"), c.count(http.MethodDelete); n != 3 || single != 0 {
-			t.Errorf("%d bulk deletes and %d single deletes for 250 keys in batches of 100, want 3 and 0", n, single)
+			t.Errorf("%d bulk deletes and %d single deletes for 200 and 50 keys, the proxy taking %d a request; want 3 and 0", n, single, stack.SwiftMaxDeletesPerRequest)
+		}
+		if n := c.count("info"); n != 1 {
+			t.Errorf("/info read %d times, want once (the store keeps its limit)", n)
 		}
 		if n := c.count("token"); n != 1 {
 			t.Errorf("%d token requests, want 1 (the store authenticates once)", n)
+		}
+		if got := storetest.ListAll(t, s, ""); !slices.Equal(got, []string{"other/keep"}) {
+			t.Errorf("left %d objects, want only other/keep", len(got))
+		}
+	})
+	t.Run("DeleteKeysWithoutInfo", func(t *testing.T) {
+		// A proxy that hides /info gets bulk deletes of 1000 names; the real proxy refuses one
+		// larger than it takes, naming its maximum, which the store keeps: the refused keys go
+		// again in bulk deletes that small, and so do the next call's.
+		c := &counter{info: func() (int, string) { return http.StatusForbidden, "" }}
+		s := open(t, swift.New(swift.WithTransport(c)), "delete-keys-without-info", password)
+		keys := putForDelete(t, s, 250)
+		if failed, err := s.DeleteKeys(testCtx(t), keys[:150]); err != nil || failed != nil {
+			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+		}
+		if n := c.count("bulk delete"); n != 3 {
+			t.Errorf("%d bulk deletes for 150 keys, want 3: one refused, then 100 and 50", n)
+		}
+		if failed, err := s.DeleteKeys(testCtx(t), keys[150:]); err != nil || failed != nil {
+			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+		}
+		if n, single, info := c.count("bulk delete"), c.count(http.MethodDelete), c.count("info"); n != 4 || single != 0 || info != 1 {
+			t.Errorf("%d bulk deletes, %d single deletes and %d /info reads in all; want 4, 0 and 1 (the second call's 100 keys in one)", n, single, info)
+		}
+		if got := storetest.ListAll(t, s, ""); !slices.Equal(got, []string{"other/keep"}) {
+			t.Errorf("left %d objects, want only other/keep", len(got))
+		}
+	})
+	t.Run("DeleteKeysWithoutBulk", func(t *testing.T) {
+		// A proxy whose /info lists no bulk_delete offers none: one delete per object, no bulk
+		// delete tried.
+		c := &counter{info: func() (int, string) { return http.StatusOK, `{"swift":{"version":"2.30.1"}}` }}
+		s := open(t, swift.New(swift.WithTransport(c)), "delete-keys-without-bulk", password)
+		keys := putForDelete(t, s, 20)
+		if failed, err := s.DeleteKeys(testCtx(t), keys); err != nil || failed != nil {
+			t.Fatalf("DeleteKeys: failed=%v err=%v", failed, err)
+		}
+		if n, single := c.count("bulk delete"), c.count(http.MethodDelete); n != 0 || single != len(keys) {
+			t.Errorf("%d bulk deletes and %d single deletes for %d keys, want 0 and %d", n, single, len(keys), len(keys))
 		}
 		if got := storetest.ListAll(t, s, ""); !slices.Equal(got, []string{"other/keep"}) {
 			t.Errorf("left %d objects, want only other/keep", len(got))
@@ -190,6 +236,24 @@ func TestSwift(t *testing.T) {
 			t.Errorf("requests were sent: %v", c.ops)
 		}
 	})
+}
+
+// putForDelete creates the store's container and writes n keys to delete, listed in order, and
+// other/keep.
+func putForDelete(t *testing.T, s objectstore.Store, n int) []string {
+	t.Helper()
+	if err := s.Create(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("entry/etcd-main/v2/Full-%05d", i)
+	}
+	storetest.PutAll(t, s, append(slices.Clone(keys), "other/keep"))
+	if got := storetest.ListAll(t, s, "entry/"); !slices.Equal(got, keys) {
+		t.Fatalf("listed %d names, want the %d written in order", len(got), len(keys))
+	}
+	return keys
 }
 
 // etcd-backup-restore writes a snapshot to Swift as a dynamic large object: segments and a
