@@ -239,3 +239,81 @@ func eventually(t *testing.T, reg *prometheus.Registry, what string, want map[st
 		return matches(got, want), fmt.Sprint(got)
 	})
 }
+
+// The leading bridge, as its own NATS identity, re-drives a transient dead letter (its retry
+// budget spent) to its function once the API server answers, and leaves a permanent one.
+func TestBridgeRedrivesTransientDeadLettersAsItsOwnIdentity(t *testing.T) {
+	dir := t.TempDir()
+	n, issued, err := natsauth.Start(filepath.Join(dir, "nats"), natsconn.FormConfig, cli.Permissions(), true, nil)
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	t.Cleanup(n.Stop)
+	as := func(identity string) jetstream.JetStream {
+		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "test-"+identity, zap.NewNop())
+		if err != nil {
+			t.Fatalf("%s: %v", identity, err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := natsconn.NewJetStream(nc, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, as(events.IdentitySetup)); err != nil {
+		t.Fatal(err)
+	}
+	bridgeJS, bucketJS, operatorJS := as(events.IdentityBridge), as("bucket"), as(events.IdentityOperator)
+	for seq, cause := range map[int]string{1: events.CauseTransient, 2: events.CausePermanent} {
+		m := nats.NewMsg(events.DeadLetterSubject("bucket"))
+		m.Header.Set("ce-id", fmt.Sprintf("event-%d", seq))
+		m.Header.Set("ce-type", events.TypeBucketCreated)
+		m.Header.Set(events.HeaderFunction, "bucket")
+		m.Header.Set(events.HeaderCause, cause)
+		m.Header.Set(events.HeaderReason, cause+": test")
+		m.Header.Set(events.HeaderFailedAt, time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano))
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("bucket/%d", seq))
+		m.Data = []byte("{}")
+		if _, err := bucketJS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	synced := false
+	r := &stateReader{js: bridgeJS, metrics: newStateMetrics(reg), interval: 100 * time.Millisecond, log: zaptest.NewLogger(t),
+		synced:  func() bool { return synced },
+		redrive: func(ctx context.Context) (int, error) { return runner.RedriveTransient(ctx, bridgeJS, time.Minute) }}
+	// Not synced (the API server away): nothing is re-driven.
+	s, err := readState(ctx, bridgeJS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.redriveTransient(ctx, s)
+	if dls, err := runner.ListDeadLetters(ctx, operatorJS, "bucket"); err != nil || len(dls) != 2 {
+		t.Fatalf("while the API server is away: %d dead letters (%v), want both kept", len(dls), err)
+	}
+	synced = true
+	r.redriveTransient(ctx, s)
+	dls, err := runner.ListDeadLetters(ctx, operatorJS, "bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].Cause != events.CausePermanent {
+		t.Fatalf("dead letters left %+v, want only the permanent one", dls)
+	}
+	stream, err := operatorJS.Stream(ctx, events.RecordStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(events.RedriveSubject("bucket")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Subjects[events.RedriveSubject("bucket")]; got != 1 {
+		t.Errorf("%d events re-driven to the bucket function, want the transient one", got)
+	}
+}
