@@ -30,29 +30,9 @@ import (
 // pending purges — scheduled as the entry function schedules them, rescheduled, fired — with
 // the earliest due time, and when the last purge completed. Leadership lost, it withdraws them.
 func TestStateMetricsReadFromNATS(t *testing.T) {
-	dir := t.TempDir()
-	n, issued, err := natsauth.Start(filepath.Join(dir, "nats"), natsconn.FormConfig, cli.Permissions(), true, nil)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	t.Cleanup(n.Stop)
-	as := func(identity string) jetstream.JetStream {
-		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "test-"+identity, zap.NewNop())
-		if err != nil {
-			t.Fatalf("%s: %v", identity, err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := natsconn.NewJetStream(nc, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
+	as := startAuthorizingNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := events.EnsureStreams(ctx, as(events.IdentitySetup)); err != nil {
-		t.Fatal(err)
-	}
 	bridgeJS, entryJS, purgeJS, bucketJS, operatorJS := as(events.IdentityBridge), as("entry"), as("purge"), as("bucket"), as(events.IdentityOperator)
 
 	reg := prometheus.NewRegistry()
@@ -243,29 +223,9 @@ func eventually(t *testing.T, reg *prometheus.Registry, what string, want map[st
 // The leading bridge, as its own NATS identity, re-drives a transient dead letter (its retry
 // budget spent) to its function once the API server answers, and leaves a permanent one.
 func TestBridgeRedrivesTransientDeadLettersAsItsOwnIdentity(t *testing.T) {
-	dir := t.TempDir()
-	n, issued, err := natsauth.Start(filepath.Join(dir, "nats"), natsconn.FormConfig, cli.Permissions(), true, nil)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	t.Cleanup(n.Stop)
-	as := func(identity string) jetstream.JetStream {
-		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "test-"+identity, zap.NewNop())
-		if err != nil {
-			t.Fatalf("%s: %v", identity, err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := natsconn.NewJetStream(nc, zap.NewNop())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
+	as := startAuthorizingNATS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := events.EnsureStreams(ctx, as(events.IdentitySetup)); err != nil {
-		t.Fatal(err)
-	}
 	bridgeJS, bucketJS, operatorJS := as(events.IdentityBridge), as("bucket"), as(events.IdentityOperator)
 	for seq, cause := range map[int]string{1: events.CauseTransient, 2: events.CausePermanent} {
 		m := nats.NewMsg(events.DeadLetterSubject("bucket"))
@@ -316,4 +276,33 @@ func TestBridgeRedrivesTransientDeadLettersAsItsOwnIdentity(t *testing.T) {
 	if got := info.State.Subjects[events.RedriveSubject("bucket")]; got != 1 {
 		t.Errorf("%d events re-driven to the bucket function, want the transient one", got)
 	}
+}
+
+// startAuthorizingNATS starts a nats-server that loads `housekeeper nats-auth`'s permissions,
+// with the streams, and returns how to connect as one of its identities.
+func startAuthorizingNATS(t *testing.T) func(identity string) jetstream.JetStream {
+	t.Helper()
+	n, issued, err := natsauth.Start(filepath.Join(t.TempDir(), "nats"), natsconn.FormConfig, cli.Permissions(), true, nil)
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	t.Cleanup(n.Stop)
+	as := func(identity string) jetstream.JetStream {
+		nc, err := natsconn.Connect(issued.Options(n.URL, identity), identity, "test-"+identity, zap.NewNop())
+		if err != nil {
+			t.Fatalf("%s: %v", identity, err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := natsconn.NewJetStream(nc, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, as(events.IdentitySetup)); err != nil {
+		t.Fatal(err)
+	}
+	return as
 }
