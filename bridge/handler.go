@@ -71,11 +71,19 @@ func (b *Bridge) again(obj any) []events.ObjectEventOption {
 	return []events.ObjectEventOption{events.WithTrigger(fmt.Sprintf("outstanding/%s/%d", b.term, b.announcements.Add(1)))}
 }
 
-// outstanding reports whether o has work left for a function: it is deleting, or it is an
-// extension object whose last operation is missing, did not succeed, or is of an older
-// generation.
+// outstanding reports whether o has work left for a function: it is deleting, carries an
+// annotation a function acts on (gardenlet's operation: reconcile, restore, migrate; a key
+// rotation), or it is an extension object whose last operation is missing, did not succeed, or
+// is of an older generation. Upstream's extension predicate reconciles the same at start.
 func outstanding(o client.Object) bool {
 	if o.GetDeletionTimestamp() != nil {
+		return true
+	}
+	switch o.GetAnnotations()[operationAnnotation] {
+	case gardener.OperationReconcile, gardener.OperationRestore, gardener.OperationMigrate:
+		return true
+	}
+	if _, ok := o.GetAnnotations()[azureRotateAnnotation]; ok {
 		return true
 	}
 	x, ok := o.(extensionsv1alpha1.Object)
