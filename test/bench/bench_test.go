@@ -181,7 +181,8 @@ func sortedKeys(c counts) []string {
 	return keys
 }
 
-// describeDetail is "2.00 patch backupentries, 1.00 create secrets" per entry, largest first.
+// describeDetail is "2.00 patch backupentries, 1.00 create secrets" per entry, largest first;
+// for n 1, counts: "2 patch backupentries, 1 create secrets".
 func describeDetail(m map[string]float64, n int) string {
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
@@ -200,7 +201,11 @@ func describeDetail(m map[string]float64, n int) string {
 	}
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%.2f %s", m[k]/float64(n), k)
+		if n == 1 {
+			parts[i] = fmt.Sprintf("%.0f %s", m[k], k)
+		} else {
+			parts[i] = fmt.Sprintf("%.2f %s", m[k]/float64(n), k)
+		}
 	}
 	return strings.Join(parts, ", ")
 }

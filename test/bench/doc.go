@@ -10,5 +10,7 @@
 // 5,000 entries and 10,000 unrelated secrets on the server — cold starts by phase, a purge woken
 // from zero by KEDA's own scaler, the idle footprint of every always-on process, and the latency
 // of one change at a time — against upstream's controllers as a process (test/bench/upstream).
-// The code is in the package's _test.go files.
+// BenchmarkRestart measures, with 5,000 settled entries, what a bridge restart and a leader
+// change cause — API requests, function runs, the time until quiet — beside upstream's
+// controllers restarted. The code is in the package's _test.go files.
 package bench

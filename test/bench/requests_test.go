@@ -123,9 +123,26 @@ func (c *requestCounter) snapshot() (map[string]float64, map[string]float64) {
 // scrapeRequests reads housekeeper's request counter from a process's /metrics, without
 // watches: by verb, and by "verb resource".
 func scrapeRequests(addr string) (byVerb, byResource map[string]float64, err error) {
+	all, err := scrapeAllRequests(addr)
+	if err != nil {
+		return nil, nil, err
+	}
 	byVerb, byResource = map[string]float64{}, map[string]float64{}
+	for k, v := range all {
+		if verb, _, _ := strings.Cut(k, " "); verb != "watch" {
+			byVerb[verb] += v
+			byResource[k] += v
+		}
+	}
+	return byVerb, byResource, nil
+}
+
+// scrapeAllRequests reads housekeeper's request counter from a process's /metrics, watches
+// included, by "verb resource".
+func scrapeAllRequests(addr string) (map[string]float64, error) {
+	byResource := map[string]float64{}
 	prefix := kube.RequestsMetric + "{"
-	err = metricLines(addr, func(line string) error {
+	err := metricLines(addr, func(line string) error {
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {
 			return nil
@@ -139,16 +156,13 @@ func scrapeRequests(addr string) (byVerb, byResource map[string]float64, err err
 		if err != nil || verb == "" {
 			return fmt.Errorf("%s/metrics: cannot parse %q", addr, line)
 		}
-		if verb != "watch" {
-			byVerb[verb] += v
-			byResource[verb+" "+resource] += v
-		}
+		byResource[verb+" "+resource] += v
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return byVerb, byResource, nil
+	return byResource, nil
 }
 
 // metricLines calls each with every line of a process's /metrics, until each fails.

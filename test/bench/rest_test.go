@@ -144,12 +144,18 @@ func startRestWorld(b *testing.B) *restWorld {
 	if err := ensureGardenNamespace(context.Background(), e.driver); err != nil {
 		b.Fatal(err)
 	}
-	w.bridge = w.start(b, "bridge", filepath.Join(e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity=bench", "--kube-qps", "-1")
+	w.bridge = w.startBridge(b, "bridge", "bench")
 	b.Cleanup(func() { w.bridge.Stop() })
 	if err := w.awaitReady(w.bridge, time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	return w
+}
+
+// startBridge execs a bridge replica as deployed (leader-elected, without client limits) as
+// the process name, identity its name in the Lease.
+func (w *restWorld) startBridge(b *testing.B, name, identity string) *restProc {
+	return w.start(b, name, filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity="+identity, "--kube-qps", "-1")
 }
 
 // start execs args as the process name, with a free --addr.
@@ -633,7 +639,7 @@ type idleProc struct {
 // printIdle watches the always-on processes for idle with nothing happening.
 func (w *restWorld) printIdle(b *testing.B, out io.Writer, up *restProc, idle time.Duration) {
 	// The chart runs two bridge replicas; the one not leading waits for the Lease.
-	standby := w.start(b, "bridge-standby", filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity=bench-standby", "--kube-qps", "-1")
+	standby := w.startBridge(b, "bridge-standby", "bench-standby")
 	defer standby.Stop()
 	// Knative mode adds the forwarder of every function, always on (it holds no events here:
 	// nothing is pending, and it is stopped before anything happens again).

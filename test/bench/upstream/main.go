@@ -4,8 +4,9 @@
 // it beside housekeeper's processes to compare what each costs at rest and how long each takes
 // from exec to its first reconcile; test/seed runs it as a Deployment on the node (an image of
 // it built static). It counts its API requests as housekeeper's processes do (kube.Instrument),
-// served on --addr's /metrics, beside provider-local's probes: /healthz (ping) and /readyz (its
-// informers synced, gardener's informer-sync check).
+// served on --addr's /metrics with controller-runtime's own metrics (reconciles by controller
+// and result, leader_election_master_status), beside provider-local's probes: /healthz (ping)
+// and /readyz (its informers synced, gardener's informer-sync check).
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/logging"
@@ -101,7 +103,9 @@ func run(begin time.Time, root, addr string, leaderElect bool, namespace, classL
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// controller-runtime registers its metrics on its global registry, which the manager would
+	// serve on its own metrics server (off, see providerlocal.NewManager).
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{reg, ctrlmetrics.Registry}, promhttp.HandlerOpts{}))
 	// As the manager serves its probes: the handler serves its checks below the prefix.
 	mux.Handle("/healthz", http.StripPrefix("/healthz", &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}))
 	mux.Handle("/readyz", http.StripPrefix("/readyz", &healthz.Handler{Checks: map[string]healthz.Checker{"informer-sync": gardenerhealthz.NewCacheSyncHealthz(mgr.GetCache())}}))
