@@ -6,6 +6,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -59,15 +62,23 @@ func (p *Process) Stop() {
 }
 
 // AwaitListening waits until p accepts connections on addr (30 s at most); a process that
-// exits or never listens is stopped and named in the error.
+// exits or never listens is stopped and named in the error. The listener must be p's (a process
+// of its group): another server that took the free port between its probe and p's bind would
+// answer too, while p exits on "address already in use".
 func (p *Process) AwaitListening(name, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			conn.Close()
-			return nil
+			if groupListensOn(p.Pid(), port) {
+				return nil
+			}
 		}
 		select {
 		case <-p.done:
@@ -90,3 +101,52 @@ func (p *Process) State() *os.ProcessState {
 
 // Pid is the process's id (its group's too), for reading what it uses from /proc.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// groupListensOn reports whether a process of process group pgid holds a socket listening on
+// TCP port (decimal), as /proc/net/tcp{,6} and the processes' fds say. Where /proc cannot tell
+// (another OS), it says yes.
+func groupListensOn(pgid int, port string) bool {
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return false
+	}
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			// local_address is ADDR:PORT in hex; st 0A is LISTEN; the inode is the 10th field.
+			if len(f) < 10 || f[3] != "0A" || !strings.HasSuffix(f[1], fmt.Sprintf(":%04X", n)) {
+				continue
+			}
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		_, err := os.Stat("/proc/net/tcp")
+		return err != nil
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so read after its ")".
+		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		fds, _ := filepath.Glob(filepath.Join(filepath.Dir(stat), "fd", "*"))
+		for _, fd := range fds {
+			if target, err := os.Readlink(fd); err == nil && inodes[target] {
+				return true
+			}
+		}
+	}
+	return false
+}
