@@ -58,8 +58,8 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 }
 
 // again makes the announcement of obj, listed again unchanged (at the start of a term, after a
-// watch's gap, at a resync), new to JetStream's duplicate window if obj has work outstanding: it
-// is deleting or its last operation did not succeed for its generation. The event of its
+// watch's gap, at a resync), new to JetStream's duplicate window if obj has work outstanding
+// (outstanding). The event of its
 // unchanged state may have been delivered minutes ago and dead-lettered or lost with a crashed
 // worker; a new one has its function try again now, not after the window. Objects with nothing
 // outstanding keep their deterministic id: a restart within the window causes no work for them.
