@@ -44,6 +44,7 @@ var metricNames = []string{
 	"housekeeper_bridge_queue_depth",
 	"housekeeper_bridge_leader",
 	"housekeeper_deadletter_messages",
+	"housekeeper_stream_lost_messages",
 	"housekeeper_purges_pending",
 	"housekeeper_purges_oldest_due_timestamp_seconds",
 	"housekeeper_purge_last_success_timestamp_seconds",
@@ -51,6 +52,7 @@ var metricNames = []string{
 	"housekeeper_function_failed_total",
 	"housekeeper_function_handler_duration_seconds",
 	"housekeeper_function_in_flight",
+	"housekeeper_function_oldest_waiting_seconds",
 	"housekeeper_function_cold_start_seconds",
 	"housekeeper_drill_last_run_timestamp_seconds",
 	"housekeeper_drill_entry_last_success",
@@ -60,9 +62,16 @@ var metricNames = []string{
 	"housekeeper_drill_duration_seconds",
 }
 
+// gaugesInSeconds are the metrics in seconds that are gauges, not histograms.
+var gaugesInSeconds = map[string]bool{
+	"housekeeper_function_cold_start_seconds":      true,
+	"housekeeper_drill_max_restorable_age_seconds": true,
+	"housekeeper_function_oldest_waiting_seconds":  true,
+}
+
 // metricSources are the files that register metricNames: as metric options, or as the
 // descriptors of a collector.
-var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/process/startup.go", "../functions/drill/metrics.go"}
+var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
@@ -408,8 +417,7 @@ func checkPromQL(t *testing.T, where, expr string) []string {
 			t.Errorf("%s: %s is not a housekeeper metric", where, ref)
 			continue
 		}
-		isHistogram := strings.HasSuffix(name, "_seconds") && !strings.HasSuffix(name, "_timestamp_seconds") &&
-			name != "housekeeper_function_cold_start_seconds" && name != "housekeeper_drill_max_restorable_age_seconds"
+		isHistogram := strings.HasSuffix(name, "_seconds") && !strings.HasSuffix(name, "_timestamp_seconds") && !gaugesInSeconds[name]
 		if isHistogram != isBucket {
 			t.Errorf("%s: %s: histograms are queried by their _bucket series, nothing else is", where, ref)
 		}
