@@ -28,10 +28,12 @@ var rights = []struct {
 	refused  []string
 	allowed  string
 }{
-	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x", "housekeeper.redrive.entry",
-		"housekeeper.schedule.drill.x",
+	// The bridge re-drives transient dead letters (housekeeper.redrive.*, deleting them), and
+	// nothing else of the functions'.
+	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x",
+		"housekeeper.schedule.drill.x", "housekeeper.schedule.retry.entry.x",
 		"housekeeper.schedule.purge.x", "housekeeper-deadletter.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
-		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER_DEADLETTER",
+		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER",
 		"$JS.API.STREAM.MSG.GET.HOUSEKEEPER_DEADLETTER"}, "housekeeper.backupentry.created.x"},
 	{"bucket", []string{"housekeeper.backupbucket.deleting.x", "housekeeper.schedule.purge.x", "housekeeper.redrive.bucket",
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry"}, "housekeeper-deadletter.bucket"},
