@@ -66,10 +66,13 @@ func (w *workload) check(ctx context.Context, watch *purgeWatch, final bool) []I
 		w.checkKeptBlobs(ctx, keep),
 		checkNoEarlyPurge(stats),
 		checkDuePurgesDone(stats),
+		checkOutagePurges(stats),
+		checkOutageReleases(stats),
 		w.checkDeadLetters(ctx),
 	}
 	if final {
 		results = append(results, checkPurgesOverlappedFaults(stats), checkExits(w.r.processes()),
+			checkNoExitInOutages(w.r.processes(), w.r.faultWindows()), w.r.checkLeaseAfterKubeAway(),
 			w.checkLogsForCrashes(), w.checkLogsForSecrets(buckets, canaries))
 		if w.r.cfg.Clustered() {
 			results = append(results, checkPurgesDueWithoutLeader(stats))
@@ -283,6 +286,106 @@ func checkDuePurgesDone(s purgeStats) Invariant {
 		bad = append(bad, fmt.Sprintf("%d of %d due purges not seen completed", s.due-s.purged, s.due))
 	}
 	return verdict(inv, bad, s.purged, fmt.Sprintf("of %d due purges completed", s.due))
+}
+
+// checkOutagePurges: after each outage, every purge due by the dependency's return (due before
+// or during the outage, not done when it began) completed within afterReturn of the return,
+// by the workload's clock; and purges did come due during each outage.
+func checkOutagePurges(s purgeStats) Invariant {
+	inv := Invariant{Name: fmt.Sprintf("after each outage, every purge due by the dependency's return completed within %s of it (prefix seen empty)", afterReturn)}
+	bad, n, detail := outageWorkVerdict(s, func(o outageStats) outageWork { return o.purged }, true)
+	return verdict(inv, bad, n, "purges held up by "+detail)
+}
+
+// checkOutageReleases: after each outage, every entry whose purge was due by the dependency's
+// return was gone (its finalizers released) within afterReturn of the return, read directly.
+func checkOutageReleases(s purgeStats) Invariant {
+	inv := Invariant{Name: fmt.Sprintf("after each outage, every deleted entry due by the dependency's return had its finalizers released within %s of it (object gone)", afterReturn)}
+	bad, n, detail := outageWorkVerdict(s, func(o outageStats) outageWork { return o.released }, false)
+	return verdict(inv, bad, n, "entries held up by "+detail)
+}
+
+// outageWorkVerdict collects one kind of outage work: what was late or is pending, how much was
+// followed, and a detail naming the outages with the last done after each return.
+func outageWorkVerdict(s purgeStats, work func(outageStats) outageWork, needDue bool) (bad []string, n int, detail string) {
+	var each []string
+	for _, o := range s.outages {
+		w := work(o)
+		n += w.n
+		at := o.kind + " at " + o.from.Format(time.TimeOnly)
+		for _, l := range w.late {
+			bad = append(bad, at+": "+l)
+		}
+		for _, p := range w.pending {
+			bad = append(bad, at+": "+p)
+		}
+		if needDue && o.dueDuring == 0 {
+			bad = append(bad, at+": no purge came due during it")
+		}
+		last := "none"
+		if w.n > 0 && len(w.late)+len(w.pending) == 0 {
+			last = w.last.Round(100 * time.Millisecond).String()
+		}
+		each = append(each, fmt.Sprintf("%d (%d due during it, last done %s after the return)", w.n, o.dueDuring, last))
+	}
+	return bad, n, fmt.Sprintf("%d outages: %s", len(s.outages), strings.Join(each, "; "))
+}
+
+// checkNoExitInOutages: no process ended on its own while a dependency was away or in the
+// minute after its return. The suite restarts no exited process until the faults are over: an
+// exit here would leave work undone; a crash-loop back-off in production would delay it.
+func checkNoExitInOutages(processes []*process, windows []window) Invariant {
+	inv := Invariant{Name: "no process exited during a dependency's outage or the minute after its return"}
+	var bad []string
+	n := 0
+	for _, w := range windows {
+		if !isOutage(w.kind) {
+			continue
+		}
+		n++
+		for _, p := range processes {
+			for _, e := range p.runs() {
+				if !e.caused && !e.at.Before(w.from) && !e.at.After(w.to.Add(afterReturn)) {
+					bad = append(bad, fmt.Sprintf("%s: %s at %s, during %s", e.process, e.status, e.at.Format("15:04:05.000"), w.kind))
+				}
+			}
+		}
+	}
+	return verdict(inv, bad, n, "outages")
+}
+
+// checkLeaseAfterKubeAway: each outage of the API server cost the bridge its Lease (read
+// directly: not renewed for longer than its duration), and the bridge, still running, renewed
+// it again within afterReturn of the return.
+func (r *rig) checkLeaseAfterKubeAway() Invariant {
+	inv := Invariant{Name: fmt.Sprintf("the bridge, its Lease lost to an outage of the API server, led again within %s of the return", afterReturn)}
+	r.mu.Lock()
+	leases := slices.Clone(r.leases)
+	r.mu.Unlock()
+	var bad, each []string
+	n := 0
+	for _, l := range leases {
+		at := l.returned.Format(time.TimeOnly)
+		if l.err != nil {
+			bad = append(bad, fmt.Sprintf("return at %s: the Lease unreadable: %v", at, l.err))
+			continue
+		}
+		if !l.lapsed() {
+			bad = append(bad, fmt.Sprintf("return at %s: the Lease had not lapsed (renewed %s before): the outage did not cost the bridge its lease", at, l.returned.Sub(l.renewed).Round(100*time.Millisecond)))
+			continue
+		}
+		n++
+		d, ok, _ := l.renewedAfter()
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("return at %s: the Lease not renewed since", at))
+		case d > afterReturn:
+			bad = append(bad, fmt.Sprintf("return at %s: the Lease renewed %s after it", at, d.Round(100*time.Millisecond)))
+		default:
+			each = append(each, d.Round(100*time.Millisecond).String())
+		}
+	}
+	return verdict(inv, bad, n, "Leases lapsed and renewed again after the return: "+strings.Join(each, ", "))
 }
 
 // checkPurgesDueWithoutLeader: on a cluster, purges came due while the stream had no leader

@@ -16,6 +16,10 @@ type Config struct {
 	MaxRetention time.Duration
 	// FaultPeriod is how long faults are injected; FaultEvery the mean gap between two.
 	FaultPeriod, FaultEvery time.Duration
+	// Outage is how long each dependency outage lasts: the API server away from housekeeper,
+	// every nats-server down, the object store down. Longer than the bridge's lease (15 s), so
+	// the API server's costs the bridge its lease.
+	Outage time.Duration
 	// Converge bounds the wait for the invariants after the last fault.
 	Converge time.Duration
 	// Replicas of each function.
@@ -41,6 +45,7 @@ func Full() Config {
 		Buckets: 20, Entries: 500, Deletions: 200, Recreations: 20, Updates: 150,
 		MaxRetention: 60 * time.Second,
 		FaultPeriod:  3 * time.Minute, FaultEvery: 8 * time.Second,
+		Outage:   3 * time.Minute,
 		Converge: 5 * time.Minute, Replicas: 2,
 	}
 }
@@ -50,16 +55,20 @@ func Short() Config {
 	return Config{
 		Buckets: 4, Entries: 60, Deletions: 24, Recreations: 4, Updates: 30,
 		MaxRetention: 15 * time.Second,
-		// Long enough for a whole round of the eight kinds even with the longest gaps; faults go
-		// on until the last purge is due.
-		FaultPeriod: 45 * time.Second, FaultEvery: 3 * time.Second,
+		// The workload's updates and deletions are spread over the fault period; faults go on
+		// until the last purge is due and every kind was injected once: a round of the eleven
+		// kinds, three of them outages, takes about two minutes, more than the fault period.
+		FaultPeriod: 45 * time.Second, FaultEvery: 2 * time.Second,
+		// Over the bridge's lease (15 s; it gives up leading after 10 s without renewing): it
+		// loses it, and stands by for it again. Short, as the three outages add to the round.
+		Outage:   20 * time.Second,
 		Converge: 3 * time.Minute, Replicas: 2, Short: true,
 	}
 }
 
 // OnCluster is c on a three-node JetStream cluster. A round of faults is longer there (four
-// kinds of NATS fault instead of one, a quorum loss of 15 s), so the short form's fault period
-// grows to hold one.
+// kinds of NATS fault instead of one, a quorum loss of 15 s), so the short form's fault period,
+// over which the workload spreads its deletions, grows.
 func (c Config) OnCluster() Config {
 	c.NATSNodes = 3
 	if c.Short {

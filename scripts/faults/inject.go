@@ -30,6 +30,12 @@ const (
 	faultReplayStream   = "whole stream replayed to every function"
 	faultDuplicates     = "events published twice"
 
+	// Dependency outages of Config.Outage each, housekeeper's processes left running through
+	// them.
+	faultKubeAway  = "kube-apiserver away from housekeeper (connections refused, open ones cut)"
+	faultNATSDown  = "every nats-server down (SIGKILL), then restarted with its data"
+	faultStoreDown = "object store (Azurite) down, then restarted with its data"
+
 	// On a cluster, instead of faultKillNATS:
 	faultKillStreamLeader   = "leader of the stream killed (SIGKILL) and restarted"
 	faultKillConsumerLeader = "leader of a function's consumer killed (SIGKILL) and restarted"
@@ -46,6 +52,11 @@ var natsFaultKinds = map[bool][]string{
 	true:  {faultKillStreamLeader, faultKillConsumerLeader, faultKillMetaLeader, faultLoseQuorum},
 }
 
+// outageKinds are the faults that take a dependency away for Config.Outage.
+var outageKinds = []string{faultKubeAway, faultNATSDown, faultStoreDown}
+
+func isOutage(kind string) bool { return slices.Contains(outageKinds, kind) }
+
 // leavesStreamLeaderless says kind leaves the stream of record without a leader for a while:
 // purges that come due then must fire on the next leader.
 func leavesStreamLeaderless(kind string) bool {
@@ -55,8 +66,8 @@ func leavesStreamLeaderless(kind string) bool {
 // FaultKinds are the faults a run of cfg injects, every one in each round.
 func FaultKinds(cfg Config) []string {
 	nats := slices.Clone(natsFaultKinds[cfg.Clustered()])
-	return append(nats, faultKillWorker, faultRestartKube, faultKillEtcd, faultRestartAzurite,
-		faultKillBridge, faultReplayStream, faultDuplicates)
+	return append(append(nats, faultKillWorker, faultRestartKube, faultKillEtcd, faultRestartAzurite,
+		faultKillBridge, faultReplayStream, faultDuplicates), outageKinds...)
 }
 
 // faultStep is one fault of the plan: when, what, and the choices it needs.
@@ -127,14 +138,29 @@ func (r *rig) injectFaults(ctx context.Context) {
 		if leavesStreamLeaderless(step.kind) {
 			r.untilJustBeforeADue(ctx)
 		}
+		if isOutage(step.kind) {
+			// The outage deletes entries whose backups the workload has written.
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.workload.ready:
+			}
+		}
 		from := time.Now()
-		if err := r.inject(ctx, step); err != nil {
+		span, err := r.inject(ctx, step)
+		if err != nil {
 			fmt.Fprintf(r.cfg.Out, "  fault %q: %v\n", step.kind, err)
-			continue
+			if span.from.IsZero() {
+				continue
+			}
 		}
 		to := time.Now()
+		if !span.from.IsZero() {
+			// An outage: from the dependency going away to its return.
+			from, to = span.from, span.to
+		}
 		blow := to.Sub(from)
-		recovered := ""
+		recovered := span.note
 		if slices.Contains(natsFaultKinds[r.cfg.Clustered()], step.kind) {
 			// A NATS fault lasts until JetStream answers with every leader elected again.
 			// Measured even when this was the last fault (ctx ends with the fault period).
@@ -152,12 +178,31 @@ func (r *rig) injectFaults(ctx context.Context) {
 		r.mu.Lock()
 		r.faults[step.kind]++
 		r.windows = append(r.windows, window{from: from, to: to, kind: step.kind})
+		if span.recovered > 0 {
+			r.recovered[step.kind] = append(r.recovered[step.kind], span.recovered)
+		}
 		r.mu.Unlock()
 		fmt.Fprintf(r.cfg.Out, "  %s  fault: %s (%s%s)\n", from.Format(time.TimeOnly), step.kind, blow.Round(100*time.Millisecond), recovered)
 	}
 }
 
-func (r *rig) inject(ctx context.Context, step faultStep) error {
+// span is what an outage reports: when the dependency went away and when it was back (for NATS,
+// once JetStream answered with every leader), how long JetStream took after the restart, and a
+// note for the fault's line.
+type span struct {
+	from, to  time.Time
+	recovered time.Duration
+	note      string
+}
+
+func (r *rig) inject(ctx context.Context, step faultStep) (span, error) {
+	if isOutage(step.kind) {
+		return r.outage(ctx, step.kind)
+	}
+	return span{}, r.injectBlow(ctx, step)
+}
+
+func (r *rig) injectBlow(ctx context.Context, step faultStep) error {
 	switch step.kind {
 	case faultKillWorker:
 		return r.killAndRestart(r.workers[step.victim], step.down)

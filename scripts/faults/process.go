@@ -38,6 +38,8 @@ type exit struct {
 	// caused is true for a SIGKILL of the fault injector, and for a clean exit (status 0 or
 	// SIGTERM) after the suite asked the process to stop.
 	caused bool
+	// at is when the exit was seen.
+	at time.Time
 }
 
 func newProcess(dir, name string, args, env []string) (*process, error) {
@@ -76,7 +78,7 @@ func (p *process) wait(cmd *exec.Cmd, done chan struct{}) {
 	defer p.mu.Unlock()
 	status, clean := exitStatus(err)
 	caused := p.stopping && (p.killing || clean)
-	p.exits = append(p.exits, exit{process: p.name, status: status, caused: caused})
+	p.exits = append(p.exits, exit{process: p.name, status: status, caused: caused, at: time.Now()})
 	close(done)
 }
 

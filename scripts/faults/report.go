@@ -17,11 +17,42 @@ type Report struct {
 	Workload string
 	Faults   map[string]int
 	// Recovered is, per NATS fault kind, how long after each fault JetStream answered with
-	// every leader elected (the stream's and each function's consumer's).
+	// every leader elected (the stream's and each function's consumer's); after every
+	// nats-server's restart for the outage of them all.
 	Recovered map[string][]time.Duration
+	// Outages are the dependency outages, with how soon after each return its work was done.
+	Outages []Outage
 	// Converged is the time from the last fault until every invariant held; -1 if never.
 	Converged  time.Duration
 	Invariants []Invariant
+}
+
+// Outage is one dependency outage and the work it held up: the deletions due by the return
+// that were not done when it began.
+type Outage struct {
+	Kind   string
+	From   time.Time
+	Lasted time.Duration
+	// DueDuring counts the purges that came due while the dependency was away.
+	DueDuring int
+	// Purges and Releases count the prefixes to empty and the objects to release; LastPurged
+	// and LastReleased are the times from the return to the last of each done (negative: all
+	// before the return); Undone counts those not done within a minute of the return.
+	Purges, Releases         int
+	LastPurged, LastReleased time.Duration
+	Undone                   int
+}
+
+func outagesOf(s purgeStats) []Outage {
+	var out []Outage
+	for _, o := range s.outages {
+		out = append(out, Outage{
+			Kind: o.kind, From: o.from, Lasted: o.to.Sub(o.from), DueDuring: o.dueDuring,
+			Purges: o.purged.n, Releases: o.released.n, LastPurged: o.purged.last, LastReleased: o.released.last,
+			Undone: len(o.purged.late) + len(o.purged.pending) + len(o.released.late) + len(o.released.pending),
+		})
+	}
+	return out
 }
 
 // OK reports whether the run converged and every invariant held.
@@ -68,6 +99,21 @@ func (r *Report) String() string {
 	}
 	fmt.Fprintf(tw, "total\t%d\t\n", total)
 	_ = tw.Flush()
+	if len(r.Outages) > 0 {
+		fmt.Fprintln(&w)
+		fmt.Fprintln(tw, "OUTAGE\tFROM\tLASTED\tPURGES DUE DURING\tPURGES HELD UP\tLAST PURGED AFTER RETURN\tENTRIES HELD UP\tLAST RELEASED AFTER RETURN\tNOT DONE IN 1 MIN")
+		after := func(n int, d time.Duration) string {
+			if n == 0 {
+				return "-"
+			}
+			return d.Round(100 * time.Millisecond).String()
+		}
+		for _, o := range r.Outages {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d\n", o.Kind, o.From.Format(time.TimeOnly), o.Lasted.Round(100*time.Millisecond),
+				o.DueDuring, o.Purges, after(o.Purges, o.LastPurged), o.Releases, after(o.Releases, o.LastReleased), o.Undone)
+		}
+		_ = tw.Flush()
+	}
 	if r.Converged >= 0 {
 		fmt.Fprintf(&w, "\nCONVERGED  %s after the last fault\n\n", r.Converged.Round(100*time.Millisecond))
 	} else {

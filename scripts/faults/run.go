@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/all"
@@ -38,11 +41,14 @@ type rig struct {
 	kube            *stack.Kube
 	natsURL         string
 	azuriteEndpoint string
-	kubeconfig      string
-	client          client.Client
-	nc              *nats.Conn
-	js              jetstream.JetStream
-	localRoot       string
+	// kubeconfig is housekeeper's: it reaches the API server through kubeProxy, which takes the
+	// API server away from housekeeper alone. The workload and the checks use client directly.
+	kubeconfig string
+	kubeProxy  *stack.OutageProxy
+	client     client.Client
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	localRoot  string
 
 	nats    []*process // one, or the cluster's three (named by their server names)
 	natsMon []string   // their monitoring URLs
@@ -59,6 +65,8 @@ type rig struct {
 	recovered map[string][]time.Duration
 	// windows are the times faults were in effect, from the first blow to the recovery.
 	windows []window
+	// leases follow the bridge's Lease around each outage of the API server.
+	leases []*leaseWatch
 }
 
 type window struct {
@@ -143,6 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		p.close() // flush and close logs before they are searched
 	}
 	report.Invariants = w.check(ctx, watch, true)
+	report.Outages = outagesOf(watch.stats(r.faultWindows()))
 	return report, nil
 }
 
@@ -214,9 +223,25 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 		return stop, err
 	}
 	stops = append(stops, func() { _ = r.kube.Stop() })
-	r.kubeconfig = filepath.Join(r.cfg.Dir, "kubeconfig")
-	if err := os.WriteFile(r.kubeconfig, r.kube.Kubeconfig, 0o600); err != nil {
+	// The API server's direct kubeconfig, for kubectl on a kept run; housekeeper's goes through
+	// the proxy (the serving certificate is for 127.0.0.1, whatever the port).
+	if err := os.WriteFile(filepath.Join(r.cfg.Dir, "kubeconfig"), r.kube.Kubeconfig, 0o600); err != nil {
 		return stop, err
+	}
+	apiServer, err := url.Parse(r.kube.Config.Host)
+	if err != nil || apiServer.Host == "" {
+		return stop, fmt.Errorf("the API server's address %q: %v", r.kube.Config.Host, err)
+	}
+	if r.kubeProxy, err = stack.NewOutageProxy(apiServer.Host); err != nil {
+		return stop, err
+	}
+	stops = append(stops, r.kubeProxy.Down)
+	r.kubeconfig = filepath.Join(r.cfg.Dir, "housekeeper.kubeconfig")
+	if err := writeKubeconfig(r.kubeconfig, r.kube.Kubeconfig, "https://"+r.kubeProxy.Addr()); err != nil {
+		return stop, err
+	}
+	if err := checkKubeconfig(r.kubeconfig); err != nil {
+		return stop, fmt.Errorf("housekeeper's kubeconfig, through the proxy: %w", err)
 	}
 	for _, start := range []func(string) error{r.startNATS, r.startAzurite} {
 		if err := start(bin); err != nil {
@@ -250,9 +275,13 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 		return stop, fmt.Errorf("housekeeper setup: %v\n%s", err, out)
 	}
 	// The bridge's production resync period: a lost event is not repaired by a relist within
-	// the run, only by what housekeeper does on purpose (a restart's relist).
+	// the run, only by what housekeeper does on purpose (a restart's relist). Leader election
+	// as in production: an outage of the API server costs the bridge its Lease, which it must
+	// stand by for and win again without exiting.
 	r.bridge, err = newProcess(r.cfg.Dir, "bridge", []string{filepath.Join(bin, "housekeeper-bridge"),
-		"--kubeconfig", r.kubeconfig, "--leader-elect=false", "--addr", "127.0.0.1:0"}, env)
+		"--kubeconfig", r.kubeconfig, "--addr", "127.0.0.1:0",
+		"--leader-elect", "--leader-election-namespace", leaseNamespace, "--leader-election-name", leaseName,
+		"--leader-election-identity", leaseIdentity}, env)
 	if err != nil {
 		return stop, err
 	}
@@ -274,6 +303,32 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 		stops = append(stops, p.close)
 	}
 	return stop, nil
+}
+
+// writeKubeconfig writes kubeconfig with every cluster's server set to server.
+func writeKubeconfig(path string, kubeconfig []byte, server string) error {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+	}
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// checkKubeconfig asks the API server at kubeconfig for its version.
+func checkKubeconfig(path string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = cs.Discovery().ServerVersion()
+	return err
 }
 
 // startNATS runs the stack's nats-server processes (one, or a cluster of three), each under

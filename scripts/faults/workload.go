@@ -55,12 +55,22 @@ type workload struct {
 	recreated int
 	// deletions in the order they were sent; the purge watch follows them.
 	deletions []deletion
+	// reserve are live entries kept for the outages: deleted just before and during each, never
+	// updated or deleted by the workload itself; updatable are the entries the workload updates.
+	reserve, updatable []string
+	// ready is closed once every entry has its backups written (and reserve is drawn).
+	ready chan struct{}
 }
+
+// outageReserve is how many entries the outages delete: four for each, for two rounds.
+const outageReserve = 4 * 3 * 2
 
 // deletion is one entry's deletion as the workload sent it, timed by the workload's own
 // clock.
 type deletion struct {
 	name, bucket string
+	// uid is the deleted object's: a re-created entry of the same name is another.
+	uid string
 	// keys are the blobs written under the entry's prefix, which must stay until due.
 	keys []string
 	// sent is when the delete was first sent, before any retry; accepted when it succeeded.
@@ -91,12 +101,14 @@ func newWorkload(r *rig) *workload {
 		live:      map[string]entryInfo{},
 		gone:      map[string]entryInfo{},
 		keep:      map[string][]string{},
+		ready:     make(chan struct{}),
 	}
 }
 
-// retry repeats an API call through the faults (a restarting API server, say).
-func retry(ctx context.Context, what string, call func() error) error {
-	deadline := time.Now().Add(2 * time.Minute)
+// retry repeats a call through the faults (a restarting API server, an object store down for an
+// outage).
+func (w *workload) retry(ctx context.Context, what string, call func() error) error {
+	deadline := time.Now().Add(2*time.Minute + w.r.cfg.Outage)
 	for {
 		err := call()
 		if err == nil {
@@ -110,7 +122,7 @@ func retry(ctx context.Context, what string, call func() error) error {
 }
 
 func (w *workload) create(ctx context.Context, obj client.Object) error {
-	return retry(ctx, "creating "+obj.GetName(), func() error {
+	return w.retry(ctx, "creating "+obj.GetName(), func() error {
 		err := w.r.client.Create(ctx, obj)
 		if apierrors.IsAlreadyExists(err) {
 			return w.r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
@@ -153,9 +165,20 @@ func (w *workload) run(ctx context.Context) error {
 	// Spread updates and deletions over the fault period.
 	order := w.rand.Perm(len(names))
 	toDelete := order[:cfg.Deletions]
+	reserve := min(outageReserve, len(names)-cfg.Deletions-1)
+	updatable := order[cfg.Deletions : len(names)-reserve]
+	w.mu.Lock()
+	for _, i := range order[len(names)-reserve:] {
+		w.reserve = append(w.reserve, names[i])
+	}
+	for _, i := range updatable {
+		w.updatable = append(w.updatable, names[i])
+	}
+	w.mu.Unlock()
+	close(w.ready)
 	pause := cfg.FaultPeriod / time.Duration(2*(cfg.Deletions+cfg.Updates)+1)
 	for range cfg.Updates {
-		if err := w.update(ctx, names[order[cfg.Deletions+w.rand.IntN(len(names)-cfg.Deletions)]]); err != nil {
+		if err := w.update(ctx, names[updatable[w.rand.IntN(len(updatable))]]); err != nil {
 			return err
 		}
 		time.Sleep(pause)
@@ -245,7 +268,7 @@ func (w *workload) put(ctx context.Context, bucketName, key string) error {
 	if err != nil {
 		return err
 	}
-	return retry(ctx, "writing "+bucketName+"/"+key, func() error {
+	return w.retry(ctx, "writing "+bucketName+"/"+key, func() error {
 		if err := store.Create(ctx); err != nil {
 			return err
 		}
@@ -284,7 +307,7 @@ func (w *workload) writeBackups(ctx context.Context, name string) error {
 	w.mu.Lock()
 	bucketName := w.live[name].bucket
 	w.mu.Unlock()
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(5*time.Minute + w.r.cfg.Outage)
 	for {
 		e := &extensionsv1alpha1.BackupEntry{}
 		err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, e)
@@ -322,7 +345,7 @@ func (w *workload) writeBackups(ctx context.Context, name string) error {
 }
 
 func (w *workload) update(ctx context.Context, name string) error {
-	err := retry(ctx, "updating "+name, func() error {
+	err := w.retry(ctx, "updating "+name, func() error {
 		e := &extensionsv1alpha1.BackupEntry{}
 		if err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, e); err != nil {
 			return err
@@ -347,7 +370,7 @@ func (w *workload) update(ctx context.Context, name string) error {
 // kept.
 func (w *workload) delete(ctx context.Context, name string, retention time.Duration, force bool) error {
 	sent := time.Now()
-	err := retry(ctx, "deleting "+name, func() error {
+	err := w.retry(ctx, "deleting "+name, func() error {
 		e := &extensionsv1alpha1.BackupEntry{}
 		if err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, e); err != nil {
 			return err
@@ -377,7 +400,7 @@ func (w *workload) delete(ctx context.Context, name string, retention time.Durat
 	delete(w.live, name)
 	w.gone[name] = info
 	w.deletions = append(w.deletions, deletion{
-		name: name, bucket: info.bucket, keys: info.keys, sent: sent, accepted: time.Now(),
+		name: name, bucket: info.bucket, uid: info.uid, keys: info.keys, sent: sent, accepted: time.Now(),
 		due: sent.Truncate(time.Second).Add(retention),
 	})
 	prefix := gardener.EntryPrefix(name)
@@ -390,6 +413,47 @@ func (w *workload) delete(ctx context.Context, name string, retention time.Durat
 	w.keep[info.bucket] = kept
 	w.deleted++
 	return nil
+}
+
+// deleteReserved deletes the next entry kept for the outages with retention, and says which
+// ("" once none is left).
+func (w *workload) deleteReserved(ctx context.Context, retention time.Duration) (string, error) {
+	w.mu.Lock()
+	if len(w.reserve) == 0 {
+		w.mu.Unlock()
+		return "", nil
+	}
+	name := w.reserve[0]
+	w.reserve = w.reserve[1:]
+	w.mu.Unlock()
+	return name, w.delete(ctx, name, retention, false)
+}
+
+// touch asks for a reconcile of the n-th entry the workload updates (an operation annotation:
+// a new event the functions must see through); the workload's random source stays its own.
+func (w *workload) touch(ctx context.Context, n int) error {
+	w.mu.Lock()
+	if len(w.updatable) == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	name := w.updatable[n%len(w.updatable)]
+	w.mu.Unlock()
+	err := w.retry(ctx, "updating "+name, func() error {
+		e := &extensionsv1alpha1.BackupEntry{}
+		if err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, e); err != nil {
+			return err
+		}
+		base := e.DeepCopy()
+		metav1.SetMetaDataAnnotation(&e.ObjectMeta, "gardener.cloud/operation", "reconcile")
+		return w.r.client.Patch(ctx, e, client.MergeFrom(base))
+	})
+	if err == nil {
+		w.mu.Lock()
+		w.updates++
+		w.mu.Unlock()
+	}
+	return err
 }
 
 // sentDeletions returns the deletions sent so far.
@@ -427,7 +491,7 @@ func (w *workload) recreate(ctx context.Context, name string) error {
 	info := w.gone[name]
 	w.mu.Unlock()
 	// The purge watch must see the old prefix empty before new backups land under it.
-	deadline := time.Now().Add(w.r.cfg.MaxRetention + 3*time.Minute)
+	deadline := time.Now().Add(w.r.cfg.MaxRetention + 3*time.Minute + w.r.cfg.Outage)
 	for {
 		err := w.r.client.Get(ctx, client.ObjectKey{Name: name}, &extensionsv1alpha1.BackupEntry{})
 		if apierrors.IsNotFound(err) && w.watch.purged(name) {
@@ -481,7 +545,7 @@ func (w *workload) provokeDeadLetter(ctx context.Context) error {
 	msg.Header.Set("ce-specversion", "0.3")
 	msg.Header.Set("ce-id", provokedID)
 	msg.Data = []byte("{not json")
-	return retry(ctx, "publishing the provoked dead letter", func() error {
+	return w.retry(ctx, "publishing the provoked dead letter", func() error {
 		_, err := w.r.js.PublishMsg(ctx, msg)
 		return err
 	})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -88,27 +89,40 @@ func StartKube(logs io.Writer, opts ...KubeOption) (*Kube, error) {
 
 // RestartAPIServer kills kube-apiserver (SIGKILL: a graceful stop waits for every open
 // watch) and starts it again on the same address with the same certificates; etcd and its
-// data stay. Stop only reaps the killed process, and may race envtest's own reaper into "process
-// already finished" (as KillEtcd's did): its answer does not matter. Start sets up a new process
-// state, so stale bookkeeping cannot make it start nothing.
+// data stay.
+//
+// As KillEtcd, it starts a new envtest.APIServer carrying the old one's configuration (binary,
+// certificate directory, serving address and authentication, so clients keep trusting it and
+// their credentials stay valid, etcd, output, timeouts and the arguments Configure() set), and
+// only once the killed process is reaped: envtest's Stop after a kill races its own reaper, and
+// a process still exiting (its other threads, its listening socket) can hold the port the new
+// one binds.
 func (k *Kube) RestartAPIServer() error {
+	old := k.env.ControlPlane.APIServer
 	if err := killProcessesWithArg(k.certDir); err != nil {
 		return fmt.Errorf("killing kube-apiserver: %w", err)
 	}
-	_ = k.env.ControlPlane.APIServer.Stop()
-	if err := k.env.ControlPlane.APIServer.Start(); err != nil {
+	// Only bookkeeping: the process is reaped whatever this says.
+	_ = old.Stop()
+	fresh := &envtest.APIServer{Path: old.Path, CertDir: k.certDir, SecureServing: old.SecureServing, EtcdURL: old.EtcdURL,
+		Out: old.Out, Err: old.Err, StartTimeout: old.StartTimeout, StopTimeout: old.StopTimeout}
+	// The arguments set through Configure (ForNode's among them), as they are.
+	*fresh.Configure() = *old.Configure()
+	if err := fresh.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again: %w", err)
 	}
+	k.env.ControlPlane.APIServer = fresh
 	return nil
 }
 
 // KillEtcd kills etcd (SIGKILL) and starts it again on the same address with its data; the
 // API server reconnects by itself.
 //
-// The etcd started again is a new envtest.Etcd on the old one's address: envtest's Stop after a
-// kill races its own reaper, and the old one's bookkeeping may still say "running" (its Start
-// then starts nothing) or fail to signal a process group already gone ("no such process"), which
-// left etcd down and the API server with it for a minute and a half in a fault run.
+// The etcd started again is a new envtest.Etcd on the old one's address, started once the killed
+// one is reaped: envtest's Stop after a kill races its own reaper, and the old one's bookkeeping
+// may still say "running" (its Start then starts nothing) or fail to signal a process group
+// already gone ("no such process"), which left etcd down and the API server with it for a
+// minute and a half in a fault run.
 func (k *Kube) KillEtcd() error {
 	old := k.env.ControlPlane.Etcd
 	if err := killProcessesWithArg(k.etcdDir); err != nil {
@@ -134,7 +148,9 @@ func (k *Kube) Stop() error {
 }
 
 // killProcessesWithArg SIGKILLs the processes whose command line mentions arg and waits until
-// they are gone.
+// each is reaped (its /proc entry gone), which is once every thread has exited and released
+// what the process held (its listening sockets, its data directory's lock) and envtest's own
+// Wait has collected it. A zombie is not enough: its other threads may still be exiting.
 func killProcessesWithArg(arg string) error {
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
@@ -149,16 +165,38 @@ func killProcessesWithArg(arg string) error {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
+		started := procStartTime(pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 100; i++ {
-			if _, err := os.Stat(filepath.Dir(p)); err != nil {
+		gone := false
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			// Gone, or its pid already another process's.
+			if t := procStartTime(pid); t == "" || t != started {
+				gone = true
 				break
 			}
-			if stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat")); err == nil && bytes.Contains(stat, []byte(") Z ")) {
-				break // a zombie until envtest reaps it
-			}
-			time.Sleep(50 * time.Millisecond)
+		}
+		if !gone {
+			return fmt.Errorf("process %d (%s) was not reaped within 30s of its SIGKILL", pid, arg)
 		}
 	}
 	return nil
+}
+
+// procStartTime is when process pid started (field 22 of /proc/<pid>/stat, in clock ticks since
+// boot), which tells it apart from a later process given the same pid; "" if there is none.
+func procStartTime(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	// The command name, in parentheses, may hold spaces: count fields after its closing one.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19] // field 22 overall: fields[0] is field 3 (the state)
 }
