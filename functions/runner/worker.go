@@ -28,8 +28,7 @@ type Worker struct {
 	// firstFetch and firstSettled end the startup's phases once.
 	firstFetch, firstSettled sync.Once
 	// From the consumer, once Run has bound it.
-	ackWait    time.Duration
-	maxDeliver int
+	ackWait time.Duration
 }
 
 // NewWorker returns a worker for fn; metrics go to reg (nil: not registered).
@@ -59,7 +58,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.opts.startup.Mark("consumer_bound")
 	// The consumer's settings, so every replica dead-letters and heartbeats as it delivers.
 	cfg := cons.CachedInfo().Config
-	w.ackWait, w.maxDeliver = cfg.AckWait, cfg.MaxDeliver
+	w.ackWait = cfg.AckWait
 	stopAdvisories, err := w.watchMaxDeliveries(ctx)
 	if err != nil {
 		return err
@@ -71,7 +70,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	slots := make(chan struct{}, w.opts.concurrency)
 	var running sync.WaitGroup
 	w.log.Info("consuming", zap.Strings("subjects", cfg.FilterSubjects), zap.Int("concurrency", w.opts.concurrency),
-		zap.Duration("ack_wait", w.ackWait), zap.Int("max_deliver", w.maxDeliver))
+		zap.Duration("ack_wait", w.ackWait), zap.Int("max_deliver", cfg.MaxDeliver))
 
 	var fails fetchFailures
 	for ctx.Err() == nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -185,16 +184,7 @@ func killProcessesWithArg(arg string) error {
 // procStartTime is when process pid started (field 22 of /proc/<pid>/stat, in clock ticks since
 // boot), which tells it apart from a later process given the same pid; "" if there is none.
 func procStartTime(pid int) string {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return ""
-	}
-	// The command name, in parentheses, may hold spaces: count fields after its closing one.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(string(stat[i+1:]))
+	fields := procStat(pid)
 	if len(fields) < 20 {
 		return ""
 	}

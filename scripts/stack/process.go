@@ -129,19 +129,17 @@ func groupListensOn(pgid int, port string) bool {
 		_, err := os.Stat("/proc/net/tcp")
 		return err != nil
 	}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, stat := range stats {
-		data, err := os.ReadFile(stat)
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, proc := range procs {
+		pid, err := strconv.Atoi(filepath.Base(proc))
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces, so read after its ")".
-		rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
-		f := strings.Fields(rest)
-		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+		// state ppid pgrp ...
+		if f := procStat(pid); len(f) < 3 || f[2] != strconv.Itoa(pgid) {
 			continue
 		}
-		fds, _ := filepath.Glob(filepath.Join(filepath.Dir(stat), "fd", "*"))
+		fds, _ := filepath.Glob(filepath.Join(proc, "fd", "*"))
 		for _, fd := range fds {
 			if target, err := os.Readlink(fd); err == nil && inodes[target] {
 				return true
@@ -149,4 +147,19 @@ func groupListensOn(pgid int, port string) bool {
 		}
 	}
 	return false
+}
+
+// procStat is the fields of /proc/<pid>/stat after the command name, the state (field 3) first;
+// nil if there is no such process. The name, in parentheses, may hold spaces: the fields are
+// counted after its closing one.
+func procStat(pid int) []string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
 }
