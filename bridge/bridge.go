@@ -52,6 +52,7 @@ type Bridge struct {
 	ownKinds  []*ownKind
 	ownSource *ownKindSource
 	secrets   *secretWatch
+	announced *announced
 	// handlersSynced report whether the handlers received the informers' initial lists.
 	handlersSynced []cache.InformerSynced
 
@@ -101,6 +102,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		state:     newStateMetrics(reg),
 		log:       opts.Logger,
 		term:      strconv.FormatInt(time.Now().UnixNano(), 36),
+		announced: newAnnounced(),
 	}
 	if reg != nil {
 		reg.MustRegister(newDrillCollector(b.drillStore))
@@ -192,6 +194,7 @@ func (b *Bridge) Pending() int { return b.queue.pending() }
 // at most FlushTimeout. What is left unpublished is not lost: the next start re-lists every
 // object and emits its state.
 func (b *Bridge) Run(ctx context.Context) error {
+	b.recall(ctx) // before the initial lists, which are compared with it
 	b.running.Store(true)
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWatching()
@@ -219,10 +222,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// handled after it. The secret informers started for the objects of the initial lists are
 	// waited for too: a secret created after Synced must be announced, not be part of a list.
 	if cache.WaitForCacheSync(ctx.Done(), b.handlersSynced...) && cache.WaitForCacheSync(ctx.Done(), b.secrets.hasSynced) {
+		unchanged := b.release()
 		b.synced.Store(true)
 		b.log.Info("informers synced", zap.Int("buckets", len(b.buckets.GetStore().ListKeys())),
 			zap.Int("entries", len(b.entries.GetStore().ListKeys())), zap.Strings("secretNamespaces", b.secrets.watched()),
-			zap.Int("queued", b.queue.pending()))
+			zap.Int("queued", b.queue.pending()), zap.Int("unchanged", unchanged))
 		// Encoding is most of a dispatcher's work: one per CPU.
 		for range runtime.GOMAXPROCS(0) {
 			dispatchers.Go(func() { b.dispatch(publishCtx, acks) })

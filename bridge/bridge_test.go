@@ -287,8 +287,9 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 	}
 }
 
-// A restart re-announces unchanged objects with nothing outstanding under the same ids, which
-// JetStream drops as duplicates: no function runs for them. Objects with work outstanding (never
+// A restart does not announce again objects with nothing outstanding whose last event in the
+// stream of record has their inputs: no event, no function run for them, whether or not
+// JetStream's duplicate window still holds their ids. Objects with work outstanding (never
 // reconciled, failed, deleting) are announced anew: their last event may have been
 // dead-lettered or lost with a worker, and nothing else would try them again.
 func TestBridgeRestartReannouncesOnlyOutstandingWork(t *testing.T) {
@@ -323,10 +324,13 @@ func TestBridgeRestartReannouncesOnlyOutstandingWork(t *testing.T) {
 
 	second, _ := h.start(Options{})
 	h.eventually(10*time.Second, "second synced events acknowledged", func() bool {
-		return testutil.ToFloat64(second.metrics.published.WithLabelValues(events.TypeEntrySynced)) == all
+		return testutil.ToFloat64(second.metrics.published.WithLabelValues(events.TypeEntrySynced)) == all-settled
 	})
-	if dups := testutil.ToFloat64(second.metrics.duplicates); dups != settled {
-		t.Errorf("JetStream reported %v duplicates after restart, want the %d settled entries", dups, settled)
+	if unchanged := testutil.ToFloat64(second.metrics.unchanged); unchanged != settled {
+		t.Errorf("%v entries found unchanged after the restart, want the %d settled ones", unchanged, settled)
+	}
+	if dups := testutil.ToFloat64(second.metrics.duplicates); dups != 0 {
+		t.Errorf("JetStream reported %v duplicates after the restart, want none: settled entries are not published again", dups)
 	}
 	after := h.stream()
 	if len(after) != len(before)+3 {
@@ -335,6 +339,78 @@ func TestBridgeRestartReannouncesOnlyOutstandingWork(t *testing.T) {
 	for _, e := range []*extensionsv1alpha1.BackupEntry{failed, fresh, deleting} {
 		if n, was := len(typesOf(after, string(e.UID))), len(typesOf(before, string(e.UID))); n != was+1 {
 			t.Errorf("%s: %d events after the restart, %d before: want one more", e.Name, n, was)
+		}
+	}
+}
+
+// What changed while no bridge watched is announced at the next start, and only that: an
+// entry's credentials rotated, the namespace an entry waited for created. Entries announced when
+// they were created and settled afterwards by their function (status, finalizer, gardenlet's
+// reconcile annotation set and consumed) are not, at the start nor at a periodic resync.
+func TestBridgeRestartAnnouncesWhatChangedWhileNoBridgeWatched(t *testing.T) {
+	h := newHarness(t)
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
+	shared := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backup-seed-bucket", Namespace: "garden"},
+		Data: map[string][]byte{"storageKey": []byte("one")}}
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "backup-rotated", Namespace: "garden"},
+		Data: map[string][]byte{"storageKey": []byte("one")}}
+	h.create(shared)
+	h.create(own)
+
+	_, stop := h.start(Options{})
+	rotated, late := entry("shoot--dev--rotated--1", "azure"), entry("shoot--dev--late--2", "azure")
+	rotated.Spec.SecretRef.Name = own.Name
+	reconciled, plain := entry("shoot--dev--reconciled--3", "azure"), entry("shoot--dev--plain--4", "azure")
+	all := []*extensionsv1alpha1.BackupEntry{rotated, late, reconciled, plain}
+	for _, e := range all {
+		h.create(e)
+	}
+	h.eventually(10*time.Second, "created events", func() bool {
+		rs := h.stream()
+		return !slices.ContainsFunc(all, func(e *extensionsv1alpha1.BackupEntry) bool { return len(typesOf(rs, string(e.UID))) != 1 })
+	})
+	// What the entry function does: its finalizer, its status; gardenlet's reconcile annotation,
+	// announced, and consumed.
+	for _, e := range all {
+		h.patch(e, func() { e.Finalizers = []string{"extensions.gardener.cloud/backupentry"} })
+		h.succeed(e)
+	}
+	h.patch(reconciled, func() { metav1.SetMetaDataAnnotation(&reconciled.ObjectMeta, operationAnnotation, "reconcile") })
+	h.eventually(10*time.Second, "the reconcile annotation announced", func() bool { return len(typesOf(h.stream(), string(reconciled.UID))) == 2 })
+	h.patch(reconciled, func() { delete(reconciled.Annotations, operationAnnotation) })
+	h.succeed(reconciled)
+	time.Sleep(time.Second) // the informers saw the function's writes (none is announced)
+	stop()
+	before := h.stream()
+
+	h.patch(own, func() { own.Data["storageKey"] = []byte("two") })
+	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shoot--dev--late"}})
+
+	second, _ := h.start(Options{ResyncPeriod: time.Second})
+	h.eventually(10*time.Second, "the changed entries announced", func() bool {
+		rs := h.stream()
+		return len(typesOf(rs, string(rotated.UID))) == len(typesOf(before, string(rotated.UID)))+1 &&
+			len(typesOf(rs, string(late.UID))) == len(typesOf(before, string(late.UID)))+1
+	})
+	time.Sleep(3 * time.Second) // three periodic resyncs
+	after := h.stream()
+	if len(after) != len(before)+2 {
+		t.Errorf("the stream grew from %d to %d events, want by the 2 entries whose inputs changed", len(before), len(after))
+	}
+	for _, e := range []*extensionsv1alpha1.BackupEntry{reconciled, plain} {
+		if n, was := len(typesOf(after, string(e.UID))), len(typesOf(before, string(e.UID))); n != was {
+			t.Errorf("%s: announced again (%d events, %d before), though nothing changed since its last event", e.Name, n, was)
+		}
+	}
+	if unchanged := testutil.ToFloat64(second.metrics.unchanged); unchanged < 2*3 {
+		t.Errorf("%v objects counted unchanged, want the 2 settled entries at the start and at each resync", unchanged)
+	}
+	for _, r := range after[len(before):] {
+		if r.event.Type() != events.TypeEntrySynced {
+			t.Errorf("%s announced as %s, want %s", r.event.Subject(), r.event.Type(), events.TypeEntrySynced)
+		}
+		if slices.ContainsFunc(before, func(b received) bool { return b.event.ID() == r.event.ID() }) {
+			t.Errorf("%s announced again under an id the stream holds: JetStream would drop it as a duplicate", r.event.Subject())
 		}
 	}
 }

@@ -19,7 +19,7 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			if isInInitialList {
-				b.enqueue(kind, events.OpSynced, obj, b.again(obj)...)
+				b.listed(kind, obj.(client.Object))
 			} else {
 				b.enqueue(kind, events.OpCreated, obj)
 			}
@@ -33,7 +33,7 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 			}
 			switch {
 			case old.GetResourceVersion() == cur.GetResourceVersion():
-				b.enqueue(kind, events.OpSynced, cur, b.again(cur)...) // a relist or the periodic resync
+				b.announceUnchanged(kind, cur) // a relist or the periodic resync
 			case !relevantChange(old, cur):
 				if b.secretAppearedWhileWaiting(old, cur) { // a status write: no news, but late
 					b.enqueue(kind, events.OpSynced, cur, events.WithTrigger("secret-present"))
@@ -59,10 +59,9 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 
 // again makes the announcement of obj, listed again unchanged (at the start of a term, after a
 // watch's gap, at a resync), new to JetStream's duplicate window if obj has work outstanding
-// (outstanding). The event of its
-// unchanged state may have been delivered minutes ago and dead-lettered or lost with a crashed
-// worker; a new one has its function try again now, not after the window. Objects with nothing
-// outstanding keep their deterministic id: a restart within the window causes no work for them.
+// (outstanding): the event of its unchanged state may have been delivered minutes ago and
+// dead-lettered or lost with a crashed worker; a new one has its function try again now, not
+// after the window. It returns nil for an object with nothing outstanding (announceUnchanged).
 func (b *Bridge) again(obj any) []events.ObjectEventOption {
 	o, ok := obj.(client.Object)
 	if !ok || !outstanding(o) {
@@ -120,14 +119,15 @@ func (b *Bridge) enqueue(kind events.Kind, op events.Operation, obj any, opts ..
 	if !ok || !b.filter.handles(o) {
 		return
 	}
+	opts = append(opts, events.WithInputs(b.inputsOf(kind, o)))
 	e, err := objectEvent(b.opts.Cluster, kind, op, o, opts...)
 	if err != nil {
 		b.log.Error("cannot build event", zap.String("kind", string(kind)), zap.String("name", o.GetName()), zap.Error(err))
 		return
 	}
-	// Keyed by uid, not name: a deleted object and its re-created namesake are two objects,
-	// and the first one's last event must not be replaced by the second one's.
-	b.queue.add(string(kind)+"/"+string(o.GetUID()), e)
+	key := queueKey(kind, o)
+	b.announced.drop(key) // held in its initial list's state: this event is newer
+	b.queue.add(key, e)
 }
 
 // namespaceAdded announces again the entries whose control-plane namespace just appeared, so

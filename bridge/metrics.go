@@ -8,6 +8,7 @@ type metrics struct {
 	duplicates    prometheus.Counter
 	publishErrors prometheus.Counter
 	latency       prometheus.Histogram
+	unchanged     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, q *queue) *metrics {
@@ -29,13 +30,17 @@ func newMetrics(reg prometheus.Registerer, q *queue) *metrics {
 			Help:    "Time from publish to JetStream ack.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		unchanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "housekeeper", Subsystem: "bridge", Name: "objects_unchanged_total",
+			Help: "Objects listed again (a start, a relist, the periodic resync) with nothing outstanding and the inputs of their last event: not announced again.",
+		}),
 	}
 	depth := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "housekeeper", Subsystem: "bridge", Name: "queue_depth",
 		Help: "Objects whose latest event is not yet acknowledged (waiting or in flight).",
 	}, func() float64 { return float64(q.pending()) })
 	if reg != nil {
-		reg.MustRegister(m.published, m.duplicates, m.publishErrors, m.latency, depth)
+		reg.MustRegister(m.published, m.duplicates, m.publishErrors, m.latency, m.unchanged, depth)
 	}
 	return m
 }

@@ -79,6 +79,7 @@ func (b *Bridge) awaitAcks(ctx context.Context, acks <-chan inFlight) {
 			if ack.Duplicate {
 				b.metrics.duplicates.Inc()
 			}
+			b.announced.acknowledged(p.key, p.event)
 			b.finish(p.key, p.event, nil)
 		case err := <-p.future.Err():
 			b.finish(p.key, p.event, fmt.Errorf("publishing %s: %w", p.event.Subject(), err))

@@ -119,6 +119,22 @@ func (w *secretWatch) has(namespace, name string) bool {
 	return err == nil && exists
 }
 
+// digest is the digest of the data of namespace's secret name as the informer cached it
+// (digestSecret), "" if it is not there or not watched.
+func (w *secretWatch) digest(namespace, name string) string {
+	w.mu.Lock()
+	ns := w.namespaces[namespace]
+	w.mu.Unlock()
+	if ns == nil {
+		return ""
+	}
+	obj, exists, err := ns.informer.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return ""
+	}
+	return obj.(*corev1.Secret).Annotations[secretDigestAnnotation]
+}
+
 // hasSynced reports whether every informer running now delivered its initial list.
 func (w *secretWatch) hasSynced() bool {
 	w.mu.Lock()

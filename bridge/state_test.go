@@ -3,12 +3,14 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -305,4 +307,44 @@ func startAuthorizingNATS(t *testing.T) func(identity string) jetstream.JetStrea
 		t.Fatal(err)
 	}
 	return as
+}
+
+// The bridge reads the last event of every object with its own rights, as often as its terms
+// start: the newest event per object counts, an object whose last event is its deletion is
+// forgotten.
+func TestRecallReadsEveryObjectsLastEventAsItsOwnIdentity(t *testing.T) {
+	as := startAuthorizingNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js := as(events.IdentityBridge)
+	kept, gone := entry("shoot--dev--kept--1", "azure"), entry("shoot--dev--gone--2", "azure")
+	kept.UID, gone.UID = "uid-kept", "uid-gone"
+	publish := func(op events.Operation, e *extensionsv1alpha1.BackupEntry, rv, inputs string) {
+		t.Helper()
+		e.ResourceVersion = rv
+		ev, err := objectEvent(cluster, events.KindBackupEntry, op, e, events.WithInputs(inputs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := events.Encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(events.OpCreated, kept, "1", "first")
+	publish(events.OpSynced, kept, "2", "second")
+	publish(events.OpCreated, gone, "3", "third")
+	publish(events.OpDeleted, gone, "4", "fourth")
+	for term := range 2 {
+		last, err := readLastInputs(ctx, js.(recordReader))
+		if err != nil {
+			t.Fatalf("term %d: %v", term, err)
+		}
+		if want := map[string]string{"BackupEntry/uid-kept": "second"}; !maps.Equal(last, want) {
+			t.Errorf("term %d: last inputs %v, want %v", term, last, want)
+		}
+	}
 }

@@ -19,6 +19,9 @@ const (
 	ExtUID             = "uid"
 	ExtResourceVersion = "resourceversion"
 	ExtGeneration      = "generation"
+	// ExtInputs is on object events only: a digest of what the object's function acts on, as
+	// the bridge saw it (see WithInputs).
+	ExtInputs = "inputs"
 )
 
 // SourcePrefix starts every event source; the cluster name follows.
@@ -32,6 +35,7 @@ type ObjectEventOption func(*objectEventOptions)
 
 type objectEventOptions struct {
 	trigger string
+	inputs  string
 	now     func() time.Time
 }
 
@@ -39,6 +43,14 @@ type objectEventOptions struct {
 // namespace it waits for appeared) from earlier events of the same state: it enters the id.
 func WithTrigger(trigger string) ObjectEventOption {
 	return func(o *objectEventOptions) { o.trigger = trigger }
+}
+
+// WithInputs sets the inputs extension: a digest of the object's state that its function acts
+// on and of the other objects it reads (its credentials, its namespace). The bridge compares it
+// with the last event of the object in the stream of record to tell a changed object from one
+// listed again unchanged. It does not enter the id.
+func WithInputs(digest string) ObjectEventOption {
+	return func(o *objectEventOptions) { o.inputs = digest }
 }
 
 // NewObjectEvent builds the event for op on the object ref names, seen in cluster, with data
@@ -60,6 +72,9 @@ func NewObjectEvent(cluster string, op Operation, ref Ref, data []byte, opts ...
 		operation += "/" + o.trigger
 	}
 	e := newEvent(cluster, eventType, ref, ID(cluster, ref.UID, ref.ResourceVersion, operation), o.now())
+	if o.inputs != "" {
+		e.Context.(*cloudevents.EventContextV1).Extensions[ExtInputs] = o.inputs
+	}
 	// The snapshot is JSON already: set it as is rather than through SetData, which would
 	// marshal it again.
 	e.SetDataContentType(cloudevents.ApplicationJSON)

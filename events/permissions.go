@@ -46,9 +46,10 @@ func jsAPI(parts ...string) string {
 // streamInfo are the lookups of both streams every process makes at start-up (CheckStreams).
 var streamInfo = []string{jsAPI("INFO"), jsAPI("STREAM.INFO", RecordStream), jsAPI("STREAM.INFO", DeadLetterStream)}
 
-// BridgePermission is the bridge's: publish every object event, answer resync, read single
-// messages of the stream of record (pending purges' schedule holders, the last completed purge)
-// for its metrics (the stream infos give the dead letters stored), and re-drive transient dead
+// BridgePermission is the bridge's: publish every object event, answer resync, read the stream
+// of record (at the start of a term, the last event of every object through an ordered
+// consumer; single messages, pending purges' schedule holders and the last completed purge, for
+// its metrics; the stream infos give the dead letters stored), and re-drive transient dead
 // letters to their functions (read them, publish on the redrive subjects, delete them).
 func BridgePermission() Permission {
 	return Permission{
@@ -57,6 +58,10 @@ func BridgePermission() Permission {
 			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
 			SubjectRestoreDrills,
 			jsAPI("STREAM.MSG.GET", RecordStream),
+			// Its one consumer of the stream of record, by name: the functions' are not its to read.
+			jsAPI("CONSUMER.CREATE", RecordStream, RecallConsumer), jsAPI("CONSUMER.CREATE", RecordStream, RecallConsumer, ">"),
+			jsAPI("CONSUMER.INFO", RecordStream, RecallConsumer), jsAPI("CONSUMER.MSG.NEXT", RecordStream, RecallConsumer),
+			jsAPI("CONSUMER.DELETE", RecordStream, RecallConsumer),
 			jsAPI("CONSUMER.CREATE", DeadLetterStream, ">"), jsAPI("CONSUMER.INFO", DeadLetterStream, "*"),
 			jsAPI("CONSUMER.MSG.NEXT", DeadLetterStream, "*"), jsAPI("CONSUMER.DELETE", DeadLetterStream, "*"),
 			jsAPI("STREAM.MSG.DELETE", DeadLetterStream), subjectRoot + ".redrive.*",

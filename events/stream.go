@@ -19,6 +19,9 @@ const (
 	RecordStream = "HOUSEKEEPER"
 	// DeadLetterStream keeps events a function could never handle, each with its reason.
 	DeadLetterStream = "HOUSEKEEPER_DEADLETTER"
+	// RecallConsumer is the leading bridge's consumer of RecordStream, created at the start of
+	// its term to read the last event of every object and deleted after.
+	RecallConsumer = "housekeeper-bridge-recall"
 )
 
 // Stream defaults.
