@@ -547,6 +547,8 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 			"retention": map[string]any{"default": "24h", "byPurpose": map[string]any{"production": "168h"}},
 			"azure": map[string]any{"authorityHost": "https://login.stack.example.com", "resourceManager": "https://management.stack.example.com",
 				"blobServiceURL": "https://{account}.blob.stack.example.com"},
+			"image":            map[string]any{"pullCredentials": registryConfig},
+			"imagePullSecrets": []any{map[string]any{"name": "registry"}},
 		}
 	case withoutEtcdBackups:
 		// Not among renderings: every check of those expects the five functions.

@@ -70,6 +70,25 @@ housekeeper COMMAND --help shows a command's flags. Every flag can also be set a
 HOUSEKEEPER_<FLAG> in the environment.
 `, functionNames(), defaultTimeout)
 
+// deadLettersHelp is what `housekeeper deadletters --help` prints: its three commands.
+const deadLettersHelp = `usage: housekeeper [--nats-url URL ...] deadletters list|retry|discard [flags]
+
+Dead letters are the events a function gave up on (after its deliveries ran out, or refused for
+good), kept in the stream HOUSEKEEPER_DEADLETTER with their reason. These commands connect as the
+operator identity.
+
+commands:
+  list [--function F] [--kubeconfig FILE] [--timeout D]
+                         show dead letters with their age, reason and their object's state now
+  retry [--function F] (--seq N[,N...] | --all) [--timeout D]
+                         re-drive dead letters to their function
+  discard [--function F] (--seq N[,N...] | --resolved | --all) [--timeout D]
+                         remove dead letters, e.g. those whose object converged or is gone
+
+housekeeper deadletters COMMAND --help shows a command's flags. The NATS flags (housekeeper
+--help) go before or after the command.
+`
+
 // Main runs the command line and returns the exit code. providers are the object store
 // providers linked into the binary: what its functions can open (a main lists them, so an
 // image for one cloud links no other cloud's SDK).
@@ -142,8 +161,11 @@ func run(ctx context.Context, args []string, out io.Writer, providers []objectst
 	case "drill":
 		return runDrill(ctx, rest[1:], out, providers)
 	case "deadletters":
-		if len(rest) < 2 || isHelp(rest[1]) {
-			return fmt.Errorf("%w: deadletters needs list or retry (housekeeper deadletters list --help)", errUsage)
+		if len(rest) >= 2 && isHelp(rest[1]) {
+			return helpError(deadLettersHelp)
+		}
+		if len(rest) < 2 {
+			return fmt.Errorf("%w: deadletters needs list, retry or discard (housekeeper deadletters --help)", errUsage)
 		}
 		switch rest[1] {
 		case "list":

@@ -25,6 +25,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		"forward":             {"-function", "-url", "-addr"},
 		"replay":              {"-function", "-since", "-from-seq", "-until", "-timeout"},
 		"resync":              nil,
+		"deadletters":         nil,
 		"deadletters list":    {"-function", "-timeout"},
 		"deadletters retry":   {"-function", "-seq", "-all", "-timeout"},
 		"deadletters discard": {"-function", "-seq", "-resolved", "-timeout"},

@@ -237,6 +237,19 @@ volumeMounts:
 {{- end }}
 {{- end -}}
 
+{{/* The pods' imagePullSecrets: imagePullSecrets, and housekeeper-image-pull when the chart
+creates it from image.pullCredentials (image-pull-secret.yaml). */}}
+{{- define "housekeeper.imagePullSecrets" -}}
+{{- $secrets := .Values.imagePullSecrets | default list }}
+{{- if .Values.image.pullCredentials }}
+{{- $secrets = append $secrets (dict "name" "housekeeper-image-pull") }}
+{{- end }}
+{{- with $secrets }}
+imagePullSecrets:
+{{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
 {{- define "housekeeper.priorityClass" -}}
 {{- with include "housekeeper.priorityClassName" . }}
 priorityClassName: {{ . }}
