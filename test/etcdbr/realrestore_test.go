@@ -34,8 +34,9 @@ type realRestoreBackup struct {
 
 // backUpForRealRestore runs a real etcd (v3.5, as etcd-druid's) with `etcdbrctl snapshot`:
 // before its full snapshot it calls beforeFull with a client, then waits for the full
-// snapshot, calls afterFull, and waits for a delta that holds afterFull's last write.
-func backUpForRealRestore(t *testing.T, beforeFull, afterFull func(c *clientv3.Client) int64) realRestoreBackup {
+// snapshot, and calls each of rounds in turn, waiting after each for a delta that holds its
+// last write.
+func backUpForRealRestore(t *testing.T, beforeFull func(c *clientv3.Client) int64, rounds ...func(c *clientv3.Client) int64) realRestoreBackup {
 	t.Helper()
 	dir := t.TempDir()
 	logs, err := os.Create(filepath.Join(dir, "etcdbr.log"))
@@ -104,7 +105,9 @@ func backUpForRealRestore(t *testing.T, beforeFull, afterFull func(c *clientv3.C
 		}
 	}
 	waitFor("Full", rev)
-	waitFor("Incr", afterFull(c))
+	for _, round := range rounds {
+		waitFor("Incr", round(c))
+	}
 	snapshotter.Stop()
 	b := realRestoreBackup{etcdbr: etcdbr, store: store, bucket: bucket}
 	for _, k := range keysUnder(t, bucket, store.SnapshotPrefix()) {
@@ -202,69 +205,58 @@ func TestDrillRealRestoreAgrees(t *testing.T) {
 		report.RealRestore, res.Revision, res.Keys, res.HashKV, res.Full, len(res.Deltas), rr.Duration.Round(time.Millisecond))
 }
 
-// etcd-backup-restore#1045 with the pinned etcdbrctl: the full snapshot holds a short lease with
-// a key (as kube-apiserver's master leases), kept alive in the source; the first write after the
-// full snapshot is the first delta's first event. etcdbrctl restore starts its embedded etcd on
-// the full snapshot, then fetches the first delta; here the store serves that delta slowly (a
-// FIFO stands in for a large object from a distant bucket), so the lease expires meanwhile: the
-// embedded etcd revokes it, deleting its key at the revision of the first event, which its
-// restore then takes as applied. It exits 0. The drill's replay keeps the lease alive and holds
-// both keys; the comparison names them and the drill is NotRestorable.
-func TestDrillRealRestoreCatchesLostWrite1045(t *testing.T) {
-	ctx := context.Background()
-	const (
-		leased = "/registry/masterleases/10.0.0.1"
-		first  = "/registry/configmaps/default/first-after-full"
-	)
-	var keep context.CancelFunc
-	defer func() {
-		if keep != nil {
-			keep()
+// leaseInFullSnapshot is a round before the full snapshot: five keys, then leased on a lease of
+// etcd's least TTL (2 s), kept alive in the source until the test ends, as kube-apiserver keeps
+// its master leases.
+func leaseInFullSnapshot(t *testing.T, leased string) func(c *clientv3.Client) int64 {
+	return func(c *clientv3.Client) int64 {
+		ctx := context.Background()
+		for i := range 5 {
+			if _, err := c.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "v"); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}()
-	b := backUpForRealRestore(t,
-		func(c *clientv3.Client) int64 {
-			for i := range 5 {
-				if _, err := c.Put(ctx, fmt.Sprintf("/registry/configmaps/default/cm-%d", i), "v"); err != nil {
-					t.Fatal(err)
-				}
+		lease, err := c.Grant(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		ch, err := c.KeepAlive(keep, lease.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for range ch {
 			}
-			lease, err := c.Grant(ctx, 2) // etcd's least TTL
-			if err != nil {
-				t.Fatal(err)
-			}
-			var kctx context.Context
-			kctx, keep = context.WithCancel(ctx)
-			ch, err := c.KeepAlive(kctx, lease.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() {
-				for range ch {
-				}
-			}()
-			resp, err := c.Put(ctx, leased, "10.0.0.1", clientv3.WithLease(lease.ID))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp.Header.Revision
-		},
-		func(c *clientv3.Client) int64 {
-			resp, err := c.Put(ctx, first, "written after the full snapshot")
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp.Header.Revision
-		})
-	if len(b.deltas) == 0 {
-		t.Fatal("no delta snapshot")
+		}()
+		resp, err := c.Put(ctx, leased, "10.0.0.1", clientv3.WithLease(lease.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
 	}
-	// etcdbrctl's copy of the store: the same objects, the first delta behind a FIFO that
-	// gives its bytes 8 s after etcdbrctl opens it (the lease expires about 3 s after the
-	// embedded etcd leads).
-	slowHome := filepath.Join(t.TempDir(), "slow")
-	copyTree(t, filepath.Join(b.store.Home, b.store.Container), filepath.Join(slowHome, b.store.Container))
-	fifo := filepath.Join(slowHome, b.store.Container, filepath.FromSlash(b.deltas[0]))
+}
+
+// putRound is a round that writes key.
+func putRound(t *testing.T, key string) func(c *clientv3.Client) int64 {
+	return func(c *clientv3.Client) int64 {
+		resp, err := c.Put(context.Background(), key, "written after the full snapshot")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+}
+
+// slowCopy copies b's bucket for etcdbrctl to read, with the object at key behind a FIFO that
+// gives its bytes delay after etcdbrctl opens it: a large object from a distant bucket, say.
+// fed says whether they were given. It returns the copy's $HOME.
+func (b realRestoreBackup) slowCopy(t *testing.T, key string, delay time.Duration) (home string, fed func() error) {
+	t.Helper()
+	home = filepath.Join(t.TempDir(), "slow")
+	copyTree(t, filepath.Join(b.store.Home, b.store.Container), filepath.Join(home, b.store.Container))
+	fifo := filepath.Join(home, b.store.Container, filepath.FromSlash(key))
 	content, err := os.ReadFile(fifo)
 	if err != nil {
 		t.Fatal(err)
@@ -275,34 +267,58 @@ func TestDrillRealRestoreCatchesLostWrite1045(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fed := make(chan error, 1)
+	done := make(chan error, 1)
 	go func() {
 		w, err := os.OpenFile(fifo, os.O_WRONLY, 0) // until etcdbrctl opens it
 		if err != nil {
-			fed <- err
+			done <- err
 			return
 		}
-		time.Sleep(8 * time.Second)
+		time.Sleep(delay)
 		_, err = w.Write(content)
-		fed <- errors.Join(err, w.Close())
+		done <- errors.Join(err, w.Close())
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		// Unblock the writer should etcdbrctl never have opened the FIFO.
 		if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
 			_, _ = io.Copy(io.Discard, r)
 			_ = r.Close()
 		}
-	}()
-
-	e := pinnedEtcdbrctl(t)
-	res, err := b.drill(t, e, slowHome)
-	select {
-	case ferr := <-fed:
-		if ferr != nil {
-			t.Fatalf("feeding the first delta to etcdbrctl: %v", ferr)
+	})
+	return home, func() error {
+		select {
+		case err := <-done:
+			return err
+		default:
+			return fmt.Errorf("etcdbrctl never read %s", key)
 		}
-	default:
-		t.Fatalf("etcdbrctl never read the first delta %s (drill: %v)", b.deltas[0], err)
+	}
+}
+
+const (
+	leasedKey = "/registry/masterleases/10.0.0.1"
+	firstKey  = "/registry/configmaps/default/first-after-full"
+	secondKey = "/registry/configmaps/default/second-after-full"
+)
+
+// etcd-backup-restore#1045 with the pinned etcdbrctl: the full snapshot holds a short lease with
+// a key (as kube-apiserver's master leases), kept alive in the source; the first write after the
+// full snapshot is the first delta's first event. etcdbrctl restore starts its embedded etcd on
+// the full snapshot, then fetches the first delta; here the store serves that delta after 8 s,
+// so the lease expires meanwhile (about 3 s after the embedded etcd leads): the embedded etcd
+// revokes it, deleting its key at the revision of the first event, which its restore then takes
+// as applied. It exits 0. The drill's replay keeps the lease alive and holds both keys; the
+// comparison names them and the drill is NotRestorable.
+func TestDrillRealRestoreCatchesLostWrite1045(t *testing.T) {
+	b := backUpForRealRestore(t, leaseInFullSnapshot(t, leasedKey), putRound(t, firstKey))
+	if len(b.deltas) == 0 {
+		t.Fatal("no delta snapshot")
+	}
+	home, fed := b.slowCopy(t, b.deltas[0], 8*time.Second)
+	e := pinnedEtcdbrctl(t)
+	res, err := b.drill(t, e, home)
+	if ferr := fed(); ferr != nil {
+		t.Fatalf("feeding the first delta to etcdbrctl: %v (drill: %v)", ferr, err)
 	}
 	if !errors.Is(err, drill.ErrRealRestoreDiffers) {
 		t.Fatalf("drill: %v (real restore %+v); want the real restore to differ", err, res.RealRestore)
@@ -311,11 +327,11 @@ func TestDrillRealRestoreCatchesLostWrite1045(t *testing.T) {
 	if rr.Outcome != drill.RealRestoreDiffers || rr.Revision != res.Revision {
 		t.Errorf("real restore outcome %s at revision %d, want Differs at the drill's %d", rr.Outcome, rr.Revision, res.Revision)
 	}
-	if !slices.Equal(rr.Missing, []string{first, leased}) || len(rr.Extra) != 0 || len(rr.Changed) != 0 {
-		t.Errorf("etcdbrctl's store lacks %v, has extra %v, changed %v; want it to lack exactly %s and %s", rr.Missing, rr.Extra, rr.Changed, first, leased)
+	if !slices.Equal(rr.Missing, []string{firstKey, leasedKey}) || len(rr.Extra) != 0 || len(rr.Changed) != 0 {
+		t.Errorf("etcdbrctl's store lacks %v, has extra %v, changed %v; want it to lack exactly %s and %s", rr.Missing, rr.Extra, rr.Changed, firstKey, leasedKey)
 	}
 	want := fmt.Sprintf("the real restore differs: etcd-backup-restore v0.44.1 restores revision %s without 2 keys that the backups hold: %s, %s",
-		thousandsOf(res.Revision), first, leased)
+		thousandsOf(res.Revision), firstKey, leasedKey)
 	if err.Error() != want {
 		t.Errorf("error %q\nwant  %q", err, want)
 	}
@@ -325,6 +341,38 @@ func TestDrillRealRestoreCatchesLostWrite1045(t *testing.T) {
 		t.Errorf("report %s, reason %q, real restore %q; want NotRestorable with the error", report.Outcome, report.Reason, report.RealRestore)
 	}
 	t.Logf("%s (%s), the drill's replay: revision %d, %d keys", report.Reason, report.RealRestore, res.Revision, res.Keys)
+}
+
+// etcd-backup-restore#1046 with the pinned etcdbrctl: as above, but the lease expires while
+// etcdbrctl waits for the second delta, after it applied the first: the revocation takes a
+// revision, the second delta's events land one revision late, and etcdbrctl's check after it
+// fails ("mismatched event revision"): it exits 1. The drill's replay restores the backups;
+// the drill is NotRestorable with etcdbrctl's exit code and its error.
+func TestDrillRealRestoreFailsWhereTheReplayRestores1046(t *testing.T) {
+	b := backUpForRealRestore(t, leaseInFullSnapshot(t, leasedKey), putRound(t, firstKey), putRound(t, secondKey))
+	if len(b.deltas) < 2 {
+		t.Fatalf("deltas %v, want two", b.deltas)
+	}
+	home, fed := b.slowCopy(t, b.deltas[1], 8*time.Second)
+	e := pinnedEtcdbrctl(t)
+	res, err := b.drill(t, e, home)
+	if ferr := fed(); ferr != nil {
+		t.Fatalf("feeding the second delta to etcdbrctl: %v (drill: %v)", ferr, err)
+	}
+	if !errors.Is(err, drill.ErrRealRestoreFailed) || res.RealRestore.Outcome != drill.RealRestoreFails {
+		t.Fatalf("drill: %v (real restore %+v); want the real restore to fail", err, res.RealRestore)
+	}
+	report := drill.Report("shoot--drill--real", time.Now(), res, err)
+	for _, want := range []string{"the real restore fails: etcd-backup-restore v0.44.1 fails to restore the backups the drill restored (exit code 1): ",
+		"fatal: Failed to restore snapshot: ", "mismatched event revision while applying delta snapshot"} {
+		if !strings.Contains(report.Reason, want) {
+			t.Errorf("reason %q lacks %q", report.Reason, want)
+		}
+	}
+	if report.Outcome != backupv1alpha1.OutcomeNotRestorable || res.Keys != 8 {
+		t.Errorf("report %s, the replay's %d keys; want NotRestorable, 8 keys", report.Outcome, res.Keys)
+	}
+	t.Logf("%s; the drill's replay: revision %d, %d keys", report.Reason, res.Revision, res.Keys)
 }
 
 func thousandsOf(n int64) string {
