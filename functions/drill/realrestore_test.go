@@ -48,10 +48,10 @@ func TestDrillRealRestoreOutcomes(t *testing.T) {
 	if store.Provider != "Local" || store.Prefix != "shoot--drill--test/etcd-main" || store.LocalHome != filepath.Dir(b.bucket) {
 		t.Fatalf("etcdbrctl's store %+v", store)
 	}
-	run := func(t *testing.T, e *Etcdbrctl) (Result, error, backupv1alpha1.EntryDrillResult) {
+	run := func(t *testing.T, e *Etcdbrctl) (Result, backupv1alpha1.EntryDrillResult, error) {
 		t.Helper()
 		res, err := Run(ctx, localDir(t, b.bucket), prefix, Options{WorkDir: t.TempDir(), Etcdbrctl: e, EtcdbrStore: store})
-		return res, err, Report("shoot--drill--test", time.Now(), res, err)
+		return res, Report("shoot--drill--test", time.Now(), res, err), err
 	}
 	fake := func(t *testing.T, body string) *Etcdbrctl {
 		t.Helper()
@@ -66,7 +66,7 @@ func TestDrillRealRestoreOutcomes(t *testing.T) {
 	}
 
 	t.Run("not configured", func(t *testing.T) {
-		res, err, r := run(t, nil)
+		res, r, err := run(t, nil)
 		if err != nil || res.Revision != b.revision {
 			t.Fatalf("drill: revision %d, %v; want %d", res.Revision, err, b.revision)
 		}
@@ -83,7 +83,7 @@ func TestDrillRealRestoreOutcomes(t *testing.T) {
 echo "time=\"x\" level=error msg=\"listing with key $(cat ../etcdbr-credentials/secretAccessKey) took 2 attempts\"" >&2
 echo 'time="2026-11-29T10:00:01Z" level=fatal msg="Failed to restore snapshot: snapshot revision verification failed for delta snapshot Incr-1-2-3.gz : mismatched event revision while applying delta snapshot, expected 41 but applied 42 "' >&2
 exit 1`)
-		res, err, r := run(t, e)
+		res, r, err := run(t, e)
 		if !errors.Is(err, ErrRealRestoreFailed) {
 			t.Fatalf("drill: %v, want ErrRealRestoreFailed", err)
 		}
@@ -105,7 +105,7 @@ exit 1`)
 	})
 	t.Run("killed", func(t *testing.T) {
 		e := fake(t, `echo 'time="x" level=info msg="Applying delta snapshots..."' >&2; kill -KILL $$`)
-		res, err, r := run(t, e)
+		res, r, err := run(t, e)
 		if !errors.Is(err, ErrDrill) || res.RealRestore.Outcome != RealRestoreNotCompared {
 			t.Fatalf("drill: %v, real restore %+v; want ErrDrill, NotCompared", err, res.RealRestore)
 		}
@@ -115,7 +115,7 @@ exit 1`)
 	})
 	t.Run("restores nothing", func(t *testing.T) {
 		e := fake(t, `exit 0`)
-		_, err, r := run(t, e)
+		_, r, err := run(t, e)
 		if !errors.Is(err, ErrRealRestoreFailed) || r.Outcome != backupv1alpha1.OutcomeNotRestorable ||
 			!strings.Contains(r.Reason, "etcd-backup-restore v0.44.1's restored db does not open") {
 			t.Errorf("drill: %v; report %s %q; want NotRestorable: its db does not open", err, r.Outcome, r.Reason)
