@@ -25,17 +25,20 @@ var errNotRestorable = errors.New("the backups do not restore")
 
 // runDrill drills one BackupEntry's or EtcdBackupConfig's backups now and prints the result.
 func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objectstore.Plugin) error {
-	fs := newFlags("drill", "(--entry NAME [--etcd NAME] | --config NAMESPACE/NAME) [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
+	fs := newFlags("drill", "(--entry NAME [--etcd NAME] | --config NAMESPACE/NAME) [--etcdbrctl FILE] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
 		"Restore a BackupEntry's latest full snapshot and the delta snapshots after it, as etcd-backup-restore\n"+
 			"lays them out under <entry>/<etcd>/, or the newest backup an EtcdBackupConfig keeps in its destination,\n"+
 			"into a throwaway etcd, and check them: every SHA-256, revisions without a gap, every event at its\n"+
 			"revision. The store is opened as the purge or the snapshot function opens it and never written to.\n"+
+			"With --etcdbrctl it also runs etcd-backup-restore's own restore on the same backups, in a process of\n"+
+			"its own, and compares its store with the drill's at the same revision.\n"+
 			"It exits 1 when the backups do not restore, naming the object at fault.")
 	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill")
 	configName := fs.String("config", "", "the EtcdBackupConfig, as namespace/name, whose newest backup to drill")
 	etcd := fs.String("etcd", gardener.EtcdMain, "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
 	output := fs.String("output", "text", "text or json")
+	etcdbrctlPath := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl: run its restore too and compare (empty: not run, and the result says so)")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	var kubeOpts kube.Options
 	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
@@ -71,6 +74,12 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	opts := drill.Options{WorkDir: *workDir}
+	if *etcdbrctlPath != "" {
+		if opts.Etcdbrctl, err = drill.NewEtcdbrctl(ctx, *etcdbrctlPath); err != nil {
+			return fmt.Errorf("%w: --etcdbrctl: %v", errUsage, err)
+		}
+	}
 	var target drill.Target
 	if *entryName != "" {
 		be := &extensionsv1alpha1.BackupEntry{}
@@ -89,7 +98,10 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", target.Kind, target.Name, err)
 	}
-	res, err := drill.Run(ctx, store, target.Prefix, drill.Options{WorkDir: *workDir, Layout: target.Layout})
+	var res drill.Result
+	if opts, err = target.Options(ctx, opts); err == nil {
+		res, err = drill.Run(ctx, store, target.Prefix, opts)
+	}
 	var derr *drill.Error
 	broken := errors.As(err, &derr) && derr.AboutTheBackup()
 	if *output == "json" {
@@ -142,6 +154,9 @@ func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, 
 		fmt.Fprintf(out, "  restored       revision %d (full snapshot's %d), %d keys, db %d bytes (%d in use)\n", res.Revision, res.FullRevision, res.Keys, res.DBSize, res.DBSizeInUse)
 		fmt.Fprintf(out, "  applied        %d delta events (%d already in the full snapshot, checked), %d leases kept alive\n", res.Events, res.SkippedEvents, res.Leases)
 		fmt.Fprintf(out, "  digests        keys and values sha256:%s, etcd HashKV %d\n", res.KVSHA256, res.HashKV)
+	}
+	if s := res.RealRestore.Summary(); s != "" {
+		fmt.Fprintf(out, "  real restore   %s\n", s)
 	}
 	fmt.Fprintf(out, "  read           %d bytes in %s\n", res.ReadBytes, res.Duration.Round(time.Millisecond))
 }

@@ -80,6 +80,22 @@ func TestDrillCommandDrillsAConfig(t *testing.T) {
 		!strings.Contains(out, want) {
 		t.Errorf("drill --config team/main: exit %d, output:\n%s\nwant 0, restorable, %q", code, out, want)
 	}
+	if want := "  real restore   etcd-backup-restore's restore not run: no etcdbrctl configured\n"; !strings.Contains(out, want) {
+		t.Errorf("drill --config team/main without --etcdbrctl: output:\n%s\nwant %q", out, want)
+	}
+	// etcd-backup-restore does not read the snapshot function's backups: given etcdbrctl, the
+	// drill says it did not run it, and why.
+	etcdbrctl := filepath.Join(t.TempDir(), "etcdbrctl")
+	if err := os.WriteFile(etcdbrctl, []byte("#!/bin/sh\necho 'level=info msg=\"etcd-backup-restore Version: v0.44.1\"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out = run("--config", "team/main", "--etcdbrctl", etcdbrctl)
+	if want := "  real restore   etcd-backup-restore's restore not run: the snapshot function's backups are not in etcd-backup-restore's layout\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("drill --config team/main --etcdbrctl: exit %d, output:\n%s\nwant 0 and %q", code, out, want)
+	}
+	if code, out = run("--config", "team/main", "--etcdbrctl", filepath.Join(t.TempDir(), "missing")); code != 2 || !strings.Contains(out, "--etcdbrctl") {
+		t.Errorf("drill --etcdbrctl of a missing file: exit %d, output:\n%s\nwant 2 (usage), naming --etcdbrctl", code, out)
+	}
 
 	key := etcdbackup.Key(cfg, fire.At)
 	path := filepath.Join(root, "backups", filepath.FromSlash(key))

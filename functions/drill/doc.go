@@ -23,10 +23,21 @@
 // than the latest full one, or in another prefix, restore; that the shoot's etcd version opens
 // the result (the drill restores into the etcd server this module links, whatever version wrote
 // the snapshot); that etcd-backup-restore's own restore (its version, its flags, its object store
-// client) succeeds where the drill does — the drill follows its code, it does not run it; leases:
+// client) succeeds where the replay does — the replay follows its code, it does not run it; leases:
 // as etcd-backup-restore's restorer, it applies the deltas' puts without their leases, and keeps
 // the full snapshot's leases alive while it runs, so that none expires into a revision the source
 // never had.
+//
+// Given Options.Etcdbrctl, the drill runs etcd-backup-restore's own restore too (`etcdbrctl
+// restore`, in a process of its own, from the same bucket with the same credentials: EtcdbrStore)
+// into a second data directory, and compares its store with the replay's at the replay's
+// revision: key count, the digest of every key and value, HashKV (Result.RealRestore). Agreeing,
+// it proves that the tool that restores the shoot on the day restores these backups to the same
+// store; differing (ErrRealRestoreDiffers, naming up to 10 keys, never values) or failing
+// (ErrRealRestoreFailed, with its exit code and last error messages) the backups are not
+// restorable by it — as when its embedded etcd revokes a lease that expired during the restore and
+// skips a write (etcd-backup-restore#1045), which the replay, keeping leases alive, does not.
+// Without it, Result.RealRestore says it was not run.
 //
 // A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select,
 // Selection.Selects and SelectsConfig decide which BackupEntries and EtcdBackupConfigs a run

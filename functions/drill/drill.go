@@ -43,6 +43,13 @@ type Options struct {
 	// is thrown away: a caller's own checks (certain keys exist, values decode). Its error is
 	// returned as ErrCheck.
 	Check func(ctx context.Context, c *clientv3.Client, revision int64) error
+	// Etcdbrctl, if set, is etcd-backup-restore's command: once the drill's replay restored
+	// the backups, it runs `etcdbrctl restore` on them from EtcdbrStore, in a process of its
+	// own, into a second data directory in the work directory, and compares the two stores at
+	// the replay's revision (Result.RealRestore). Unset, the drill says it did not run it.
+	Etcdbrctl *Etcdbrctl
+	// EtcdbrStore is where etcdbrctl reads the backups the drill reads from its Source.
+	EtcdbrStore *EtcdbrStore
 }
 
 // Result is what a drill restored and found.
@@ -88,6 +95,9 @@ type Result struct {
 	ReadBytes int64 `json:"readBytes"`
 	// Duration is how long the drill took.
 	Duration time.Duration `json:"durationNanoseconds"`
+	// RealRestore is what etcd-backup-restore's own restore made of the same backups, or why
+	// it was not run; nil when the replay failed before it.
+	RealRestore *RealRestore `json:"realRestore,omitempty"`
 }
 
 const (
@@ -147,49 +157,58 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	}
 	defer os.RemoveAll(work)
 
+	if err := replay(ctx, lg, src, chain, work, opts, quota, maxBytes, &res); err != nil {
+		return res, err
+	}
+	return res, realRestore(ctx, lg, opts, work, quota, uint(maxBytes)+requestOverhead, &res)
+}
+
+// replay restores chain with the drill's own code in work/data and fills res with what it
+// restored: see Run.
+func replay(ctx context.Context, lg *zap.Logger, src Source, chain Chain, work string, opts Options, quota, maxBytes int64, res *Result) error {
 	full, err := fetch(ctx, src, chain.Full, filepath.Join(work, "full.db"))
 	res.ReadBytes += full.stored
 	if err != nil {
-		return res, err
+		return err
 	}
 	dataDir := filepath.Join(work, "data")
 	if err := restoreDB(lg, full.path, dataDir); err != nil {
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, fs.ErrPermission) {
-			return res, chain.Full.fail(ErrDrill, err, "restoring its snapshot db")
+			return chain.Full.fail(ErrDrill, err, "restoring its snapshot db")
 		}
-		return res, chain.Full.fail(ErrCorrupt, err, "restoring its snapshot db")
+		return chain.Full.fail(ErrCorrupt, err, "restoring its snapshot db")
 	}
 	_ = os.Remove(full.path) // the data directory has its copy
 	// A structural check of the db (bbolt's), its keys and revision, before a server runs on it.
 	status, err := snapshot.NewV3(lg).Status(filepath.Join(dataDir, "member", "snap", "db"))
 	if err != nil {
-		return res, chain.Full.fail(ErrCorrupt, err, "checking its restored db")
+		return chain.Full.fail(ErrCorrupt, err, "checking its restored db")
 	}
 	// etcd indexes every key in memory: the full snapshot's keys, known now, say what it needs.
 	if need := opts.storeNeed(int64(status.TotalKey)); opts.MemoryShare > 0 && need > opts.MemoryShare {
-		return res, chain.Full.fail(ErrMemoryShare, nil, "its %d keys need about %s, above the %s this drill may use (memoryBudget over concurrency): raise memoryBudget or lower concurrency",
+		return chain.Full.fail(ErrMemoryShare, nil, "its %d keys need about %s, above the %s this drill may use (memoryBudget over concurrency): raise memoryBudget or lower concurrency",
 			status.TotalKey, quantity(need), quantity(opts.MemoryShare))
 	}
 
 	etcd, err := startEtcd(ctx, lg, dataDir, quota, uint(maxBytes)+requestOverhead)
 	if err != nil {
-		return res, chain.Full.fail(ErrDrill, err, "starting etcd on its restored db")
+		return chain.Full.fail(ErrDrill, err, "starting etcd on its restored db")
 	}
 	defer etcd.close()
 	// Read before anything else can change the store: the deltas' overlap is judged by it.
 	base, err := etcd.revision(ctx)
 	if err != nil {
-		return res, chain.Full.fail(ErrDrill, err, "reading the restored store's revision")
+		return chain.Full.fail(ErrDrill, err, "reading the restored store's revision")
 	}
 	res.FullRevision = base
 	if base < chain.Full.LastRevision {
-		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db is at revision %d, its name says %d", base, chain.Full.LastRevision)
+		return chain.Full.fail(ErrRevisionMismatch, nil, "its db is at revision %d, its name says %d", base, chain.Full.LastRevision)
 	}
 	if status.Revision > base {
-		return res, chain.Full.fail(ErrRevisionMismatch, nil, "its db holds revision %d, etcd serves it at %d", status.Revision, base)
+		return chain.Full.fail(ErrRevisionMismatch, nil, "its db holds revision %d, etcd serves it at %d", status.Revision, base)
 	}
 	if err := etcd.keepLeasesAlive(ctx); err != nil {
-		return res, chain.Full.fail(ErrDrill, err, "keeping its leases alive")
+		return chain.Full.fail(ErrDrill, err, "keeping its leases alive")
 	}
 	res.Leases = etcd.leases
 	if afterStart != nil {
@@ -201,12 +220,12 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 		f, err := fetch(ctx, src, d, filepath.Join(work, "delta"))
 		res.ReadBytes += f.stored
 		if err != nil {
-			return res, err
+			return err
 		}
 		err = a.apply(ctx, d, f)
 		res.Events, res.SkippedEvents = a.applied, a.skipped
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
 	res.Revision = a.rev
@@ -214,29 +233,29 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 
 	// What the store serves now, not what the applier counted.
 	if rev, err := etcd.revision(ctx); err != nil {
-		return res, last.fail(ErrDrill, err, "reading the restored store's revision")
+		return last.fail(ErrDrill, err, "reading the restored store's revision")
 	} else if rev != res.Revision {
-		return res, last.fail(ErrRevisionMismatch, nil, "the restored store is at revision %d after the deltas, not %d", rev, res.Revision)
+		return last.fail(ErrRevisionMismatch, nil, "the restored store is at revision %d after the deltas, not %d", rev, res.Revision)
 	}
 	if res.Keys, res.KVSHA256, err = digest(ctx, etcd.client, res.Revision); err != nil {
-		return res, last.fail(ErrDrill, err, "reading the restored keys at revision %d", res.Revision)
+		return last.fail(ErrDrill, err, "reading the restored keys at revision %d", res.Revision)
 	}
 	hkv, err := etcd.client.HashKV(ctx, etcd.endpoint, res.Revision)
 	if err != nil {
-		return res, last.fail(ErrDrill, err, "hashing the restored store at revision %d", res.Revision)
+		return last.fail(ErrDrill, err, "hashing the restored store at revision %d", res.Revision)
 	}
 	res.HashKV, res.CompactRevision = hkv.Hash, hkv.CompactRevision
 	st, err := etcd.client.Status(ctx, etcd.endpoint)
 	if err != nil {
-		return res, last.fail(ErrDrill, err, "reading the restored store's status")
+		return last.fail(ErrDrill, err, "reading the restored store's status")
 	}
 	res.DBSize, res.DBSizeInUse = st.DbSize, st.DbSizeInUse
 	if opts.Check != nil {
 		if err := opts.Check(ctx, etcd.client, res.Revision); err != nil {
-			return res, last.fail(ErrCheck, err, "the store restored up to it")
+			return last.fail(ErrCheck, err, "the store restored up to it")
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // afterStart is a test hook: it runs once the throwaway etcd serves, before any delta.

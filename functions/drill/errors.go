@@ -30,6 +30,12 @@ var (
 	// ErrTooLarge: one revision's events exceed what a restore applies in one transaction
 	// (Options.MaxRevisionBytes, etcd-backup-restore's 10,240 operations).
 	ErrTooLarge = errors.New("revision too large")
+	// ErrRealRestoreFailed: etcd-backup-restore's own restore (Options.Etcdbrctl) fails on
+	// backups the drill's replay restored: it exits non-zero, or its db does not open.
+	ErrRealRestoreFailed = errors.New("the real restore fails")
+	// ErrRealRestoreDiffers: etcd-backup-restore's own restore succeeds, but its store holds
+	// other keys or values at the replay's revision, or does not reach it.
+	ErrRealRestoreDiffers = errors.New("the real restore differs")
 )
 
 // ErrCheck: Options.Check failed on the restored store.

@@ -7,6 +7,7 @@ package drill
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -37,15 +38,27 @@ var Definition = runner.Definition{
 	Name: "drill",
 	// Fired schedules.
 	Types: []string{events.TypeDrillDue},
-	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
-		limit, err := process.ContainerMemoryLimit()
-		if err != nil {
-			d.Log.Warn("no container memory limit: memoryBudgets are not held to one", zap.Error(err))
+	Bind: func(fs *flag.FlagSet) runner.Constructor {
+		etcdbrctl := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl, of the version the seed's etcds run: each drill also runs its restore on the same backups and compares the two (empty: not run, and each result says so)")
+		return func(ctx context.Context, d runner.Deps) (runner.Handler, error) {
+			limit, err := process.ContainerMemoryLimit()
+			if err != nil {
+				d.Log.Warn("no container memory limit: memoryBudgets are not held to one", zap.Error(err))
+			}
+			d.Log.Info("drill runs' memory", zap.Int64("containerLimitBytes", limit), zap.Int64("processReserveBytes", ProcessMemoryReserve))
+			dr := &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
+				Memory: NewMemoryGate(limit)}
+			if *etcdbrctl == "" {
+				d.Log.Warn("no --etcdbrctl: drills do not run etcd-backup-restore's own restore, and their results say so")
+				return dr, nil
+			}
+			if dr.Etcdbrctl, err = NewEtcdbrctl(ctx, *etcdbrctl); err != nil {
+				return nil, err
+			}
+			d.Log.Info("drills run etcd-backup-restore's restore too", zap.String("etcdbrctl", dr.Etcdbrctl.Path), zap.String("version", dr.Etcdbrctl.Version))
+			return dr, nil
 		}
-		d.Log.Info("drill runs' memory", zap.Int64("containerLimitBytes", limit), zap.Int64("processReserveBytes", ProcessMemoryReserve))
-		return &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
-			Memory: NewMemoryGate(limit)}, nil
-	}),
+	},
 }
 
 // Driller runs a RestoreDrill's drills once per fire of its schedule. It only reads the
@@ -61,6 +74,9 @@ type Driller struct {
 	WorkDir string
 	// Memory holds the runs to the container's memory; nil holds nothing.
 	Memory *MemoryGate
+	// Etcdbrctl, if set, runs etcd-backup-restore's restore beside each drill
+	// (Options.Etcdbrctl).
+	Etcdbrctl *Etcdbrctl
 }
 
 // Handle runs the drills for the fire that produced e. A fire delivered again after its run
@@ -161,7 +177,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 		maxAge:      backupv1alpha1.DefaultMaxRestorableAge,
 		// etcd's own logs are left out, as `housekeeper drill` leaves them: a failure's error
 		// says what failed.
-		options: Options{WorkDir: d.WorkDir},
+		options: Options{WorkDir: d.WorkDir, Etcdbrctl: d.Etcdbrctl},
 	}
 	if p.options.WorkDir == "" {
 		p.options.WorkDir = os.TempDir()
@@ -236,9 +252,11 @@ func (d *Driller) drillOne(ctx context.Context, t Target, p plan, log *zap.Logge
 	defer cancel()
 	var res Result
 	store, _, err := t.Open(ctx)
+	var opts Options
 	if err == nil {
-		opts := p.options
-		opts.Layout = t.Layout
+		opts, err = t.Options(ctx, p.options)
+	}
+	if err == nil {
 		res, err = Run(ctx, store, t.Prefix, opts)
 	}
 	if deadline, _ := ctx.Deadline(); err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
@@ -254,6 +272,11 @@ func (d *Driller) drillOne(ctx context.Context, t Target, p plan, log *zap.Logge
 		log.Warn("drill failed", zap.String("object", report.Object), zap.Error(err))
 	} else {
 		log.Info("drilled", zap.Int64("revision", res.Revision), zap.Int64("keys", res.Keys), zap.Time("newestPoint", res.NewestPoint))
+	}
+	if rr := res.RealRestore; rr != nil {
+		log.Info("etcd-backup-restore's restore", zap.String("realRestore", rr.Outcome), zap.String("tool", rr.Tool), zap.String("notRun", rr.NotRun),
+			zap.Int64("revision", rr.Revision), zap.Int64("keys", rr.Keys), zap.Strings("missing", rr.Missing), zap.Strings("extra", rr.Extra),
+			zap.Strings("changed", rr.Changed), zap.Duration("took", rr.Duration))
 	}
 	return report
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"maps"
 	"math"
@@ -31,6 +32,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
@@ -106,8 +108,16 @@ func TestDrillFunction(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	work := t.TempDir()
+	binDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdbrctl, err := NewEtcdbrctl(ctx, filepath.Join(binDir, "etcdbrctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := &Driller{Client: c, Providers: objectstore.NewRegistry(local.New(root)), Log: zaptest.NewLogger(t),
-		Metrics: NewMetrics(reg), Now: time.Now, WorkDir: work}
+		Metrics: NewMetrics(reg), Now: time.Now, WorkDir: work, Etcdbrctl: etcdbrctl}
 	due := func(t *testing.T, ref events.Ref) cloudevents.Event {
 		t.Helper()
 		e, err := events.NewDrillDueEvent("test", ref, rd.Spec.Schedule, time.Now())
@@ -143,6 +153,14 @@ func TestDrillFunction(t *testing.T) {
 		if ok.Entry != good || ok.Outcome != backupv1alpha1.OutcomeRestorable || ok.RestoredRevision != b.revision ||
 			ok.NewestRestorablePoint == nil || !ok.NewestRestorablePoint.Time.Equal(chain.Last().CreatedOn) {
 			t.Errorf("second result %+v, want %s Restorable at revision %d, point %s", ok, good, b.revision, chain.Last().CreatedOn)
+		}
+		// etcd-backup-restore's own restore ran on the same bucket, opened with the same
+		// credentials, and restored the same store; the broken entry's replay failed first.
+		if want := fmt.Sprintf("etcd-backup-restore v0.44.1 agrees: it restores the same %d keys and values at revision %s", ok.Keys, thousands(b.revision)); ok.RealRestore != want {
+			t.Errorf("%s: real restore %q, want %q", good, ok.RealRestore, want)
+		}
+		if bad.RealRestore != "" {
+			t.Errorf("%s: real restore %q, want none: its replay failed", broken, bad.RealRestore)
 		}
 		cond := meta.FindStatusCondition(st.Conditions, backupv1alpha1.ConditionDrillsSucceeded)
 		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != backupv1alpha1.ReasonDrillsFailed ||

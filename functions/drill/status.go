@@ -25,6 +25,7 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		Time:     metav1.NewTime(start),
 		Duration: metav1.Duration{Duration: res.Duration},
 	}
+	r.RealRestore = kube.Truncate(res.RealRestore.Summary(), backupv1alpha1.MaxEntryDrillReasonLength)
 	if err == nil {
 		point := metav1.NewTime(res.NewestPoint)
 		r.RestoredRevision, r.NewestRestorablePoint = res.Revision, &point

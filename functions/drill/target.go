@@ -25,18 +25,30 @@ type Target struct {
 	Prefix string
 	Layout Layout
 	open   func(ctx context.Context) (objectstore.Store, string, error)
+	// etcdbr configures etcdbrctl for the same backups; nil where it does not read them.
+	etcdbr func(ctx context.Context) (*EtcdbrStore, error)
 }
 
 // EntryTarget is the backups of be's etcd (etcd-druid backs up etcd-main) in its bucket,
 // opened as the purge opens it.
 func EntryTarget(c client.Client, providers objectstore.Registry, be *extensionsv1alpha1.BackupEntry, etcd string) Target {
-	return Target{Name: be.Name, Kind: backupv1alpha1.DrilledBackupEntry, Prefix: gardener.EntryPrefix(be.Name) + etcd + "/",
+	prefix := gardener.EntryPrefix(be.Name) + etcd + "/"
+	buckets := entry.Buckets{Client: c, Providers: providers}
+	return Target{Name: be.Name, Kind: backupv1alpha1.DrilledBackupEntry, Prefix: prefix,
 		open: func(ctx context.Context) (objectstore.Store, string, error) {
-			store, err := entry.Buckets{Client: c, Providers: providers}.Open(ctx, be)
+			store, err := buckets.Open(ctx, be)
 			if err != nil {
 				return nil, "", fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
 			}
 			return store, be.Spec.BucketName, nil
+		},
+		// The bucket and credentials the drill reads with, handed to etcdbrctl.
+		etcdbr: func(ctx context.Context) (*EtcdbrStore, error) {
+			w, credentials, err := buckets.Credentials(ctx, be)
+			if err != nil {
+				return nil, fmt.Errorf("the credentials of the bucket %s: %w", be.Spec.BucketName, err)
+			}
+			return NewEtcdbrStore(w, credentials, prefix, providers)
 		}}
 }
 
@@ -56,3 +68,19 @@ func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1
 
 // Open opens the store t's backups are in and returns it with its bucket's name.
 func (t Target) Open(ctx context.Context) (objectstore.Store, string, error) { return t.open(ctx) }
+
+// Options are opts for drilling t: its Layout, and with opts.Etcdbrctl set the store etcdbrctl
+// reads t's backups from (none for an EtcdBackupConfig's, which etcd-backup-restore does not
+// read: the drill says so in its result).
+func (t Target) Options(ctx context.Context, opts Options) (Options, error) {
+	opts.Layout = t.Layout
+	if opts.Etcdbrctl == nil || t.etcdbr == nil {
+		return opts, nil
+	}
+	store, err := t.etcdbr(ctx)
+	if err != nil {
+		return opts, &Error{Err: ErrSource, Detail: "configuring etcdbrctl's store", Cause: err}
+	}
+	opts.EtcdbrStore = store
+	return opts, nil
+}

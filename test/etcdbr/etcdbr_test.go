@@ -8,6 +8,11 @@
 // etcd and etcdbrctl run as uid 65532 with umask 0077 and the purge runs as uid 65532, as
 // etcd-druid and infra/ deploy them; switching users needs root, so the test fails without it.
 //
+// TestDrillRealRestore* drill a backup the pinned etcdbrctl wrote with that etcdbrctl
+// configured: its restore and the drill's replay agree; where its embedded etcd revokes a lease
+// mid-restore, the drill names the keys it lost (etcd-backup-restore#1045) or reports its
+// failure (#1046). They run as this process's user.
+//
 // BenchmarkDrillRestore (make bench only) restores one large backup with `etcdbrctl restore` and
 // with housekeeper's drill, each as its own process, and prints their time and memory side by
 // side; it runs both as this process's user.

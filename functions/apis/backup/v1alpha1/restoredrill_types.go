@@ -252,6 +252,11 @@ type EntryDrillResult struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Reason string `json:"reason,omitempty"`
+	// RealRestore says whether etcd-backup-restore's own restore, run on the same backups,
+	// restored the same keys and values, or why it was not run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	RealRestore string `json:"realRestore,omitempty"`
 	// Object is the key of the snapshot at fault, when the failure is about one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

@@ -1,0 +1,232 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+)
+
+// realRestore runs etcd-backup-restore's restore of the backups res was replayed from, where
+// opts configure it, and compares its store with the replay's in work/data at res.Revision.
+// Not configured, or for backups it does not read, res.RealRestore says why it was not run.
+func realRestore(ctx context.Context, lg *zap.Logger, opts Options, work string, quota int64, maxRequest uint, res *Result) error {
+	switch {
+	case opts.Etcdbrctl == nil:
+		res.RealRestore = &RealRestore{Outcome: RealRestoreNotRun, NotRun: "no etcdbrctl configured"}
+		return nil
+	case opts.Layout != LayoutEtcdBackupRestore:
+		res.RealRestore = &RealRestore{Outcome: RealRestoreNotRun, NotRun: "the snapshot function's backups are not in etcd-backup-restore's layout"}
+		return nil
+	case opts.EtcdbrStore == nil:
+		res.RealRestore = &RealRestore{Outcome: RealRestoreNotRun, NotRun: "no store configuration for etcdbrctl"}
+		return nil
+	}
+	rr := &RealRestore{Tool: opts.Etcdbrctl.Tool()}
+	res.RealRestore = rr
+	err := compareRealRestore(ctx, lg, opts, work, quota, maxRequest, res, rr)
+	switch {
+	case err == nil:
+		rr.Outcome = RealRestoreAgrees
+	case errors.Is(err, ErrRealRestoreDiffers):
+		rr.Outcome = RealRestoreDiffers
+	case errors.Is(err, ErrRealRestoreFailed):
+		rr.Outcome = RealRestoreFails
+	default:
+		rr.Outcome = RealRestoreNotCompared
+	}
+	return err
+}
+
+func compareRealRestore(ctx context.Context, lg *zap.Logger, opts Options, work string, quota int64, maxRequest uint, res *Result, rr *RealRestore) error {
+	start := time.Now()
+	theirDir := filepath.Join(work, "etcdbr-data")
+	err := runEtcdbrctl(ctx, opts.Etcdbrctl, opts.EtcdbrStore, work, theirDir, quota)
+	rr.Duration = time.Since(start)
+	if err != nil {
+		return err
+	}
+	// Its revision as it left the db, before an etcd on it revokes a lease.
+	status, err := snapshot.NewV3(lg).Status(filepath.Join(theirDir, "member", "snap", "db"))
+	if err != nil {
+		return &Error{Err: ErrRealRestoreFailed, Detail: fmt.Sprintf("%s's restored db does not open", rr.Tool), Cause: err}
+	}
+	rr.Revision = status.Revision
+	if rr.Revision < res.Revision {
+		return &Error{Err: ErrRealRestoreDiffers, Detail: fmt.Sprintf("%s restores revision %s, the backups hold revisions up to %s",
+			rr.Tool, thousands(rr.Revision), thousands(res.Revision))}
+	}
+	theirs, err := startEtcd(ctx, lg, theirDir, quota, maxRequest)
+	if err != nil {
+		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("starting etcd on %s's restored data directory", rr.Tool), Cause: err}
+	}
+	defer theirs.close()
+	if rr.Keys, rr.KVSHA256, err = digest(ctx, theirs.client, res.Revision); err != nil {
+		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("reading %s's restored keys at revision %d", rr.Tool, res.Revision), Cause: err}
+	}
+	hkv, err := theirs.client.HashKV(ctx, theirs.endpoint, res.Revision)
+	if err != nil {
+		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("hashing %s's restored store at revision %d", rr.Tool, res.Revision), Cause: err}
+	}
+	rr.HashKV = hkv.Hash
+	// HashKV covers the history since the compaction: comparable where both compacted alike.
+	sameHistory := hkv.CompactRevision != res.CompactRevision || hkv.Hash == res.HashKV
+	if rr.Keys == res.Keys && rr.KVSHA256 == res.KVSHA256 && sameHistory {
+		rr.Agrees = true
+		return nil
+	}
+	// Which keys differ: the replay's store again, beside etcd-backup-restore's.
+	ours, err := startEtcd(ctx, lg, filepath.Join(work, "data"), quota, maxRequest)
+	if err != nil {
+		return &Error{Err: ErrDrill, Detail: "starting etcd on the drill's restored data directory again", Cause: err}
+	}
+	defer ours.close()
+	d, err := diffStores(ctx, ours.client, theirs.client, res.Revision, maxDiffKeys)
+	if err != nil {
+		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("comparing %s's restored keys with the drill's at revision %d", rr.Tool, res.Revision), Cause: err}
+	}
+	rr.Missing, rr.Extra, rr.Changed = d.missing, d.extra, d.changed
+	return &Error{Err: ErrRealRestoreDiffers, Detail: d.describe(rr.Tool, res.Revision, res.HashKV, rr.HashKV)}
+}
+
+// storeDiff is how one store's keys and values at a revision differ from another's.
+type storeDiff struct {
+	// nMissing, nExtra and nChanged count all of them; missing, extra and changed are the
+	// first keys of each, at most limit of all three together.
+	nMissing, nExtra, nChanged int
+	missing, extra, changed    []string
+}
+
+func (d *storeDiff) describe(tool string, rev int64, ourHash, theirHash uint32) string {
+	var parts []string
+	list := func(n int, keys []string, what string) {
+		if n == 0 {
+			return
+		}
+		noun := "keys"
+		if n == 1 {
+			noun = "key"
+		}
+		s := fmt.Sprintf(what, thousands(int64(n)), noun)
+		if len(keys) > 0 {
+			s += ": " + strings.Join(keys, ", ")
+			if len(keys) < n {
+				s += ", …"
+			}
+		}
+		parts = append(parts, s)
+	}
+	list(d.nMissing, d.missing, "without %s %s that the backups hold")
+	list(d.nExtra, d.extra, "with %s %s that the backups do not hold")
+	list(d.nChanged, d.changed, "with other values for %s %s")
+	if len(parts) == 0 {
+		return fmt.Sprintf("%s restores revision %s with the same keys and values but another history (HashKV %d, the drill's %d)", tool, thousands(rev), theirHash, ourHash)
+	}
+	return fmt.Sprintf("%s restores revision %s %s", tool, thousands(rev), strings.Join(parts, "; "))
+}
+
+// diffStores walks both stores' keys at rev in key order and finds where theirs differs from
+// ours, naming at most limit keys. Values are compared, never kept.
+func diffStores(ctx context.Context, ours, theirs *clientv3.Client, rev int64, limit int) (storeDiff, error) {
+	var d storeDiff
+	a, b := &pager{c: ours, rev: rev}, &pager{c: theirs, rev: rev}
+	named := 0
+	name := func(keys *[]string, k []byte) {
+		if named < limit {
+			*keys = append(*keys, keyText(k))
+			named++
+		}
+	}
+	for {
+		x, err := a.peek(ctx)
+		if err != nil {
+			return d, err
+		}
+		y, err := b.peek(ctx)
+		if err != nil {
+			return d, err
+		}
+		switch {
+		case x == nil && y == nil:
+			return d, nil
+		case y == nil || (x != nil && bytes.Compare(x.Key, y.Key) < 0):
+			d.nMissing++
+			name(&d.missing, x.Key)
+			a.next()
+		case x == nil || bytes.Compare(y.Key, x.Key) < 0:
+			d.nExtra++
+			name(&d.extra, y.Key)
+			b.next()
+		default:
+			if !bytes.Equal(x.Value, y.Value) {
+				d.nChanged++
+				name(&d.changed, x.Key)
+			}
+			a.next()
+			b.next()
+		}
+	}
+}
+
+// pager reads a store's keys at rev in key order, a page at a time.
+type pager struct {
+	c    *clientv3.Client
+	rev  int64
+	from string
+	page []*mvccpb.KeyValue
+	more bool
+	read bool // a page was read
+}
+
+func (p *pager) peek(ctx context.Context) (*mvccpb.KeyValue, error) {
+	if len(p.page) == 0 && (!p.read || p.more) {
+		from := "\x00"
+		if p.read {
+			from = p.from
+		}
+		resp, err := p.c.Get(ctx, from, clientv3.WithFromKey(), clientv3.WithRev(p.rev), clientv3.WithLimit(1000), clientv3.WithSerializable())
+		if err != nil {
+			return nil, err
+		}
+		p.read, p.page, p.more = true, resp.Kvs, resp.More && len(resp.Kvs) > 0
+		if n := len(resp.Kvs); n > 0 {
+			p.from = string(resp.Kvs[n-1].Key) + "\x00"
+		}
+	}
+	if len(p.page) == 0 {
+		return nil, nil
+	}
+	return p.page[0], nil
+}
+
+func (p *pager) next() { p.page = p.page[1:] }
+
+// keyText is a key as a result names it: as it is when it is printable UTF-8, else quoted;
+// cut at 200 bytes.
+func keyText(k []byte) string {
+	s := string(k)
+	printable := utf8.ValidString(s)
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			printable = false
+			break
+		}
+	}
+	if !printable {
+		s = strconv.Quote(s)
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
