@@ -39,6 +39,7 @@ var nonKubernetes = map[string]func(t *testing.T, file string){
 var metricNames = []string{
 	"housekeeper_bridge_events_published_total",
 	"housekeeper_bridge_events_duplicate_total",
+	"housekeeper_bridge_objects_unchanged_total",
 	"housekeeper_bridge_publish_errors_total",
 	"housekeeper_bridge_publish_latency_seconds",
 	"housekeeper_bridge_queue_depth",
