@@ -112,8 +112,10 @@ func backUp(t *testing.T) *backups {
 	pod := func(i int) string { return fmt.Sprintf("/registry/pods/team/pod-%02d", i) }
 
 	// Before the full snapshot: pods, and a master lease on a TTL shorter than the drill
-	// takes, which the source keeps alive (kube-apiserver's live 15 s).
-	lease, err := c.Grant(ctx, 3)
+	// takes, which the source keeps alive (kube-apiserver's live 15 s). Not much shorter:
+	// etcd-backup-restore's restore, which keeps no lease alive, must finish within it on a
+	// loaded machine (TestDrillFunction).
+	lease, err := c.Grant(ctx, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +273,7 @@ func TestDrill(t *testing.T) {
 	t.Run("restores the source's state at the last delta's revision", func(t *testing.T) {
 		// Longer than the master lease's TTL: restored, it would expire and delete its key at a
 		// revision the source never had, unless the drill keeps it alive.
-		afterStart = func() { time.Sleep(6 * time.Second) }
+		afterStart = func() { time.Sleep(12 * time.Second) }
 		defer func() { afterStart = nil }()
 		work := t.TempDir()
 		checked := 0

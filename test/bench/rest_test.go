@@ -155,8 +155,13 @@ func startRestWorld(b *testing.B) *restWorld {
 // startBridge execs a bridge replica as deployed (leader-elected, without client limits) as
 // the process name, identity its name in the Lease.
 func (w *restWorld) startBridge(b *testing.B, name, identity string) *restProc {
-	return w.start(b, name, filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity="+identity, "--kube-qps", "-1")
+	return w.start(b, name, filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity="+identity, "--kube-qps", "-1",
+		"--resync-period", benchResyncPeriod.String())
 }
+
+// benchResyncPeriod is the bridges' --resync-period here: short enough for BenchmarkRestart to
+// measure one resync.
+const benchResyncPeriod = time.Minute
 
 // start execs args as the process name, with a free --addr.
 func (w *restWorld) start(b *testing.B, name string, args ...string) *restProc {
