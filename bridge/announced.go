@@ -288,7 +288,7 @@ func (b *Bridge) listed(kind events.Kind, obj client.Object) {
 	if !b.filter.handles(obj) {
 		return
 	}
-	if opts := b.again(obj); opts != nil || !b.announced.holding() {
+	if outstanding(obj) || !b.announced.holding() {
 		b.announceUnchanged(kind, obj)
 		return
 	}

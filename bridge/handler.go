@@ -135,7 +135,7 @@ func (b *Bridge) enqueue(kind events.Kind, op events.Operation, obj any, opts ..
 func (b *Bridge) namespaceAdded(obj any, isInInitialList bool) {
 	ns, ok := obj.(*corev1.Namespace)
 	if !ok || isInInitialList {
-		return // at start every entry is announced anyway
+		return // at start every entry's inputs, its namespace among them, are compared (release)
 	}
 	b.announceEntriesIn(ns.Name, "namespace/"+string(ns.UID))
 }

@@ -101,7 +101,8 @@ func digestSecret(obj any) (any, error) {
 // that has not tried yet finds the secret itself, so gardenlet's usual order — the secret,
 // then the object — costs no second event. The initial list is announced only by an informer
 // started for a namespace an object referenced after the bridge's own initial list
-// (announceExisting): at start every object is announced anyway.
+// (announceExisting): at start every object's inputs, its secret's digest among them, are
+// compared with its last event's once the secrets are listed (release).
 func (b *Bridge) secretHandler(announceExisting bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
