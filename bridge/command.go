@@ -114,9 +114,18 @@ func (c *Command) serve(ctx context.Context, proc *process.Process) error {
 	c.Bridge.Logger = log
 
 	var leading atomic.Pointer[Bridge] // the term's bridge while this replica leads
+	// The Lease's requests, every RetryPeriod whether leading or standing by, say whether the
+	// API server answers: a replica it does not answer is not ready, leading or not.
+	leaseCfg, leaseAnswer := rest.CopyConfig(cfg), &apiAnswer{}
+	kube.OnResponse(leaseCfg, leaseAnswer.observe)
 	srv := &health.Server{Addr: c.Flags.Addr, Registry: reg, Ready: func() error {
 		if err := proc.NATSReady(); err != nil {
 			return err
+		}
+		if c.LeaderElect {
+			if err := leaseAnswer.err(); err != nil {
+				return err
+			}
 		}
 		if b := leading.Load(); b != nil && !b.Synced() {
 			return errors.New("informers not synced")
@@ -150,7 +159,7 @@ func (c *Command) serve(ctx context.Context, proc *process.Process) error {
 			return term(ctx)
 		}
 		for {
-			err := RunAsLeader(ctx, cfg, c.LeaderElection, log, term)
+			err := RunAsLeader(ctx, leaseCfg, c.LeaderElection, log, term)
 			if !errors.Is(err, ErrLeaseLost) || ctx.Err() != nil {
 				return err
 			}
@@ -178,6 +187,30 @@ func (c *Command) newBridge(ctx context.Context, cfg *rest.Config, js jetstream.
 		case <-time.After(delay):
 		}
 	}
+}
+
+// apiAnswer remembers whether the API server answered the last request observed: an error or a
+// 5xx (unavailable, a timeout) is no answer.
+type apiAnswer struct {
+	last atomic.Pointer[error]
+}
+
+func (a *apiAnswer) observe(status int, err error) {
+	if err == nil && status >= 500 {
+		err = fmt.Errorf("the API server answers %d", status)
+	}
+	if err != nil {
+		err = fmt.Errorf("the API server does not answer the Lease's requests: %w", err)
+	}
+	a.last.Store(&err)
+}
+
+// err is why the API server did not answer the last request, nil if it did or none was sent.
+func (a *apiAnswer) err() error {
+	if p := a.last.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // termRegistry registers a term's metrics on the process's registry and takes them off again

@@ -3,6 +3,7 @@ package bridge
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -45,10 +46,23 @@ func TestBridgeRidesOutAnAPIServerOutageWithoutExiting(t *testing.T) {
 	}
 
 	core, logs := observer.New(zap.InfoLevel)
+	port, err := stack.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ready := func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
 	cmd := &Command{
 		Kube:           kube.Options{Kubeconfig: kubeconfig, QPS: kube.DefaultQPS, Burst: kube.DefaultBurst},
 		NATS:           natsconn.Options{URL: h.env.NATSURL()},
-		Flags:          process.Flags{Addr: "127.0.0.1:0"},
+		Flags:          process.Flags{Addr: addr},
 		Bridge:         Options{Cluster: cluster, Scope: testScope},
 		LeaderElect:    true,
 		LeaderElection: LeaderElection{Namespace: "default", Name: "housekeeper-bridge", Identity: "replica-a"},
@@ -77,6 +91,7 @@ func TestBridgeRidesOutAnAPIServerOutageWithoutExiting(t *testing.T) {
 		return len(typesOf(h.stream(), string(before.UID))) > 0
 	})
 	announcedBefore := len(typesOf(h.stream(), string(before.UID)))
+	h.eventually(10*time.Second, "ready while leading", ready)
 
 	proxy.Down()
 	down := time.Now()
@@ -91,6 +106,9 @@ func TestBridgeRidesOutAnAPIServerOutageWithoutExiting(t *testing.T) {
 		case <-time.After(500 * time.Millisecond):
 		}
 		lost = lost || logs.FilterMessage("lost the lease: standing by to lead again").Len() > 0
+	}
+	if ready() {
+		t.Error("ready 25s into the API server's outage, standing by for a lease it cannot take")
 	}
 	if !lost {
 		t.Fatalf("no %q within 25s of the API server's outage: the test observed no lost lease", "lost the lease: standing by to lead again")
@@ -112,6 +130,7 @@ func TestBridgeRidesOutAnAPIServerOutageWithoutExiting(t *testing.T) {
 		return len(typesOf(h.stream(), string(before.UID))) > announcedBefore
 	})
 	took := time.Since(back)
+	h.eventually(10*time.Second, "ready again after the outage", ready)
 	t.Logf("announced %s after the API server came back (lease duration 15s)", took.Round(100*time.Millisecond))
 	if took > 30*time.Second {
 		t.Errorf("announced %s after the API server came back, want within 30s", took.Round(time.Second))

@@ -33,6 +33,23 @@ func OnRequest(cfg *rest.Config, observe func(*http.Request)) *rest.Config {
 	return cfg
 }
 
+// OnResponse makes cfg call observe with the status (0 without a response) and error of every
+// request it sends, and returns cfg.
+func OnResponse(cfg *rest.Config, observe func(status int, err error)) *rest.Config {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			observe(status, err)
+			return resp, err
+		})
+	})
+	return cfg
+}
+
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
