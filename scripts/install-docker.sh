@@ -120,7 +120,7 @@ link_plugin() {
   fi
 }
 
-mkdir -p "$dir"
+mkdir -p "$dir" "$cache/build"
 # The builds first: on a fresh machine the other installers' apt (Swift's, the node's) is done by then.
 build_compose
 build_etcdctl
