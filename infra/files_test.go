@@ -90,6 +90,7 @@ func TestEveryFileIsChecked(t *testing.T) {
 		"docs/operating.md":        "compose_test.go (TestReadme: sections, links); test/seed runs its CLI block",
 		"docs/monitoring.md":       "compose_test.go (TestReadme: sections, links)",
 		"docs/upgrading.md":        "compose_test.go (TestReadme: sections, links)",
+		"examples/README.md":       "compose_test.go (TestReadme: links)",
 		"chart/Chart.yaml":         "TestChartAsGardenletInstallsIt (versions), TestChartRenders",
 		"chart/values.yaml":        "TestChartRenders, TestChartRefusesUnsafeValues, TestChartDrillMemoryHoldsTheDefaultBudget",
 		"chart/.helmignore":        "TestChartRenders (the chart archive)",
