@@ -20,7 +20,7 @@ func TestDocsAgreeWithTheRegistry(t *testing.T) {
 	if err != nil || len(topics) == 0 {
 		t.Fatalf("infra/docs has no pages: %v", err)
 	}
-	for _, doc := range append([]string{"../../README.md", "../../infra/README.md", "../../events/README.md", "../../docker-compose.yaml"}, topics...) {
+	for _, doc := range append([]string{"../../README.md", "../../infra/README.md", "../../events/README.md", "../README.md", "../../docker-compose.yaml"}, topics...) {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
