@@ -389,26 +389,49 @@ func TestComposeFile(t *testing.T) {
 	})
 }
 
-// infra/README.md has the promised sections and its links lead somewhere.
+// The operator's guide (infra/README.md and infra/docs) has the promised sections, and every
+// relative link of every Markdown file under infra/ leads to a file that exists.
 func TestReadme(t *testing.T) {
-	data, err := os.ReadFile("README.md")
+	sections := map[string][]string{
+		"README.md":             {"# Running housekeeper: the operator's guide"},
+		"docs/deploy.md":        {"## Deploy into a Gardener landscape", "## Deploy with gardener-operator", "## Deploy with Helm", "## NATS identities", "## Private registries"},
+		"docs/configuration.md": {"## Values", "## KEDA mode", "## Knative mode"},
+		"docs/operating.md":     {"## Running the CLI in a seed", "## Runbooks"},
+		"docs/monitoring.md":    {"## Alerts", "## Metrics"},
+		"docs/upgrading.md":     {"## Releasing", "## Upgrading"},
+	}
+	for file, headings := range sections {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range headings {
+			if !strings.Contains("\n"+string(data), "\n"+h+"\n") {
+				t.Errorf("infra/%s has no section %q", file, h)
+			}
+		}
+	}
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".md" {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`).FindAllStringSubmatch(string(data), -1) {
+			link := m[1]
+			if strings.Contains(link, "://") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(filepath.Dir(path), link)); err != nil {
+				t.Errorf("infra/%s links to %s: %v", path, link, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	text := string(data)
-	for _, h := range []string{"## Deploy into a Gardener landscape", "## KEDA mode", "## Knative mode", "## Monitoring"} {
-		if !strings.Contains(text, "\n"+h+"\n") {
-			t.Errorf("infra/README.md has no section %q", h)
-		}
-	}
-	for _, m := range regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`).FindAllStringSubmatch(text, -1) {
-		link := m[1]
-		if strings.Contains(link, "://") {
-			continue
-		}
-		if _, err := os.Stat(link); err != nil {
-			t.Errorf("infra/README.md links to %s: %v", link, err)
-		}
 	}
 }
 

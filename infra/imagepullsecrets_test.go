@@ -27,7 +27,7 @@ const registryConfig = `{"auths":{"registry.example.com":{"username":"robot","pa
 // each function (a Deployment KEDA scales, or a Knative Service) and the forwarder — names the
 // Secrets of imagePullSecrets and the one the chart makes from image.pullCredentials, in the
 // hand-installed renderings and as gardenlet installs it with the credentials substituted from a
-// garden Secret as infra/README.md ("Private registries") has the operator create it. Without
+// garden Secret as infra/docs/deploy.md ("Private registries") has the operator create it. Without
 // either value no pod names any and no Secret is rendered; what is not a Docker config is refused.
 func TestEveryPodPullsWithTheGivenCredentials(t *testing.T) {
 	want := []any{map[string]any{"name": "registry"}, map[string]any{"name": "housekeeper-image-pull"}}
@@ -87,7 +87,7 @@ func TestEveryPodPullsWithTheGivenCredentials(t *testing.T) {
 	}
 
 	t.Run("gardenlet", func(t *testing.T) {
-		// The ControllerDeployment as the README extends it: the garden Secret housekeeper-registry
+		// The ControllerDeployment as infra/docs/deploy.md extends it: the garden Secret housekeeper-registry
 		// referenced, its key dockerconfigjson substituted into image.pullCredentials.
 		_, dep := registration(t)
 		var values map[string]any

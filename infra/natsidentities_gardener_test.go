@@ -46,7 +46,7 @@ type exitError struct{ msg string }
 
 func (e *exitError) Error() string { return "nats-auth: " + e.msg }
 
-// gardenSecretFromNATSAuth is the garden Secret as the README has the operator create it from
+// gardenSecretFromNATSAuth is the garden Secret as infra/docs/deploy.md ("NATS identities") has the operator create it from
 // nats-auth's <out>/garden (kubectl create secret generic --from-file=<out>/garden, labelled).
 func gardenSecretFromNATSAuth(t *testing.T, issued natsconn.Issued) *corev1.Secret {
 	t.Helper()

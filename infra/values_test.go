@@ -298,7 +298,7 @@ func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 		}
 	}
 
-	// On by default, as the README presents the feature: its functions and CRDs are rendered.
+	// On by default, as infra/docs/configuration.md presents the feature: its functions and CRDs are rendered.
 	objs := render(t, "keda")
 	for _, want := range []string{"ClusterRole.rbac.authorization.k8s.io/housekeeper-snapshot", "ScaledObject.keda.sh/housekeeper-schedule",
 		"CustomResourceDefinition.apiextensions.k8s.io/backupdestinations.backup.housekeeper.dev"} {

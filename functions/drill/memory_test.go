@@ -49,7 +49,7 @@ func TestMemoryNeedIsTheAPIsMinimum(t *testing.T) {
 	}
 }
 
-// A store's need grows with its keys from the floor, at the points README measured.
+// A store's need grows with its keys from the floor, at the points test/bench/README.md measured.
 func TestStoreNeed(t *testing.T) {
 	for _, tc := range []struct {
 		opts Options

@@ -18,7 +18,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 )
 
-// Two runbooks of infra/README.md ("Runbooks"), done as written, on one pipeline and one
+// Two runbooks of infra/docs/operating.md ("Runbooks"), done as written, on one pipeline and one
 // timeline:
 //   - a shoot deleted by mistake: before its purge is due, the operator annotates its
 //     BackupEntry with a longer retention; nothing is purged at the old due time, and the entry

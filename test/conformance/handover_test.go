@@ -40,7 +40,7 @@ import (
 // default): the buckets as etcd's node sees them, written as hostPath into etcd-backup.
 const containerMountPath = backupoptions.DefaultContainerMountPath
 
-// TestHandOver runs the README's hand-over and rollback under gardenlet, as an operator does
+// TestHandOver runs infra/docs/deploy.md's hand-over and rollback under gardenlet, as an operator does
 // them, on one seed: provider-local serves its backups, housekeeper (type local,
 // --local-host-path as provider-local's --container-mount-path) takes over, then
 // provider-local again. Objects, finalizers and backups survive both ways; etcd-backup keeps

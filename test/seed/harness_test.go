@@ -195,7 +195,7 @@ func startRegistry(t testing.TB) (string, int) {
 	return fmt.Sprintf("127.0.0.1:%d/housekeeper-dev", port), port
 }
 
-// publishRelease runs `make release` as README's Releasing says, to registry, with the images
+// publishRelease runs `make release` as infra/docs/upgrading.md's Releasing says, to registry, with the images
 // the seed runs (housekeeper: every provider and local) and those the shipped registration's
 // chart runs (housekeeper-azure, which make release requires), and returns what it published.
 func publishRelease(t testing.TB, registry string) *release.Result {
@@ -313,7 +313,7 @@ func natsVersion(t testing.TB) string {
 	return strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
 }
 
-// installNATS installs NATS as infra/README tells operators to: the Secrets of its accounts
+// installNATS installs NATS as infra/docs/deploy.md tells operators to: the Secrets of its accounts
 // (`housekeeper nats-auth`, config form) and its TLS certificate, then infra/nats/nats.yaml as
 // it is. The volumes its StatefulSet claims are static PersistentVolumes on the node, of a
 // default StorageClass without a provisioner, owned by NATS's user as a provisioner would hand
@@ -445,7 +445,7 @@ func kedaModuleDir(t testing.TB) string {
 	return string(bytes.TrimSpace(out))
 }
 
-// installHousekeeper installs the chart by hand as infra/README says: the identities Secret
+// installHousekeeper installs the chart by hand as infra/docs/deploy.md says: the identities Secret
 // with what nats-auth issued (config form, the chart's default) and NATS's CA, then the chart
 // rendered with the local provider, applied; it waits for the setup Job and the bridge.
 func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
@@ -462,7 +462,7 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 		"image":  map[string]any{"registry": s.registry},
 		"stream": map[string]any{"replicas": 3},
 		// Policies see the API server's real port, after kube-proxy's translation of the
-		// kubernetes Service (infra/README: networkPolicy.apiServerPorts).
+		// kubernetes Service (infra/docs/configuration.md: networkPolicy.apiServerPorts).
 		"networkPolicy": map[string]any{"apiServerPorts": []any{s.node.APIServerPort}},
 		// A killed function's events come back after the ack wait: 6 s rather than 30 s.
 		"consumer":  map[string]any{"ackWait": "6s"},
@@ -473,7 +473,7 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 	s.awaitPods(ctx, hkNamespace, "app.kubernetes.io/component=bridge", 2, 3*time.Minute)
 }
 
-// createIdentities creates the identities Secret in the release's namespace, as infra/README
+// createIdentities creates the identities Secret in the release's namespace, as infra/docs/deploy.md
 // ("NATS identities") tells operators to: each identity's credentials that nats-auth issued
 // (config form, the chart's default) and NATS's CA.
 func (s *seed) createIdentities(ctx context.Context, namespace string, issued natsconn.Issued) {

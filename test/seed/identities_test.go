@@ -24,7 +24,7 @@ import (
 const identitiesChecksum = "checksum/nats-identities"
 
 // giveIdentitiesInGarden creates the garden Secret the ControllerDeployment references, as
-// infra/README ("NATS identities") tells operators to: once, in the garden, from what
+// infra/docs/deploy.md ("NATS identities") tells operators to: once, in the garden, from what
 // `housekeeper nats-auth` wrote (<out>/garden: a key per workload identity, and ca).
 func (s *seed) giveIdentitiesInGarden(ctx context.Context, g *garden.Garden, issued natsconn.Issued) {
 	s.t.Helper()
@@ -86,7 +86,7 @@ func (s *seed) expectIdentitiesFromGarden(ctx context.Context, g *garden.Garden)
 	}
 }
 
-// rotateIdentities rotates the NATS identities as infra/README's runbook "Rotating the NATS
+// rotateIdentities rotates the NATS identities as infra/docs/operating.md's runbook "Rotating the NATS
 // identities" says, while a burst of n entries is being created and handled:
 //  1. new identities (`housekeeper nats-auth --previous <the current ones>`);
 //  2. the NATS servers take accounts-rotation.conf (the new and the current users) and reload;

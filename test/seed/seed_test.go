@@ -518,9 +518,10 @@ func chownTree(t testing.TB, dir string, uid int) {
 	}
 }
 
-// operatorCLI runs infra/README's commands that run the operators' tool in the seed (Operating:
-// the operator identity given for one run, `deadletters list` in a pod, the identity taken
-// back), as written, with this seed's image and nats-auth's directory in place of the README's:
+// operatorCLI runs infra/docs/operating.md's commands that run the operators' tool in the seed
+// (Running the CLI in a seed: the operator identity given for one run, `deadletters list` in a
+// pod, the identity taken back), as written, with this seed's image and nats-auth's directory in
+// place of the document's:
 // the pod reaches NATS through the release's policies, with the operator identity, and lists.
 func (s *seed) operatorCLI(ctx context.Context) {
 	t := s.t
@@ -528,7 +529,7 @@ func (s *seed) operatorCLI(ctx context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme := string(s.read(filepath.Join(root, "infra/README.md")))
+	readme := string(s.read(filepath.Join(root, "infra/docs/operating.md")))
 	const readmeImage = "ghcr.io/housekeeper-dev/housekeeper:v0.1.0"
 	var script string
 	for _, block := range strings.Split(readme, "```sh\n")[1:] {
@@ -539,7 +540,7 @@ func (s *seed) operatorCLI(ctx context.Context) {
 		}
 	}
 	if script == "" || !strings.Contains(script, readmeImage) || !strings.Contains(script, "nats-auth/") {
-		t.Fatalf("infra/README.md has no block running housekeeper-cli with %s and nats-auth/: %q", readmeImage, script)
+		t.Fatalf("infra/docs/operating.md has no block running housekeeper-cli with %s and nats-auth/: %q", readmeImage, script)
 	}
 	script = strings.ReplaceAll(script, readmeImage, s.image())
 	tools, err := stack.InstalledDockerTools()
@@ -561,7 +562,7 @@ func (s *seed) operatorCLI(ctx context.Context) {
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("infra/README.md's housekeeper-cli commands: %v\n%s", err, out)
+		t.Fatalf("infra/docs/operating.md's housekeeper-cli commands: %v\n%s", err, out)
 	}
 	if !regexp.MustCompile(`(?m)^\d+ dead letters, \d+ resolved$`).Match(out) {
 		t.Fatalf("housekeeper-cli did not list the dead letters:\n%s", out)
@@ -572,5 +573,5 @@ func (s *seed) operatorCLI(ctx context.Context) {
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-cli"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the CLI's pod is still there after the README's commands (kubectl delete waits until it is gone): %v", err)
 	}
-	t.Logf("infra/README.md's housekeeper-cli commands listed the dead letters in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	t.Logf("infra/docs/operating.md's housekeeper-cli commands listed the dead letters in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
 }
