@@ -11,7 +11,7 @@ import (
 // baseMemory is what a drill needs besides its keys and one revision's events: its throwaway
 // etcd's server and raft log (about 3,500 applied revisions' transactions), the pages of the
 // restored db its digest reads, and the collector's room to work. With keyMemory it fits
-// README's measurements (below): MemoryNeed is the need of a store without keys, a floor.
+// the measurements in test/bench/README.md: MemoryNeed is the need of a store without keys, a floor.
 const baseMemory = 44 << 20
 
 // keyMemory is what each key of the restored store adds to a drill's need: etcd indexes every

@@ -84,7 +84,7 @@ func (r Registration) header() string {
 	}
 	fmt.Fprintf(&b, "# The images: %s/<name>, pinned by digest (image.digests win over image.tag %s).\n", r.Registry, r.Tag)
 	b.WriteString("# Apply it in the garden cluster once the provider extension stopped being primary for the\n")
-	b.WriteString("# backup kinds (README.md, \"Deploy into a Gardener landscape\"); keep `types` in the values\n")
+	b.WriteString("# backup kinds (infra/docs/deploy.md, \"Deploy into a Gardener landscape\"); keep `types` in the values\n")
 	b.WriteString("# equal to the ControllerRegistration's resources' types.\n")
 	return b.String()
 }
