@@ -23,16 +23,19 @@
 // the destination it did not write itself in the same run. The one deletion it makes: an
 // object it has just written (the key held none) that fails verification, or cannot be read
 // back to verify it, is removed again, so that no unverified copy is left to be taken for a
-// good one; a failed verification wraps [ErrVerifyFailed]. Under S3 versioning, that removal removes the key's every version, as
-// [objectstore.Store.DeleteKeys] does; under object lock it fails, and the failure says so.
+// good one; a failed verification wraps [ErrVerifyFailed]. Under S3 versioning, that removal
+// removes the key's every version, as [objectstore.Store.DeleteKeys] does; under object lock it
+// fails, and the failure says so.
 //
 // A key that fails (a refused write, a broken read that could not resume) is in
 // [Report.Failed] with an error naming the key and wrapping the store's sentinel
-// ([objectstore.ErrUnauthorized], ...); the destination holds for it what it held before, and
-// Copy's error wraps [ErrIncomplete]. A failure that concerns every key alike — a missing
-// bucket, rejected credentials, the context ending, a failed listing of the source — stops the
-// copy; the objects not yet tried are left for the next run. Copy is idempotent: run again, it
-// copies what is missing and skips the rest.
+// ([objectstore.ErrBucketNotFound], [objectstore.ErrObjectChanged], ...); the destination
+// holds for it what it held before, and Copy's error wraps [ErrIncomplete]. A failure that
+// concerns every key alike — a missing bucket, credentials rejected or not allowed
+// ([objectstore.ErrUnauthenticated], [objectstore.ErrUnauthorized]: one policy holds for an
+// entry's prefix), the context ending, a failed listing of the source — stops the copy; the
+// objects not yet tried are left for the next run. Copy is idempotent: run again, it copies
+// what is missing and skips the rest.
 //
 // # Which checksum verifies what
 //

@@ -144,7 +144,8 @@ type outcome struct {
 //
 // The error is nil when every object is at dst, verified; otherwise it wraps ErrDiffers,
 // ErrIncomplete (with the first failure, whose message names its key), or both. A store-wide
-// failure (a missing bucket, rejected credentials, ctx ending, a failed listing of the source)
+// failure (a missing bucket, credentials rejected or not allowed (HTTP 403), ctx ending, a failed
+// listing of the source)
 // stops the copy early: the objects not yet tried are neither copied nor counted as failed,
 // and the error wraps that failure. The Report is returned in every case.
 func Copy(ctx context.Context, src, dst objectstore.Store, prefix string, opts ...Option) (*Report, error) {
@@ -272,10 +273,17 @@ func (r *Report) add(o outcome) {
 }
 
 // storeWide reports whether err concerns every key alike, so that trying the others is
-// pointless: a missing bucket, rejected credentials, the context ending.
+// pointless: a missing bucket, rejected or insufficient credentials, the context ending. A
+// 403 counts: an entry's prefix has one policy, and S3 answers a HEAD signed with a wrong key
+// with a bare 403 that cannot tell the two apart.
 func storeWide(err error) bool {
-	return errors.Is(err, objectstore.ErrBucketNotFound) || errors.Is(err, objectstore.ErrUnauthenticated) ||
-		errors.Is(err, objectstore.ErrNotReady) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	for _, target := range []error{objectstore.ErrBucketNotFound, objectstore.ErrUnauthenticated, objectstore.ErrUnauthorized,
+		objectstore.ErrNotReady, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // same reports whether a and b are one Store value; values of a type that cannot be compared

@@ -246,6 +246,17 @@ func TestCopy(t *testing.T) {
 	}}
 
 	t.Run("etcd-backup-restore-local-to-s3", func(t *testing.T) { testRealBackup(t, s3Stores) })
+	t.Run("local-to-s3-wrong-secret", func(t *testing.T) {
+		const wrong = "not-the-secret-key-at-all"
+		s3Stores.create(t, "second-wrong-secret")
+		creds := maps.Clone(s3Creds)
+		creds[s3.KeySecretAccessKey] = []byte(wrong)
+		dst, err := s3.New().Open("second-wrong-secret", creds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testRejectedCredentials(t, localS, dst, []string{wrong, stack.S3SecretKey})
+	})
 
 	for _, p := range []struct {
 		src, dst stores
@@ -432,6 +443,30 @@ func testRefusedWrites(t *testing.T, ss, ds stores, secrets []string) {
 		t.Errorf("the missing bucket after the copy: %v, want still ErrBucketNotFound", err)
 	}
 	sameContents(t, "source after a refused copy", contents(t, src), srcBefore)
+}
+
+// A destination that rejects the credentials fails the copy at its first key, naming it,
+// copies nothing and quotes no key.
+func testRejectedCredentials(t *testing.T, ss stores, dst objectstore.Store, secrets []string) {
+	src := ss.create(t, "backups-rejected")
+	srcBefore := put(t, src, backups, 1)
+	log, lines := observed()
+	rep, err := replica.Copy(testCtx(t), src, dst, prefix, replica.WithLogger(log))
+	// S3 answers a HEAD signed with a wrong key with a bare 403: ErrUnauthorized.
+	rejected := errors.Is(err, objectstore.ErrUnauthenticated) || errors.Is(err, objectstore.ErrUnauthorized)
+	if !errors.Is(err, replica.ErrIncomplete) || !rejected || !strings.Contains(err.Error(), prefix+"etcd-") {
+		t.Fatalf("copy with rejected credentials: %v; want ErrIncomplete and ErrUnauthenticated or ErrUnauthorized, naming a key", err)
+	}
+	if rep.Copied != 0 || len(rep.Failed) == 0 || len(rep.Failed) > replica.DefaultConcurrency {
+		t.Errorf("report: %+v; want nothing copied, one failure per worker at most", rep)
+	}
+	all := err.Error() + strings.Join(lines(), "\n")
+	for _, secret := range secrets {
+		if strings.Contains(all, secret) {
+			t.Error("the error or a log line quotes a secret key")
+		}
+	}
+	sameContents(t, "source after a rejected copy", contents(t, src), srcBefore)
 }
 
 // corrupting damages what is written to some keys on its way into the store, as a faulty
