@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -619,5 +620,49 @@ func testRealBackup(t *testing.T, ds stores) {
 	t.Logf("copied %d objects (%d full snapshots, %d deltas), %d bytes; newest %s", rep.Copied, full, delta, rep.CopiedBytes, rep.Newest)
 	if _, _, ok := strings.Cut(rep.Newest, "/v2/"); !ok {
 		t.Errorf("newest object copied: %q, want a snapshot", rep.Newest)
+	}
+}
+
+// inFlight counts the uploads running at once through it.
+type inFlight struct {
+	objectstore.Store
+	mu       sync.Mutex
+	now, max int
+}
+
+func (f *inFlight) Upload(ctx context.Context, key string, r io.Reader) (int64, error) {
+	f.mu.Lock()
+	f.now++
+	f.max = max(f.max, f.now)
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.now--
+		f.mu.Unlock()
+	}()
+	time.Sleep(20 * time.Millisecond) // long enough for the other workers to start theirs
+	return f.Store.Upload(ctx, key, r)
+}
+
+// No more objects are copied at once than WithConcurrency allows, and that many are.
+func TestConcurrencyBounded(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		p := local.New(t.TempDir())
+		src, _ := p.Open("src", nil)
+		dst, _ := p.Open("dst", nil)
+		for _, s := range []objectstore.Store{src, dst} {
+			if err := s.Create(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put(t, src, backups, 1)
+		counted := &inFlight{Store: dst}
+		rep, err := replica.Copy(testCtx(t), src, counted, prefix, replica.WithConcurrency(n))
+		if err != nil || rep.Copied != len(backups) {
+			t.Fatalf("concurrency %d: %+v, %v", n, rep, err)
+		}
+		if counted.max != n {
+			t.Errorf("concurrency %d: %d uploads at once at most, want %d", n, counted.max, n)
+		}
 	}
 }
