@@ -3,6 +3,8 @@ package objectstore
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"maps"
@@ -56,6 +58,32 @@ type Store interface {
 type ObjectInfo struct {
 	Key  string
 	Size int64
+	// MD5 is the MD5 digest of the object's whole content as the store reports it, without
+	// reading the content: S3's ETag of an object written in one PutObject without SSE-KMS or
+	// SSE-C, GCS's md5Hash, Swift's ETag of an object that is no large-object manifest, Azure's
+	// Content-MD5 when the blob has one (computed by Azure for a blob written in one Put Blob,
+	// as Upload writes a body below one block; asserted by its writer for one committed from
+	// blocks). It is nil when the store reports
+	// none it vouches for (an S3 multipart upload, a GCS composite object, a Swift manifest, a
+	// blob committed from blocks without Content-MD5, every local file): callers that need a
+	// checksum then read the object. storetest checks every MD5 a provider reports against the
+	// content.
+	MD5 []byte
+}
+
+// HexMD5 is the MD5 digest an ETag of 32 hexadecimal digits spells (surrounding quotes
+// trimmed); nil for any other ETag (an S3 multipart upload's "<hex>-<parts>", an opaque one).
+// Whether such an ETag is the content's MD5 is the provider's to say.
+func HexMD5(etag string) []byte {
+	etag = strings.Trim(etag, `"`)
+	if len(etag) != 2*md5.Size {
+		return nil
+	}
+	sum, err := hex.DecodeString(etag)
+	if err != nil {
+		return nil
+	}
+	return sum
 }
 
 // PutBytes writes data as the object at key through s.Upload, replacing one of the same key.

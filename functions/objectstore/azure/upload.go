@@ -2,6 +2,7 @@ package azure
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io"
@@ -31,7 +32,9 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 	return counted.N, nil
 }
 
-// Stat reads the blob's properties.
+// Stat reads the blob's properties; MD5 is its Content-MD5, which Azure computes for a blob
+// written in one Put Blob (Upload of a body below one block) and which one committed from
+// blocks (a larger Upload, etcd-backup-restore's) has only if its writer set it.
 func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return objectstore.ObjectInfo{}, fmt.Errorf("azure: container %q: %w", s.name, err)
@@ -47,6 +50,9 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	info := objectstore.ObjectInfo{Key: key}
 	if props.ContentLength != nil {
 		info.Size = *props.ContentLength
+	}
+	if len(props.ContentMD5) == md5.Size {
+		info.MD5 = props.ContentMD5
 	}
 	return info, nil
 }

@@ -2,6 +2,7 @@ package gcs
 
 import (
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io"
@@ -159,7 +160,8 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 	return counted.N, nil
 }
 
-// Stat reads the object's metadata.
+// Stat reads the object's metadata; MD5 is its md5Hash, which a composite object (one
+// etcd-backup-restore composed from chunks) lacks.
 func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return objectstore.ObjectInfo{}, fmt.Errorf("gcs: bucket %q: %w", s.name, err)
@@ -171,7 +173,11 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 		}
 		return objectstore.ObjectInfo{}, s.errorf(fmt.Sprintf("stat %q", key), err)
 	}
-	return objectstore.ObjectInfo{Key: key, Size: attrs.Size}, nil
+	info := objectstore.ObjectInfo{Key: key, Size: attrs.Size}
+	if len(attrs.MD5) == md5.Size {
+		info.MD5 = attrs.MD5
+	}
+	return info, nil
 }
 
 // Open reads the object with the library's Reader, which streams the body (and, reading the

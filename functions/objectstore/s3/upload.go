@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -39,7 +40,9 @@ func (s *store) Upload(ctx context.Context, key string, r io.Reader) (int64, err
 	return counted.N, nil
 }
 
-// Stat sends HeadObject.
+// Stat sends HeadObject. Its ETag is the content's MD5 for an object written in one PutObject
+// (Upload's body below one part) and encrypted, if at all, with SSE-S3; a multipart upload's
+// ETag ("<hex>-<parts>"), SSE-KMS's and SSE-C's are not, and leave MD5 nil.
 func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return objectstore.ObjectInfo{}, fmt.Errorf("s3: bucket %q: %w", s.name, err)
@@ -52,7 +55,11 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 		}
 		return objectstore.ObjectInfo{}, s.errorf(fmt.Sprintf("stat %q", key), err)
 	}
-	return objectstore.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength)}, nil
+	info := objectstore.ObjectInfo{Key: key, Size: aws.ToInt64(out.ContentLength)}
+	if out.SSECustomerAlgorithm == nil && (out.ServerSideEncryption == "" || out.ServerSideEncryption == types.ServerSideEncryptionAes256) {
+		info.MD5 = objectstore.HexMD5(aws.ToString(out.ETag))
+	}
+	return info, nil
 }
 
 // Open sends GetObject and hands on its body, which the SDK streams from the connection. A read

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"bytes"
+	"crypto/md5"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -87,5 +89,44 @@ func testUploadFailureLeavesNothing(t *testing.T, s objectstore.Store, _ config)
 	}
 	if keys := ListAll(t, s, ""); len(keys) != 0 {
 		t.Fatalf("a failed upload left %q", keys)
+	}
+}
+
+// Stat's MD5, where a provider reports one, is the MD5 of the content Upload wrote: for an
+// object of one part, one of several parts, an empty one and one replaced (the old MD5 gone).
+// A provider may report none (nil); it must never report another digest (a multipart ETag) as
+// the MD5.
+func testStatMD5(t *testing.T, s objectstore.Store, _ config) {
+	mustCreate(t, s)
+	for _, o := range []struct {
+		key  string
+		seed byte
+		size int64
+	}{
+		{"ns/md5/small", 11, 1000},
+		{"ns/md5/empty", 12, 0},
+		{"ns/md5/parts", 13, objectstore.UploadPartSize + 12345},
+		{"ns/md5/replaced", 14, 2000},
+		{"ns/md5/replaced", 15, 3000},
+	} {
+		if _, err := s.Upload(ctx(t), o.key, newPatternReader(o.seed, o.size)); err != nil {
+			t.Fatalf("Upload %q: %v", o.key, err)
+		}
+		h := md5.New()
+		_, _ = io.Copy(h, newPatternReader(o.seed, o.size))
+		info, err := s.Stat(ctx(t), o.key)
+		if err != nil {
+			t.Fatalf("Stat %q: %v", o.key, err)
+		}
+		switch {
+		case info.Size != o.size:
+			t.Errorf("Stat %q: size %d, want %d", o.key, info.Size, o.size)
+		case info.MD5 == nil:
+			t.Logf("%q (%d bytes): no MD5 reported", o.key, o.size)
+		case !bytes.Equal(info.MD5, h.Sum(nil)):
+			t.Errorf("Stat %q (%d bytes): MD5 %x, but the content's is %x", o.key, o.size, info.MD5, h.Sum(nil))
+		default:
+			t.Logf("%q (%d bytes): MD5 reported and right", o.key, o.size)
+		}
 	}
 }

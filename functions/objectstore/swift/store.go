@@ -298,7 +298,9 @@ func (c *cancelOnError) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Stat reads the object's metadata.
+// Stat reads the object's metadata. An object's ETag is its content's MD5, unless it is a
+// large-object manifest (static or dynamic, as etcd-backup-restore writes big snapshots), whose
+// quoted ETag is a digest of its segments' ETags: MD5 is nil then.
 func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, error) {
 	if err := objectstore.ValidateKey(key); err != nil {
 		return objectstore.ObjectInfo{}, fmt.Errorf("swift: container %q: %w", s.name, err)
@@ -314,7 +316,11 @@ func (s *store) Stat(ctx context.Context, key string) (objectstore.ObjectInfo, e
 	if err != nil {
 		return objectstore.ObjectInfo{}, s.errorf(fmt.Sprintf("stat %q", key), err)
 	}
-	return objectstore.ObjectInfo{Key: key, Size: h.ContentLength}, nil
+	info := objectstore.ObjectInfo{Key: key, Size: h.ContentLength}
+	if !h.StaticLargeObject && h.ObjectManifest == "" && !strings.HasPrefix(h.ETag, `"`) {
+		info.MD5 = objectstore.HexMD5(h.ETag)
+	}
+	return info, nil
 }
 
 // Open downloads the object and hands on the response's body unread. A read that breaks mid-way

@@ -278,6 +278,14 @@ func testResumeDLO(t *testing.T, direct, cut objectstore.Store, proxy *storetest
 	if _, err := objects.Create(testCtx(t), c, "open-resumes", "dlo/snap", manifest).Extract(); err != nil {
 		t.Fatal(err)
 	}
+	// The manifest's ETag is a digest of its segments' ETags, no MD5 of its content; a
+	// segment's is.
+	if info, err := direct.Stat(testCtx(t), "dlo/snap"); err != nil || info.Size != int64(len(whole)) || info.MD5 != nil {
+		t.Errorf("Stat of the manifest: %+v, %v; want %d bytes, no MD5", info, err, len(whole))
+	}
+	if info, err := direct.Stat(testCtx(t), "dlo/snap/chunk_00"); err != nil || info.MD5 == nil {
+		t.Errorf("Stat of a segment: %+v, %v; want its MD5", info, err)
+	}
 
 	proxy.Cut("/dlo/snap", 1, segment+segment/2, nil)
 	r, err := cut.Open(testCtx(t), "dlo/snap")
