@@ -3,7 +3,6 @@ package drill
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,11 +14,6 @@ import (
 	"time"
 
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/azure"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/gcs"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/swift"
 )
 
 // Etcdbrctl is etcd-backup-restore's command line, etcdbrctl: a drill with one runs its
@@ -60,67 +54,35 @@ func NewEtcdbrctl(ctx context.Context, path string) (*Etcdbrctl, error) {
 }
 
 // EtcdbrStore is where etcdbrctl reads a prefix's backups, configured as etcd-druid configures
-// the backup-restore sidecar from a shoot's etcd-backup secret: --storage-provider,
-// --store-prefix, --store-endpoint-override, STORAGE_CONTAINER, and the secret's data as files
-// in the directory its provider's credentials variable names.
+// the backup-restore sidecar from a shoot's etcd-backup secret: the provider's settings
+// (objectstore.EtcdbrStore), --store-prefix, STORAGE_CONTAINER, and the secret's data as files.
 type EtcdbrStore struct {
-	// Provider is --storage-provider: ABS, S3, GCS, Swift or Local.
-	Provider string
+	objectstore.EtcdbrStore
 	// Container is the bucket (STORAGE_CONTAINER).
 	Container string
 	// Prefix is --store-prefix, <entry>/etcd-main: the snapshots are under <Prefix>/v2/.
 	Prefix string
-	// EndpointOverride is --store-endpoint-override, "" for the provider's own.
-	EndpointOverride string
 	// Credentials are the secret's data, written as files for the run only.
 	Credentials map[string][]byte
-	// LocalHome is $HOME for Local: the directory that holds the bucket directory.
-	LocalHome string
 }
 
-// etcd-backup-restore's --storage-provider for housekeeper's provider types (etcd-druid's
-// StorageProviderFromInfraProvider).
-var storageProviders = map[string]string{azure.Type: "ABS", s3.Type: "S3", gcs.Type: "GCS", swift.Type: "Swift", local.Type: "Local"}
-
 // NewEtcdbrStore is the store of the backups under prefix (a drill's, ending in "/") in the
-// bucket w, opened with credentials: what etcdbrctl is given to read them. providers gives the
-// local provider's root for Local.
+// bucket w, opened with credentials: what etcdbrctl is given to read them. The provider of w's
+// type in providers says how etcd-backup-restore reads it.
 func NewEtcdbrStore(w objectstore.Where, credentials map[string][]byte, prefix string, providers objectstore.Registry) (*EtcdbrStore, error) {
-	provider, ok := storageProviders[w.Type]
+	p, err := providers.Get(w.Type)
+	if err != nil {
+		return nil, err
+	}
+	ep, ok := p.(objectstore.EtcdbrProvider)
 	if !ok {
 		return nil, fmt.Errorf("etcd-backup-restore has no storage provider for type %q", w.Type)
 	}
-	s := &EtcdbrStore{Provider: provider, Container: w.Bucket, Prefix: strings.TrimSuffix(prefix, "/"), Credentials: credentials}
-	switch w.Type {
-	case azure.Type:
-		s.EndpointOverride = string(credentials[azure.KeyEndpoint])
-	case s3.Type:
-		s.EndpointOverride = string(credentials[s3.KeyEndpoint])
-	case gcs.Type:
-		// provider-gcp's BackupBucketConfig store.endpointOverride, which its seed webhook
-		// gives the Etcd resource.
-		var cfg struct {
-			Store *struct {
-				EndpointOverride string `json:"endpointOverride"`
-			} `json:"store"`
-		}
-		if len(w.Config) > 0 && json.Unmarshal(w.Config, &cfg) == nil && cfg.Store != nil {
-			s.EndpointOverride = cfg.Store.EndpointOverride
-		}
-	case local.Type:
-		if p, err := providers.Get(local.Type); err == nil {
-			if lp, ok := p.(*local.Provider); ok {
-				s.LocalHome = lp.Root()
-			}
-		}
-		if s.LocalHome == "" {
-			s.LocalHome = string(credentials[local.KeyHostPath])
-		}
-		if s.LocalHome == "" {
-			return nil, errors.New("etcd-backup-restore's Local store needs the directory that holds the bucket: none known")
-		}
+	store, err := ep.EtcdbrStore(w, credentials)
+	if err != nil {
+		return nil, err
 	}
-	return s, nil
+	return &EtcdbrStore{EtcdbrStore: store, Container: w.Bucket, Prefix: strings.TrimSuffix(prefix, "/"), Credentials: credentials}, nil
 }
 
 // args are etcdbrctl's store flags.
@@ -144,17 +106,11 @@ func (s *EtcdbrStore) env(dir, home string) ([]string, error) {
 		}
 	}
 	env := []string{"STORAGE_CONTAINER=" + s.Container, "HOME=" + home, "TMPDIR=" + home}
-	switch s.Provider {
-	case "ABS":
-		env = append(env, "AZURE_APPLICATION_CREDENTIALS="+dir)
-	case "S3":
-		env = append(env, "AWS_APPLICATION_CREDENTIALS="+dir)
-	case "Swift":
-		env = append(env, "OPENSTACK_APPLICATION_CREDENTIALS="+dir)
-	case "GCS":
-		env = append(env, "GOOGLE_APPLICATION_CREDENTIALS="+filepath.Join(dir, gcs.KeyServiceAccountJSON))
-	case "Local":
-		env[1] = "HOME=" + s.LocalHome
+	if s.Home != "" {
+		env[1] = "HOME=" + s.Home
+	}
+	if s.CredentialsEnv != "" {
+		env = append(env, s.CredentialsEnv+"="+filepath.Join(dir, s.CredentialsFile))
 	}
 	return env, nil
 }

@@ -45,7 +45,7 @@ func TestDrillRealRestoreOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if store.Provider != "Local" || store.Prefix != "shoot--drill--test/etcd-main" || store.LocalHome != filepath.Dir(b.bucket) {
+	if store.Provider != "Local" || store.Prefix != "shoot--drill--test/etcd-main" || store.Home != filepath.Dir(b.bucket) {
 		t.Fatalf("etcdbrctl's store %+v", store)
 	}
 	run := func(t *testing.T, e *Etcdbrctl) (Result, backupv1alpha1.EntryDrillResult, error) {

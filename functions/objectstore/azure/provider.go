@@ -196,3 +196,9 @@ func validDomain(s string) bool {
 	}
 	return true
 }
+
+// EtcdbrStore: etcd-backup-restore's ABS store, at the secret's endpoint if it names one.
+func (p *Provider) EtcdbrStore(_ objectstore.Where, credentials map[string][]byte) (objectstore.EtcdbrStore, error) {
+	return objectstore.EtcdbrStore{Provider: "ABS", EndpointOverride: string(credentials[KeyEndpoint]),
+		CredentialsEnv: "AZURE_APPLICATION_CREDENTIALS"}, nil
+}

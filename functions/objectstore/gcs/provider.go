@@ -268,3 +268,19 @@ func validateBucketName(name string) error {
 	}
 	return nil
 }
+
+// EtcdbrStore: etcd-backup-restore's GCS store, at the BackupBucket's
+// providerConfig.store.endpointOverride if it names one (provider-gcp's seed webhook gives the
+// Etcd resource that endpoint).
+func (p *Provider) EtcdbrStore(w objectstore.Where, _ map[string][]byte) (objectstore.EtcdbrStore, error) {
+	s := objectstore.EtcdbrStore{Provider: "GCS", CredentialsEnv: "GOOGLE_APPLICATION_CREDENTIALS", CredentialsFile: KeyServiceAccountJSON}
+	var cfg struct {
+		Store *struct {
+			EndpointOverride string `json:"endpointOverride"`
+		} `json:"store"`
+	}
+	if len(w.Config) > 0 && json.Unmarshal(w.Config, &cfg) == nil && cfg.Store != nil {
+		s.EndpointOverride = cfg.Store.EndpointOverride
+	}
+	return s, nil
+}

@@ -406,3 +406,16 @@ func (s *store) CreateWithConfig(ctx context.Context, config []byte) (string, er
 	}
 	return "", s.Create(ctx)
 }
+
+// EtcdbrStore: etcd-backup-restore's Local store, whose $HOME holds the bucket directory: this
+// provider's root, or the secret's hostPath for a provider without one.
+func (p *Provider) EtcdbrStore(_ objectstore.Where, credentials map[string][]byte) (objectstore.EtcdbrStore, error) {
+	home := p.root
+	if home == "" {
+		home = string(credentials[KeyHostPath])
+	}
+	if home == "" {
+		return objectstore.EtcdbrStore{}, errors.New("etcd-backup-restore's Local store needs the directory that holds the bucket: none known")
+	}
+	return objectstore.EtcdbrStore{Provider: "Local", Home: home}, nil
+}

@@ -211,3 +211,9 @@ func validRegion(s string) bool {
 	}
 	return true
 }
+
+// EtcdbrStore: etcd-backup-restore's S3 store, at the secret's endpoint if it names one.
+func (p *Provider) EtcdbrStore(_ objectstore.Where, credentials map[string][]byte) (objectstore.EtcdbrStore, error) {
+	return objectstore.EtcdbrStore{Provider: "S3", EndpointOverride: string(credentials[KeyEndpoint]),
+		CredentialsEnv: "AWS_APPLICATION_CREDENTIALS"}, nil
+}

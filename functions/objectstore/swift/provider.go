@@ -181,3 +181,8 @@ var _ objectstore.EntrySecret = (*Provider)(nil)
 func (p *Provider) EntrySecretData(e objectstore.Entry) (map[string][]byte, error) {
 	return map[string][]byte{KeyRegion: []byte(e.Region)}, nil
 }
+
+// EtcdbrStore: etcd-backup-restore's Swift store.
+func (p *Provider) EtcdbrStore(objectstore.Where, map[string][]byte) (objectstore.EtcdbrStore, error) {
+	return objectstore.EtcdbrStore{Provider: "Swift", CredentialsEnv: "OPENSTACK_APPLICATION_CREDENTIALS"}, nil
+}
