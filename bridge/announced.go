@@ -32,8 +32,8 @@ const recallTimeout = time.Minute
 // are acknowledged. An object listed again unchanged — at the start of a term, at a relist, at
 // the periodic resync — whose inputs are those of its last event was announced already: its
 // function acted on that state (or will: the stream holds the event), so announcing it again
-// would only make the function do it once more. That is what kept a restart after JetStream's
-// duplicate window, and every resync past it, from costing a run of every object's function.
+// would only make the function do it once more: a restart after JetStream's duplicate window,
+// or a resync past it, costs no function run per settled object.
 type announced struct {
 	mu   sync.Mutex
 	last map[string]string
