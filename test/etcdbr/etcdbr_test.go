@@ -129,8 +129,8 @@ func TestEtcdBackupRestoreWithAnImmutableBucket(t *testing.T) {
 	written, targetPrefix := f.backUp(t, s3.Type, target, 3, 3)
 	_, neighbourPrefix := f.backUp(t, s3.Type, neighbour, 2, 0)
 	bucketStore := f.bucket(t, s3.Type, target)
-	targetObjects := f.list(t, bucketStore, targetPrefix)
-	neighbourObjects := f.list(t, bucketStore, neighbourPrefix)
+	targetObjects := keysUnder(t, bucketStore, targetPrefix)
+	neighbourObjects := keysUnder(t, bucketStore, neighbourPrefix)
 
 	got := f.restore(t, s3.Type, target)
 	for k, v := range written {
@@ -155,7 +155,7 @@ func TestEtcdBackupRestoreWithAnImmutableBucket(t *testing.T) {
 		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
 	})
 	locking := bucketStore.(objectstore.Locking)
-	if left := f.list(t, bucketStore, targetPrefix); !slices.Equal(left, targetObjects) {
+	if left := keysUnder(t, bucketStore, targetPrefix); !slices.Equal(left, targetObjects) {
 		t.Errorf("after the release the prefix holds %v, want the locked snapshots %v", left, targetObjects)
 	}
 	for _, k := range targetObjects {
@@ -330,12 +330,12 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 	}
 	_, neighbourPrefix := f.backUp(t, provider, neighbour, 2, 0)
 	bucketStore := f.bucket(t, provider, target)
-	targetObjects := f.list(t, bucketStore, targetPrefix)
-	neighbourObjects := f.list(t, bucketStore, neighbourPrefix)
+	targetObjects := keysUnder(t, bucketStore, targetPrefix)
+	neighbourObjects := keysUnder(t, bucketStore, neighbourPrefix)
 	if len(targetObjects) == 0 || len(neighbourObjects) == 0 {
 		t.Fatalf("snapshots: %d of the target, %d of the neighbour; want some of each", len(targetObjects), len(neighbourObjects))
 	}
-	everything := f.list(t, bucketStore, "")
+	everything := keysUnder(t, bucketStore, "")
 	if want := slices.Sorted(slices.Values(append(slices.Clone(targetObjects), neighbourObjects...))); !slices.Equal(everything, want) {
 		t.Fatalf("the bucket holds %v, want just the two shoots' snapshots %v", everything, want)
 	}
@@ -378,10 +378,10 @@ func (f *fixture) backupRestorePurge(t *testing.T, provider, bucketName, bucketS
 		}
 		return strings.Contains(err.Error(), "not found"), err.Error()
 	})
-	if left := f.list(t, bucketStore, target.entry+"/"); len(left) != 0 {
+	if left := keysUnder(t, bucketStore, target.entry+"/"); len(left) != 0 {
 		t.Errorf("%d objects of the purged entry left: %v", len(left), left)
 	}
-	if after := f.list(t, bucketStore, ""); !slices.Equal(after, neighbourObjects) {
+	if after := keysUnder(t, bucketStore, ""); !slices.Equal(after, neighbourObjects) {
 		t.Errorf("after the purge the bucket holds %v, want exactly the neighbour's %v", after, neighbourObjects)
 	}
 	if provider == local.Type {
@@ -549,7 +549,7 @@ func (f *fixture) backUp(t *testing.T, provider string, s shoot, full, delta int
 func (f *fixture) waitSnapshot(t *testing.T, bucketStore objectstore.Store, prefix, kind string, revision int64) {
 	t.Helper()
 	f.Eventually(60*time.Second, fmt.Sprintf("a %s snapshot under %s up to revision %d", kind, prefix, revision), func() (bool, string) {
-		keys := f.list(t, bucketStore, prefix)
+		keys := keysUnder(t, bucketStore, prefix)
 		for _, k := range keys {
 			if s, ok := stack.ParseSnapshot(k); ok && s.Kind == kind && s.LastRevision >= revision {
 				return true, ""
@@ -613,18 +613,6 @@ func (f *fixture) secret(t *testing.T, s shoot) *corev1.Secret {
 		t.Fatalf("the etcd-backup secret of %s: %v", s.entry, err)
 	}
 	return secret
-}
-
-func (f *fixture) list(t *testing.T, store objectstore.Store, prefix string) []string {
-	t.Helper()
-	var keys []string
-	if err := store.List(context.Background(), prefix, func(page []string) error {
-		keys = append(keys, page...)
-		return nil
-	}); err != nil {
-		t.Fatalf("listing %q: %v", prefix, err)
-	}
-	return keys
 }
 
 // checkWrittenAsEtcdDruidUser shows what the purge has to cope with: etcd-backup-restore's

@@ -383,6 +383,7 @@ func thousandsOf(n int64) string {
 	return s
 }
 
+// keysUnder lists the keys under prefix in store.
 func keysUnder(t *testing.T, bucket objectstore.Store, prefix string) []string {
 	t.Helper()
 	var keys []string
