@@ -34,7 +34,7 @@ faults: tools ## the fault suite, full form: faults injected, time to converge, 
 bench: tools ## benchmarks, printed as tables
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 120m ./...
 
-lint: ## gofmt, goimports (housekeeper's imports grouped last), go vet, staticcheck
+lint: ## gofmt, goimports (housekeeper's imports grouped last), go vet, staticcheck, and what the documents name (scripts/doclint)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt would change: $$out"; exit 1; }
 	@out=$$($(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION) -local github.com/housekeeper-dev/housekeeper -l $$(git ls-files '*.go' ':!:*zz_generated*')); \
 	  [[ -z "$$out" ]] || { echo "goimports -local github.com/housekeeper-dev/housekeeper would change: $$out"; exit 1; }
@@ -43,6 +43,7 @@ lint: ## gofmt, goimports (housekeeper's imports grouped last), go vet, staticch
 	cd test/knative && $(GO) vet ./...
 	cd test/monitoring && $(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run ./scripts/cmd/doclint
 
 crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module into infra/crds
 	scripts/generate-crds.sh
