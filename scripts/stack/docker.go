@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -204,10 +203,10 @@ exec "$@"`
 	if d.netns, err = os.Open(fmt.Sprintf("/proc/%d/ns/net", proc.Pid())); err != nil {
 		return fmt.Errorf("dockerd's network namespace: %w", err)
 	}
-	if d.netnsIno, err = nsIno(fmt.Sprintf("/proc/%d/ns/net", proc.Pid())); err != nil {
+	if d.netnsIno, err = nsInode(proc.Pid(), "net"); err != nil {
 		return err
 	}
-	if d.mntnsIno, err = nsIno(fmt.Sprintf("/proc/%d/ns/mnt", proc.Pid())); err != nil {
+	if d.mntnsIno, err = nsInode(proc.Pid(), "mnt"); err != nil {
 		return err
 	}
 	state, err := json.Marshal(d.state())
@@ -453,7 +452,7 @@ func (d *Docker) removeAll() error {
 func cleanupDocker(dir string, st dockerState) error {
 	var errs []string
 	if err := Poll(30*time.Second, 50*time.Millisecond, "the engine's processes to exit", func() (bool, string, error) {
-		pids := dockerProcesses(dir, st)
+		pids := hostSandbox{dir: dir, cgroup: st.Cgroup, netNS: st.NetnsIno, mntNS: st.MntnsIno}.processes(st.Owner)
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -463,7 +462,7 @@ func cleanupDocker(dir string, st dockerState) error {
 	}
 	// Deepest first; lazily, as a busy one goes once its last user has.
 	if err := Poll(10*time.Second, 50*time.Millisecond, "the mounts under "+dir+" to go", func() (bool, string, error) {
-		mounts := dockerMountsUnder(dir)
+		mounts := mountsUnder(dir)
 		for i := len(mounts) - 1; i >= 0; i-- {
 			_ = syscall.Unmount(mounts[i], syscall.MNT_DETACH)
 		}
@@ -490,7 +489,7 @@ func cleanupDocker(dir string, st dockerState) error {
 			}
 		}
 	}
-	if len(dockerMountsUnder(dir)) == 0 {
+	if len(mountsUnder(dir)) == 0 {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, err.Error())
 		}
@@ -499,48 +498,6 @@ func cleanupDocker(dir string, st dockerState) error {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// dockerProcesses are the live processes in the cgroups under st.Cgroup, in the network
-// namespace st.NetnsIno, or with dir in their command line, but for st.Owner and this process.
-func dockerProcesses(dir string, st dockerState) []int {
-	found := map[int]bool{}
-	if st.Cgroup != "" {
-		cgroupProcs(st.Cgroup, found)
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		pid, err := strconv.Atoi(filepath.Base(p))
-		if err != nil || found[pid] {
-			continue
-		}
-		if st.NetnsIno != 0 {
-			if ino, err := nsIno(filepath.Join(p, "ns/net")); err == nil && ino == st.NetnsIno {
-				found[pid] = true
-				continue
-			}
-		}
-		if st.MntnsIno != 0 {
-			if ino, err := nsIno(filepath.Join(p, "ns/mnt")); err == nil && ino == st.MntnsIno {
-				found[pid] = true
-				continue
-			}
-		}
-		if cmdline, err := os.ReadFile(filepath.Join(p, "cmdline")); err == nil && bytes.Contains(cmdline, []byte(dir+"/")) {
-			found[pid] = true
-		}
-	}
-	delete(found, st.Owner)
-	delete(found, os.Getpid())
-	var pids []int
-	for pid := range found {
-		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && bytes.Contains(stat, []byte(") Z ")) {
-			continue // exited, waiting for its parent
-		}
-		pids = append(pids, pid)
-	}
-	slices.Sort(pids)
-	return pids
 }
 
 // cleanupStaleDockers removes the engines whose test process is gone: their directories
@@ -561,10 +518,10 @@ func cleanupStaleDockers() {
 		}
 		// A namespace's inode names the engine's processes only while one of them (naming dir)
 		// is in it: a freed one's number may be another namespace's by now.
-		naming := dockerProcesses(dir, dockerState{Owner: st.Owner})
+		naming := hostSandbox{dir: dir}.processes(st.Owner)
 		held := func(ns string, ino uint64) bool {
 			return slices.ContainsFunc(naming, func(pid int) bool {
-				i, err := nsIno(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+				i, err := nsInode(pid, ns)
 				return err == nil && i == ino
 			})
 		}
@@ -582,11 +539,11 @@ func cleanupStaleDockers() {
 // mounts under it, its cgroups, the directory itself. Empty after a Stop.
 func DockerLeftovers(dir, cgroup string) []string {
 	var out []string
-	for _, pid := range dockerProcesses(dir, dockerState{}) {
+	for _, pid := range (hostSandbox{dir: dir}).processes(0) {
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		out = append(out, fmt.Sprintf("process %d: %s", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte(" "))))
 	}
-	for _, m := range dockerMountsUnder(dir) {
+	for _, m := range mountsUnder(dir) {
 		out = append(out, "mount "+m)
 	}
 	for _, h := range cgroupHierarchies() {
@@ -604,27 +561,3 @@ func DockerLeftovers(dir, cgroup string) []string {
 // parent: for DockerLeftovers.
 func (d *Docker) Dir() string    { return d.dir }
 func (d *Docker) Cgroup() string { return d.cgroup }
-
-func nsIno(path string) (uint64, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		return 0, err
-	}
-	return st.Ino, nil
-}
-
-// dockerMountsUnder lists the mount points at or under dir, in the order of mountinfo.
-func dockerMountsUnder(dir string) []string {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) >= 5 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			out = append(out, fields[4])
-		}
-	}
-	return out
-}
