@@ -17,7 +17,7 @@ import (
 type process struct {
 	name string
 	args []string
-	env  []string
+	env  []string // nil: this process's
 	dir  string
 	log  *os.File
 	// ready, if set, returns nil once a started process serves.
@@ -53,7 +53,7 @@ func newProcess(dir, name string, args, env []string) (*process, error) {
 func (p *process) start() error {
 	p.mu.Lock()
 	cmd := exec.Command(p.args[0], p.args[1:]...)
-	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Env = p.env
 	cmd.Dir = p.dir
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -3,11 +3,11 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -267,29 +267,26 @@ func (r *rig) startComponents(bin string) (stop func(), err error) {
 	if err := r.waitForJetStream(time.Minute); err != nil {
 		return stop, err
 	}
-	env := []string{"HOUSEKEEPER_NATS_URL=" + r.natsURL, "HOUSEKEEPER_LOG_FORMAT=json", "HOUSEKEEPER_CLUSTER=" + Cluster, "HOUSEKEEPER_TYPES=azure,local"}
+	hk := stack.Housekeeper{Bin: bin, Env: []string{"HOUSEKEEPER_NATS_URL=" + r.natsURL, "HOUSEKEEPER_LOG_FORMAT=json",
+		"HOUSEKEEPER_CLUSTER=" + Cluster, "HOUSEKEEPER_TYPES=azure,local", "HOUSEKEEPER_KUBECONFIG=" + r.kubeconfig}}
 	// The setup first: the streams and the consumers, which the processes only bind to.
-	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200", "--stream-replicas", strconv.Itoa(len(r.nats)))
-	setup.Env = append(os.Environ(), env...)
-	if out, err := setup.CombinedOutput(); err != nil {
-		return stop, fmt.Errorf("housekeeper setup: %v\n%s", err, out)
+	if err := hk.Setup(context.Background(), io.Discard, "--max-deliver", "200", "--stream-replicas", strconv.Itoa(len(r.nats))); err != nil {
+		return stop, err
 	}
 	// The bridge's production resync period: a lost event is not repaired by a relist within
 	// the run, only by what housekeeper does on purpose (a restart's relist). Leader election
 	// as in production: an outage of the API server costs the bridge its Lease, which it must
 	// stand by for and win again without exiting.
-	r.bridge, err = newProcess(r.cfg.Dir, "bridge", []string{filepath.Join(bin, "housekeeper-bridge"),
-		"--kubeconfig", r.kubeconfig, "--addr", "127.0.0.1:0",
+	r.bridge, err = newProcess(r.cfg.Dir, "bridge", hk.Bridge("--addr", "127.0.0.1:0",
 		"--leader-elect", "--leader-election-namespace", leaseNamespace, "--leader-election-name", leaseName,
-		"--leader-election-identity", leaseIdentity}, env)
+		"--leader-election-identity", leaseIdentity), hk.Environ())
 	if err != nil {
 		return stop, err
 	}
 	for _, fn := range functionNames {
 		for i := range r.cfg.Replicas {
-			p, err := newProcess(r.cfg.Dir, fn+"-"+strconv.Itoa(i), []string{filepath.Join(bin, "housekeeper"), "function", fn,
-				"--kubeconfig", r.kubeconfig, "--local-root", r.localRoot, "--addr", "127.0.0.1:0",
-				"--backoff-base", "200ms", "--backoff-max", "5s", "--concurrency", "8"}, env)
+			p, err := newProcess(r.cfg.Dir, fn+"-"+strconv.Itoa(i), hk.Function(fn, "--local-root", r.localRoot, "--addr", "127.0.0.1:0",
+				"--backoff-base", "200ms", "--backoff-max", "5s", "--concurrency", "8"), hk.Environ())
 			if err != nil {
 				return stop, err
 			}

@@ -3,7 +3,15 @@ package stack
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // BuildHousekeeper builds housekeeper's binaries — housekeeper and housekeeper-bridge — from
@@ -28,4 +36,106 @@ func BuildHousekeeper(ctx context.Context, source, dir string, race bool) error 
 		return fmt.Errorf("go build in %s: %v\n%s", source, err, out)
 	}
 	return nil
+}
+
+// Housekeeper runs housekeeper's binaries (BuildHousekeeper's directory) as a harness's
+// processes, as the chart runs them: settings in HOUSEKEEPER_* variables, and nothing from the
+// harness's own environment changing them.
+type Housekeeper struct {
+	Bin string
+	// Env are the processes' settings, e.g. HOUSEKEEPER_NATS_URL=…, HOUSEKEEPER_KUBECONFIG=….
+	Env []string
+}
+
+// Environ is the processes' environment: this process's without its HOUSEKEEPER_* and
+// KUBECONFIG, then h.Env.
+func (h Housekeeper) Environ() []string {
+	var environ []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOUSEKEEPER_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			environ = append(environ, kv)
+		}
+	}
+	return append(environ, h.Env...)
+}
+
+// Bridge is housekeeper-bridge's command line with args.
+func (h Housekeeper) Bridge(args ...string) []string {
+	return append([]string{filepath.Join(h.Bin, "housekeeper-bridge")}, args...)
+}
+
+// Function is the command line of the function fn with args.
+func (h Housekeeper) Function(fn string, args ...string) []string {
+	return append([]string{filepath.Join(h.Bin, "housekeeper"), "function", fn}, args...)
+}
+
+// Command is argv (Bridge's, Function's) in the processes' environment, its output to log.
+func (h Housekeeper) Command(log io.Writer, argv ...string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = h.Environ()
+	cmd.Stdout, cmd.Stderr = log, log
+	return cmd
+}
+
+// Setup runs `housekeeper setup` with args: the streams and the consumers, before the bridge
+// and the functions start. A binary older than the command (a benchmark's baseline) has its
+// bridge and functions create them, and Setup does nothing.
+func (h Housekeeper) Setup(ctx context.Context, log io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(h.Bin, "housekeeper"), append([]string{"setup"}, args...)...)
+	cmd.Env = h.Environ()
+	out, err := cmd.CombinedOutput()
+	_, _ = log.Write(out)
+	if err != nil && !strings.Contains(string(out), `unknown command "setup"`) {
+		return fmt.Errorf("housekeeper setup: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Start starts argv in the processes' environment, serving /readyz and /metrics on a free
+// --addr, its output to log.
+func (h Housekeeper) Start(log io.Writer, argv ...string) (*Served, error) {
+	return StartServed(h.Command(log, argv...))
+}
+
+// Served is a process serving /readyz and /metrics at Addr.
+type Served struct {
+	*Process
+	Name string // the binary, and a function's name: for messages
+	Addr string
+}
+
+// StartServed starts cmd with --addr on a free port of 127.0.0.1.
+func StartServed(cmd *exec.Cmd) (*Served, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cmd.Args = append(cmd.Args, "--addr", addr)
+	name := filepath.Base(cmd.Args[0])
+	if len(cmd.Args) > 2 && cmd.Args[1] == "function" {
+		name += " function " + cmd.Args[2]
+	}
+	p, err := StartProcess(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &Served{Process: p, Name: name, Addr: addr}, nil
+}
+
+// AwaitReady waits until the process answers /readyz with 200, for at most timeout, and says
+// so if it exits meanwhile.
+func (s *Served) AwaitReady(timeout time.Duration) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return Poll(timeout, 100*time.Millisecond, s.Name+"'s /readyz to answer 200", func() (bool, string, error) {
+		if s.Exited() {
+			return false, "", fmt.Errorf("it exited while starting: %v", s.State())
+		}
+		resp, err := client.Get("http://" + s.Addr + "/readyz")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	})
 }

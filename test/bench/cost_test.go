@@ -85,8 +85,11 @@ type osProc struct {
 type upstreamProcess struct{ p *process }
 
 func startUpstreamProcess(b *testing.B, e *env, phase, bin string) (*upstreamProcess, error) {
-	p, _, err := e.exec(b, "provider-local", phase+"-provider-local.log", os.Environ(), bin, "--kubeconfig", e.kubecfg, "--root", e.root,
+	cmd := exec.Command(bin, "--kubeconfig", e.kubecfg, "--root", e.root,
 		"--leader-elect=false", "--cpu-profile", filepath.Join(e.logDir, phase+"-provider-local.pprof"))
+	log := e.file(b, phase+"-provider-local.log")
+	cmd.Stdout, cmd.Stderr = log, log
+	p, _, err := e.exec("provider-local", cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -99,12 +102,12 @@ func startUpstreamProcess(b *testing.B, e *env, phase, bin string) (*upstreamPro
 }
 
 func (u *upstreamProcess) requests() (counts, error) {
-	v, _, err := scrapeRequests(u.p.addr)
+	v, _, err := scrapeRequests(u.p.Addr)
 	return counts{"provider-local": v}, err
 }
 
 func (u *upstreamProcess) detail() counts {
-	_, r, err := scrapeRequests(u.p.addr)
+	_, r, err := scrapeRequests(u.p.Addr)
 	if err != nil {
 		return nil
 	}
@@ -112,7 +115,7 @@ func (u *upstreamProcess) detail() counts {
 }
 
 func (u *upstreamProcess) processes() []osProc {
-	return []osProc{{name: "provider-local", pid: u.p.Pid(), metrics: u.p.addr}}
+	return []osProc{{name: "provider-local", pid: u.p.Pid(), metrics: u.p.Addr}}
 }
 
 func (u *upstreamProcess) stop() error { return stopProcesses([]*process{u.p}) }

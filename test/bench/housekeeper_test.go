@@ -1,16 +1,15 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,11 +48,10 @@ type housekeeper struct {
 	procs    []*process
 }
 
-// process is one housekeeper process and the address of its /metrics.
+// process is one process of a side, named for the tables.
 type process struct {
-	*stack.Process
+	*stack.Served
 	name string
-	addr string
 }
 
 func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*housekeeper, error) {
@@ -88,24 +86,18 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		}
 		natsURL, h.stopNATS, h.nats = c.URL, c.Stop, c
 	}
-	environ := []string{
+	hk := stack.Housekeeper{Bin: e.binDir, Env: []string{
 		"HOUSEKEEPER_NATS_URL=" + natsURL,
 		"HOUSEKEEPER_KUBECONFIG=" + e.kubecfg,
 		"HOUSEKEEPER_CLUSTER=bench-" + phase,
 		"HOUSEKEEPER_TYPES=local",
-	}
-	// Nothing from the shell that runs the benchmark changes housekeeper's settings.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOUSEKEEPER_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
-			environ = append(environ, kv)
-		}
-	}
-	run := func(name string, args ...string) error {
-		args = append(args, o.limitArgs()...)
+	}}
+	run := func(name string, argv []string) error {
+		argv = append(argv, o.limitArgs()...)
 		if o.profile {
-			args = append(args, "--cpu-profile", filepath.Join(e.logDir, phase+"-"+name+".pprof"))
+			argv = append(argv, "--cpu-profile", filepath.Join(e.logDir, phase+"-"+name+".pprof"))
 		}
-		p, _, err := e.exec(b, name, phase+"-"+name+".log", environ, args...)
+		p, _, err := e.exec(name, hk.Command(e.file(b, phase+"-"+name+".log"), argv...))
 		if err != nil {
 			return err
 		}
@@ -113,10 +105,10 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		return nil
 	}
 	start := func() error {
-		if err := setup(e.file(b, phase+"-setup.log"), filepath.Join(e.binDir, "housekeeper"), environ, max(o.natsNodes, 1)); err != nil {
+		if err := hk.Setup(context.Background(), e.file(b, phase+"-setup.log"), "--stream-replicas", strconv.Itoa(max(o.natsNodes, 1))); err != nil {
 			return err
 		}
-		if err := run("bridge", filepath.Join(e.binDir, "housekeeper-bridge"), "--leader-elect=false"); err != nil {
+		if err := run("bridge", hk.Bridge("--leader-elect=false")); err != nil {
 			return err
 		}
 		fns := []string{"bucket", "purge"}
@@ -128,11 +120,11 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 			if fn == "entry" && o.entryReplicas > 1 {
 				name = fmt.Sprintf("entry-%d", i-1)
 			}
-			args := []string{filepath.Join(e.binDir, "housekeeper"), "function", fn, "--local-root", e.root}
+			argv := hk.Function(fn, "--local-root", e.root)
 			if fn != "bucket" { // the retention flags are the entry's and the purge's
-				args = append(args, "--retention", "0s")
+				argv = append(argv, "--retention", "0s")
 			}
-			if err := run(name, args...); err != nil {
+			if err := run(name, argv); err != nil {
 				return err
 			}
 		}
@@ -145,74 +137,26 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 	return h, nil
 }
 
-// exec starts args with environ as the process name, serving /metrics and /readyz on a free
-// --addr and logging to logName in the log directory, and says when it was exec'd.
-func (e *env) exec(b testing.TB, name, logName string, environ []string, args ...string) (*process, time.Time, error) {
-	port, err := stack.FreePort()
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	f := e.file(b, logName)
-	cmd := exec.Command(args[0], append(args[1:], "--addr", addr)...)
-	cmd.Env = environ
-	cmd.Stdout, cmd.Stderr = f, f
+// exec starts cmd as the process name, serving /metrics and /readyz on a free --addr, and
+// says when it was exec'd.
+func (e *env) exec(name string, cmd *exec.Cmd) (*process, time.Time, error) {
 	at := time.Now()
-	sp, err := stack.StartProcess(cmd)
+	p, err := stack.StartServed(cmd)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return &process{Process: sp, name: name, addr: addr}, at, nil
-}
-
-// setup runs `housekeeper setup`, which creates the streams and consumers with replicas copies
-// where the binary has that command (a binary without it lets the bridge and the functions
-// create them).
-func setup(log *os.File, bin string, environ []string, replicas int) error {
-	cmd := exec.Command(bin, "setup", "--stream-replicas", strconv.Itoa(replicas))
-	cmd.Env = environ
-	out, err := cmd.CombinedOutput()
-	_, _ = log.Write(out)
-	if err != nil {
-		if strings.Contains(string(out), `unknown command "setup"`) {
-			return nil
-		}
-		return fmt.Errorf("housekeeper setup: %v: %s", err, out)
-	}
-	return nil
+	return &process{Served: p, name: name}, at, nil
 }
 
 // waitReady waits until every process answers /readyz with 200.
 func (h *housekeeper) waitReady(timeout time.Duration) error {
 	end := time.Now().Add(timeout)
 	for _, p := range h.procs {
-		for {
-			select {
-			case <-p.Done():
-				return fmt.Errorf("%s exited while starting: %v", p.name, p.State())
-			default:
-			}
-			resp, err := http.Get("http://" + p.addr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if time.Now().After(end) {
-				return fmt.Errorf("%s not ready within %s (last: %v)", p.name, timeout, errOrStatus(err, resp))
-			}
-			time.Sleep(100 * time.Millisecond)
+		if err := p.AwaitReady(time.Until(end)); err != nil {
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
 	return nil
-}
-
-func errOrStatus(err error, resp *http.Response) string {
-	if err != nil {
-		return err.Error()
-	}
-	return resp.Status
 }
 
 func (h *housekeeper) requests() (counts, error) {
@@ -238,7 +182,7 @@ func (h *housekeeper) scrape() (byVerb, byResource counts, err error) {
 			return nil, nil, fmt.Errorf("%s exited: %v", p.name, p.State())
 		default:
 		}
-		v, r, err := scrapeRequests(p.addr)
+		v, r, err := scrapeRequests(p.Addr)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -264,7 +208,7 @@ func natsProfiling(dir string) (include, addr string, err error) {
 func (h *housekeeper) processes() []osProc {
 	var ps []osProc
 	for _, p := range h.procs {
-		ps = append(ps, osProc{name: p.name, pid: p.Pid(), metrics: p.addr})
+		ps = append(ps, osProc{name: p.name, pid: p.Pid(), metrics: p.Addr})
 	}
 	if h.nats != nil {
 		for i, n := range h.nats.Nodes {

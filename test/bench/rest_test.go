@@ -88,7 +88,7 @@ type restWorld struct {
 	e        *env
 	nats     *stack.NATSCluster
 	js       jetstream.JetStream
-	environ  []string
+	hk       stack.Housekeeper
 	bridge   *restProc
 	upstream string // the upstream binary
 	running  map[string]*restProc
@@ -127,18 +127,13 @@ func startRestWorld(b *testing.B) *restWorld {
 	if w.js, err = jetstream.New(nc); err != nil {
 		b.Fatal(err)
 	}
-	w.environ = []string{
+	w.hk = stack.Housekeeper{Bin: e.binDir, Env: []string{
 		"HOUSEKEEPER_NATS_URL=" + w.nats.URL,
 		"HOUSEKEEPER_KUBECONFIG=" + e.kubecfg,
 		"HOUSEKEEPER_CLUSTER=bench-rest",
 		"HOUSEKEEPER_TYPES=local",
-	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOUSEKEEPER_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
-			w.environ = append(w.environ, kv)
-		}
-	}
-	if err := setup(e.file(b, "rest-setup.log"), filepath.Join(e.binDir, "housekeeper"), w.environ, 1); err != nil {
+	}}
+	if err := w.hk.Setup(context.Background(), e.file(b, "rest-setup.log"), "--stream-replicas", "1"); err != nil {
 		b.Fatal(err)
 	}
 	if err := ensureGardenNamespace(context.Background(), e.driver); err != nil {
@@ -155,8 +150,8 @@ func startRestWorld(b *testing.B) *restWorld {
 // startBridge execs a bridge replica as deployed (leader-elected, without client limits) as
 // the process name, identity its name in the Lease.
 func (w *restWorld) startBridge(b *testing.B, name, identity string) *restProc {
-	return w.start(b, name, filepath.Join(w.e.binDir, "housekeeper-bridge"), "--leader-elect=true", "--leader-election-identity="+identity, "--kube-qps", "-1",
-		"--resync-period", benchResyncPeriod.String())
+	return w.start(b, name, w.hk.Bridge("--leader-elect=true", "--leader-election-identity="+identity, "--kube-qps", "-1",
+		"--resync-period", benchResyncPeriod.String())...)
 }
 
 // benchResyncPeriod is the bridges' --resync-period here: short enough for BenchmarkRestart to
@@ -168,7 +163,7 @@ func (w *restWorld) start(b *testing.B, name string, args ...string) *restProc {
 	b.Helper()
 	w.seq++
 	logName := fmt.Sprintf("rest-%03d-%s.log", w.seq, name)
-	p, at, err := w.e.exec(b, name, logName, w.environ, args...)
+	p, at, err := w.e.exec(name, w.hk.Command(w.e.file(b, logName), args...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -177,7 +172,7 @@ func (w *restWorld) start(b *testing.B, name string, args ...string) *restProc {
 
 // function execs housekeeper's function fn as deployed, without client limits.
 func (w *restWorld) function(b *testing.B, fn string) *restProc {
-	args := []string{filepath.Join(w.e.binDir, "housekeeper"), "function", fn, "--local-root", w.e.root, "--kube-qps", "-1"}
+	args := w.hk.Function(fn, "--local-root", w.e.root, "--kube-qps", "-1")
 	if fn != "bucket" {
 		args = append(args, "--retention", "0s")
 	}
@@ -652,11 +647,11 @@ func (w *restWorld) printIdle(b *testing.B, out io.Writer, up *restProc, idle ti
 		"--url", "http://127.0.0.1:1/{function}")
 	defer forwarder.Stop()
 	procs := []idleProc{
-		{"housekeeper bridge, the leader (KEDA and Knative)", w.bridge.Pid(), w.bridge.addr},
-		{"housekeeper bridge, the standby replica", standby.Pid(), standby.addr},
-		{"housekeeper forward, every function's (Knative mode only)", forwarder.Pid(), forwarder.addr},
+		{"housekeeper bridge, the leader (KEDA and Knative)", w.bridge.Pid(), w.bridge.Addr},
+		{"housekeeper bridge, the standby replica", standby.Pid(), standby.Addr},
+		{"housekeeper forward, every function's (Knative mode only)", forwarder.Pid(), forwarder.Addr},
 		{"nats-server (1 node, R1; a cluster runs 3)", w.nats.Nodes[0].Pid(), ""},
-		{"upstream provider-local (BackupBucket and BackupEntry controllers, leader)", up.Pid(), up.addr},
+		{"upstream provider-local (BackupBucket and BackupEntry controllers, leader)", up.Pid(), up.Addr},
 	}
 	if err := w.awaitLease("provider-local-leader-election", time.Minute); err != nil {
 		b.Fatal(err)

@@ -136,10 +136,10 @@ const (
 func (w *restWorld) hkActivity(bridge *restProc) (activity, error) {
 	a := activity{}
 	for _, p := range w.running {
-		if err := a.addRequests("functions ", p.addr); err != nil {
+		if err := a.addRequests("functions ", p.Addr); err != nil {
 			return nil, err
 		}
-		handled, err := scrapeCounter(p.addr, "housekeeper_function_handled_total")
+		handled, err := scrapeCounter(p.Addr, "housekeeper_function_handled_total")
 		if err != nil {
 			return nil, err
 		}
@@ -157,11 +157,11 @@ func (w *restWorld) hkActivity(bridge *restProc) (activity, error) {
 	}
 	a["stored"] = float64(info.State.LastSeq)
 	if bridge != nil {
-		if err := a.addRequests("proc ", bridge.addr); err != nil {
+		if err := a.addRequests("proc ", bridge.Addr); err != nil {
 			return nil, err
 		}
 		for _, m := range []string{publishedMetric, duplicateMetric} {
-			if a[m], err = scrapeCounter(bridge.addr, m); err != nil {
+			if a[m], err = scrapeCounter(bridge.Addr, m); err != nil {
 				return nil, err
 			}
 		}
@@ -214,11 +214,11 @@ func (w *restWorld) measureBridge(b *testing.B, n int, label string, signal time
 	bridge := w.bridge
 	budget, _ := waitBudget(n)
 	leading := func() (bool, error) {
-		v, err := scrapeCounter(bridge.addr, "housekeeper_bridge_leader")
+		v, err := scrapeCounter(bridge.Addr, "housekeeper_bridge_leader")
 		return v == 1, err
 	}
 	idle := func() (bool, error) {
-		depth, err := scrapeCounter(bridge.addr, "housekeeper_bridge_queue_depth")
+		depth, err := scrapeCounter(bridge.Addr, "housekeeper_bridge_queue_depth")
 		if err != nil || depth != 0 {
 			return false, err
 		}
@@ -247,16 +247,16 @@ func (w *restWorld) resync(b *testing.B, n int, label string) restart {
 	if err != nil {
 		b.Fatal(err)
 	}
-	before, err := scrapeCounter(w.bridge.addr, unchangedMetric)
+	before, err := scrapeCounter(w.bridge.Addr, unchangedMetric)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for end := time.Now().Add(benchResyncPeriod + time.Minute); ; time.Sleep(250 * time.Millisecond) {
-		after, err := scrapeCounter(w.bridge.addr, unchangedMetric)
+		after, err := scrapeCounter(w.bridge.Addr, unchangedMetric)
 		if err != nil {
 			b.Fatal(err)
 		}
-		published, err := scrapeCounter(w.bridge.addr, publishedMetric)
+		published, err := scrapeCounter(w.bridge.Addr, publishedMetric)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -281,15 +281,15 @@ func (w *restWorld) restartUpstream(b *testing.B, n int, label string) (restart,
 	measure := func(p *restProc) (time.Time, time.Time, activity) {
 		sample := func() (activity, error) {
 			a := activity{}
-			if err := a.addRequests("proc ", p.addr); err != nil {
+			if err := a.addRequests("proc ", p.Addr); err != nil {
 				return nil, err
 			}
 			var err error
-			a["runs"], err = scrapeCounter(p.addr, "controller_runtime_reconcile_total")
+			a["runs"], err = scrapeCounter(p.Addr, "controller_runtime_reconcile_total")
 			return a, err
 		}
 		leading := func() (bool, error) {
-			v, err := scrapeCounter(p.addr, "leader_election_master_status")
+			v, err := scrapeCounter(p.Addr, "leader_election_master_status")
 			return v == 1, err
 		}
 		led, last, a, err := awaitQuiet(label, p, budget, sample, leading, func() (bool, error) { return true, nil })

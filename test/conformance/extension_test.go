@@ -2,8 +2,6 @@ package conformance
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -104,25 +102,5 @@ func (h housekeeper) start(t *testing.T, s *seedEnv, l *logs, root string) {
 	if err := h.s3.start(t, l); err != nil {
 		t.Fatalf("S3 for %s: %v", s.name, err)
 	}
-	run := func(name string, args ...string) {
-		f := l.file(t, s.name+"-"+name+".log")
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdout, cmd.Stderr = f, f
-		p, err := stack.StartProcess(cmd)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		t.Cleanup(p.Stop)
-	}
-	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
-	setup.Env = append(os.Environ(), env...)
-	if out, err := setup.CombinedOutput(); err != nil {
-		t.Fatalf("housekeeper setup for %s: %v\n%s", s.name, err, out)
-	}
-	run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--addr", "127.0.0.1:0", "--resync-period", "1m")
-	for _, fn := range all.NamesOf(all.Gardener) {
-		run(fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--addr", "127.0.0.1:0",
-			"--backoff-base", "200ms", "--backoff-max", "2s")
-	}
+	startHousekeeperProcesses(t, s, l, stack.Housekeeper{Bin: bin, Env: env}, root, all.NamesOf(all.Gardener)...)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -107,8 +106,16 @@ func TestHandOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nats.Stop)
+	hk := stack.Housekeeper{Bin: bin, Env: []string{
+		"HOUSEKEEPER_NATS_URL=" + nats.URL,
+		"HOUSEKEEPER_CLUSTER=" + s.name,
+		"HOUSEKEEPER_TYPES=local",
+		"HOUSEKEEPER_KUBECONFIG=" + s.kubeconfig,
+		// as the chart sets local.etcdHostPath (--local-host-path)
+		"HOUSEKEEPER_LOCAL_HOST_PATH=" + containerMountPath,
+	}}
 	handedOver := time.Now()
-	stopHousekeeper := startHousekeeperProcesses(t, s, l, bin, nats.URL, r.root, all.NamesOf(all.Gardener)...)
+	stopHousekeeper := startHousekeeperProcesses(t, s, l, hk, r.root, all.NamesOf(all.Gardener)...)
 	for _, e := range []*entryRef{live, pending} {
 		r.eventually(t, "housekeeper reconciles "+e.name, reconciledSince(s, e.name, handedOver))
 	}
@@ -216,7 +223,7 @@ func TestHandOver(t *testing.T) {
 	}
 	namesakeBackups := writeBackups(t, r.root, bucket.name, again.name)
 	time.Sleep(time.Until(due))
-	stopPurge := startHousekeeperProcesses(t, s, l, bin, nats.URL, r.root, "purge")
+	stopPurge := startHousekeeperProcesses(t, s, l, hk, r.root, "purge")
 	r.eventually(t, "the purge that came due finds the namesake", func() error {
 		b, err := os.ReadFile(filepath.Join(l.dir, s.name+"-purge.log"))
 		if err != nil {
@@ -276,41 +283,26 @@ func startProviderLocal(t *testing.T, s *seedEnv, l *logs, root, instance string
 	return stop
 }
 
-// startHousekeeperProcesses runs housekeeper for s as the chart does for type local (setup,
-// the bridge with the functions, or the functions named alone), on the NATS server at natsURL,
-// until the returned stop is called or the test ends.
-func startHousekeeperProcesses(t *testing.T, s *seedEnv, l *logs, bin, natsURL, root string, functions ...string) (stop func()) {
+// startHousekeeperProcesses runs housekeeper for s (setup, the bridge with the functions, or the
+// functions named alone) with h's settings, until the returned stop is called or the test ends.
+func startHousekeeperProcesses(t *testing.T, s *seedEnv, l *logs, h stack.Housekeeper, root string, functions ...string) (stop func()) {
 	t.Helper()
-	env := append(os.Environ(),
-		"HOUSEKEEPER_NATS_URL="+natsURL,
-		"HOUSEKEEPER_CLUSTER="+s.name,
-		"HOUSEKEEPER_TYPES=local",
-		"HOUSEKEEPER_KUBECONFIG="+s.kubeconfig,
-		// as the chart sets local.etcdHostPath (--local-host-path)
-		"HOUSEKEEPER_LOCAL_HOST_PATH="+containerMountPath,
-	)
-	setup := exec.Command(filepath.Join(bin, "housekeeper"), "setup", "--max-deliver", "200")
-	setup.Env = env
-	if out, err := setup.CombinedOutput(); err != nil {
-		t.Fatalf("housekeeper setup: %v\n%s", err, out)
+	if err := h.Setup(context.Background(), l.file(t, s.name+"-setup.log"), "--max-deliver", "200"); err != nil {
+		t.Fatalf("%s: %v", s.name, err)
 	}
 	var procs []*stack.Process
-	run := func(name string, args ...string) {
-		f := l.file(t, s.name+"-"+name+".log")
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Env = env
-		cmd.Stdout, cmd.Stderr = f, f
-		p, err := stack.StartProcess(cmd)
+	run := func(name string, argv []string) {
+		p, err := stack.StartProcess(h.Command(l.file(t, s.name+"-"+name+".log"), argv...))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		procs = append(procs, p)
 	}
 	if len(functions) > 1 {
-		run("bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--addr", "127.0.0.1:0", "--resync-period", "1m")
+		run("bridge", h.Bridge("--leader-elect=false", "--addr", "127.0.0.1:0", "--resync-period", "1m"))
 	}
 	for _, fn := range functions {
-		run(fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--addr", "127.0.0.1:0", "--backoff-base", "200ms", "--backoff-max", "2s")
+		run(fn, h.Function(fn, "--local-root", root, "--addr", "127.0.0.1:0", "--backoff-base", "200ms", "--backoff-max", "2s"))
 	}
 	var once sync.Once
 	stop = func() {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -100,17 +99,12 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, env.Kube.Kubeconfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	environ := []string{"HOUSEKEEPER_NATS_URL=" + env.NATSURL(), "HOUSEKEEPER_KUBECONFIG=" + kubeconfig,
-		"HOUSEKEEPER_CLUSTER=" + seedName, "HOUSEKEEPER_TYPES=local"}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOUSEKEEPER_") && !strings.HasPrefix(kv, "KUBECONFIG=") {
-			environ = append(environ, kv)
-		}
-	}
+	hk := stack.Housekeeper{Bin: bin, Env: []string{"HOUSEKEEPER_NATS_URL=" + env.NATSURL(), "HOUSEKEEPER_KUBECONFIG=" + kubeconfig,
+		"HOUSEKEEPER_CLUSTER=" + seedName, "HOUSEKEEPER_TYPES=local"}}
 	housekeeper := func(args ...string) string {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "housekeeper"), args...)
-		cmd.Env = environ
+		cmd.Env = hk.Environ()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("housekeeper %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -125,12 +119,12 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	}
 	w := &world{t: t, st: teststorage.New(t), shipped: s}
 	w.engine = promql.NewEngine(promql.EngineOpts{MaxSamples: 1e6, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	w.start(env, environ, "bridge", filepath.Join(bin, "housekeeper-bridge"), "--leader-elect=false", "--state-interval", "1s")
-	w.start(env, environ, "bucket", filepath.Join(bin, "housekeeper"), "function", "bucket", "--local-root", root)
+	w.start(env, hk, "bridge", hk.Bridge("--leader-elect=false", "--state-interval", "1s"))
+	w.start(env, hk, "bucket", hk.Function("bucket", "--local-root", root))
 	for _, fn := range []string{"entry", "purge"} {
-		w.start(env, environ, fn, filepath.Join(bin, "housekeeper"), "function", fn, "--local-root", root, "--retention", retention.String())
+		w.start(env, hk, fn, hk.Function(fn, "--local-root", root, "--retention", retention.String()))
 	}
-	w.start(env, environ, "drill", filepath.Join(bin, "housekeeper"), "function", "drill", "--local-root", root)
+	w.start(env, hk, "drill", hk.Function("drill", "--local-root", root))
 	w.awaitReady()
 	w.loadRules()
 
@@ -486,8 +480,8 @@ type world struct {
 }
 
 type target struct {
-	component, addr string
-	proc            *stack.Process
+	component string
+	proc      *stack.Served
 }
 
 type sample struct {
@@ -495,43 +489,27 @@ type sample struct {
 	value  float64
 }
 
-func (w *world) start(env *testenv.Env, environ []string, component string, args ...string) {
+func (w *world) start(env *testenv.Env, hk stack.Housekeeper, component string, argv []string) {
 	w.t.Helper()
-	port, err := stack.FreePort()
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	log, err := os.Create(filepath.Join(env.LogDir, component+".log"))
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { _ = log.Close() })
-	cmd := exec.Command(args[0], append(args[1:], "--addr", addr)...)
-	cmd.Env = environ
-	cmd.Stdout, cmd.Stderr = log, log
-	p, err := stack.StartProcess(cmd)
+	p, err := hk.Start(log, argv...)
 	if err != nil {
 		w.t.Fatalf("%s: %v", component, err)
 	}
 	w.t.Cleanup(p.Stop)
-	w.targets = append(w.targets, &target{component: component, addr: addr, proc: p})
+	w.targets = append(w.targets, &target{component: component, proc: p})
 }
 
 func (w *world) awaitReady() {
 	w.t.Helper()
 	for _, tg := range w.targets {
-		w.eventually(tg.component+" ready", func() (bool, string) {
-			if tg.proc.Exited() {
-				w.t.Fatalf("%s exited: %v", tg.component, tg.proc.State())
-			}
-			resp, err := http.Get("http://" + tg.addr + "/readyz")
-			if err != nil {
-				return false, err.Error()
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, resp.Status
-		})
+		if err := tg.proc.AwaitReady(2 * time.Minute); err != nil {
+			w.t.Fatal(err)
+		}
 	}
 }
 
@@ -627,7 +605,7 @@ func (w *world) scrapeTarget(tg *target) []sample {
 	if targetLabels == nil {
 		w.t.Fatalf("the chart has no pods of component %s", tg.component)
 	}
-	targetLabels["instance"] = tg.addr
+	targetLabels["instance"] = tg.proc.Addr
 	var out []sample
 	add := func(name string, metric *dto.Metric, value float64, extra ...string) {
 		l := maps.Clone(targetLabels)
@@ -680,7 +658,7 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 // families reads a process's /metrics in the text format.
 func (w *world) families(tg *target) map[string]*dto.MetricFamily {
 	w.t.Helper()
-	resp, err := http.Get("http://" + tg.addr + "/metrics")
+	resp, err := http.Get("http://" + tg.proc.Addr + "/metrics")
 	if err != nil {
 		w.t.Fatalf("scraping %s: %v", tg.component, err)
 	}
