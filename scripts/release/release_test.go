@@ -3,11 +3,15 @@ package release
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -23,12 +27,18 @@ import (
 	gardencorev1 "github.com/gardener/gardener/pkg/apis/core/v1"
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	gardenoci "github.com/gardener/gardener/pkg/utils/oci"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	helmchart "helm.sh/helm/v4/pkg/chart/v2"
 	helmloader "helm.sh/helm/v4/pkg/chart/v2/loader"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/housekeeper-dev/housekeeper/functions/version"
@@ -69,15 +79,20 @@ func TestMain(m *testing.M) {
 func released(t *testing.T) *fixture {
 	t.Helper()
 	fixtureOnce.Do(func() {
-		// No credentials of this machine's: the loopback registry needs none.
-		os.Setenv("DOCKER_CONFIG", os.TempDir()+"/release-test-no-docker-config")
-		server = httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		// The loopback registry wants a login, as a private registry does: the release and
+		// make images push with the Docker config's credentials (this test's, none of this
+		// machine's), and gardenlet pulls the chart with a registration's pull secret.
+		server = httptest.NewServer(requireLogin(registry.New(registry.Logger(log.New(io.Discard, "", 0)))))
 		host := strings.TrimPrefix(server.URL, "http://")
 		out, err := os.MkdirTemp("", "release-test-")
 		if err != nil {
 			fixtureErr = err
 			return
 		}
+		if fixtureErr = writeDockerConfig(filepath.Join(out, "docker"), host); fixtureErr != nil {
+			return
+		}
+		os.Setenv("DOCKER_CONFIG", filepath.Join(out, "docker"))
 		f := &fixture{registry: host, opts: Options{
 			Version:    version.Version,
 			Registry:   host + "/housekeeper-dev",
@@ -219,7 +234,7 @@ func TestChartPulledBack(t *testing.T) {
 		t.Errorf("helm.ociRepository.ref %s, want %s", ref, want)
 	}
 	ctx := context.Background()
-	pulled, err := gardenoci.NewHelmRegistry(nil).Pull(ctx, dep.Helm.OCIRepository)
+	pulled, err := pullChart(ctx, dep.Helm.OCIRepository)
 	if err != nil {
 		t.Fatalf("gardener's OCI puller: %v", err)
 	}
@@ -324,7 +339,7 @@ func TestRegistrationNamesWhatWasPushed(t *testing.T) {
 
 		var archive []byte
 		if dep.Helm.OCIRepository != nil {
-			if archive, err = gardenoci.NewHelmRegistry(nil).Pull(context.Background(), dep.Helm.OCIRepository); err != nil {
+			if archive, err = pullChart(context.Background(), dep.Helm.OCIRepository); err != nil {
 				t.Fatal(err)
 			}
 		} else {
@@ -498,11 +513,84 @@ func pull(t *testing.T, s string) v1.Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := remote.Image(ref, remote.WithContext(context.Background()))
+	img, err := remote.Image(ref, remote.WithContext(context.Background()), remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {
 		t.Fatalf("pulling %s: %v", s, err)
 	}
 	return img
+}
+
+// The registry's login, which the Docker config of the test holds.
+var registryUser, registryPassword = "release-test", rand.Text()
+
+// requireLogin answers every request without the registry's login with 401 and a Basic
+// challenge, as a private registry does.
+func requireLogin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != registryUser || p != registryPassword {
+			w.Header().Set("WWW-Authenticate", `Basic realm="release test"`)
+			http.Error(w, "login required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// writeDockerConfig writes what `docker login host` writes into dir/config.json.
+func writeDockerConfig(dir, host string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), dockerConfigJSON(host), 0o600)
+}
+
+func dockerConfigJSON(host string) []byte {
+	auth := base64.StdEncoding.EncodeToString([]byte(registryUser + ":" + registryPassword))
+	return fmt.Appendf(nil, `{"auths": {%q: {"auth": %q}}}`, host, auth)
+}
+
+// chartPullSecret is the Secret of infra/docs/deploy.md's "Private registries" that a
+// registration's helm.ociRepository.pullSecretRef names, in the garden namespace.
+const chartPullSecret = "housekeeper-chart-pull"
+
+// pullChart pulls a registration's chart as gardenlet does (gardener's OCI puller) with
+// pullSecretRef added as the docs say.
+func pullChart(ctx context.Context, oci *gardencorev1.OCIRepository) ([]byte, error) {
+	withSecret := oci.DeepCopy()
+	withSecret.PullSecretRef = &corev1.LocalObjectReference{Name: chartPullSecret}
+	ref, err := images.ParseReference(withSecret.GetURL())
+	if err != nil {
+		return nil, err
+	}
+	garden := fakeclient.NewClientBuilder().WithObjects(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: chartPullSecret, Labels: map[string]string{"gardener.cloud/role": "helm-pull-secret"}},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfigJSON(ref.Context().RegistryStr())},
+	}).Build()
+	return gardenoci.NewHelmRegistry(garden).Pull(ctx, withSecret)
+}
+
+// The registry of these tests refuses what a private one refuses: a pull without its login,
+// the chart pulled by gardenlet without a pull secret.
+func TestRegistryWantsALogin(t *testing.T) {
+	f := released(t)
+	ref, err := images.ParseReference(f.res.Chart.Ref + "@" + f.res.Chart.Digest.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var terr *transport.Error
+	if _, err := remote.Head(ref, remote.WithContext(context.Background())); !errors.As(err, &terr) || terr.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an anonymous pull of %s: %v, want 401", ref, err)
+	}
+	// By its tag: gardener's puller keeps a chart pulled by digest and serves it again without
+	// asking the registry.
+	byTag := &gardencorev1.OCIRepository{Ref: ptr.To(f.res.Chart.Ref)}
+	if _, err := gardenoci.NewHelmRegistry(nil).Pull(context.Background(), byTag); err == nil || !strings.Contains(err.Error(), "401 Unauthorized") {
+		t.Errorf("gardener's OCI puller without a pull secret: %v, want the registry's 401", err)
+	}
+	if _, err := pullChart(context.Background(), byTag); err != nil {
+		t.Errorf("with the pull secret: %v", err)
+	}
 }
 
 // extract writes the file at path in img's last layer (the binary's) into a temporary
@@ -583,7 +671,7 @@ func TestExtensionNamesWhatWasPushed(t *testing.T) {
 	if got, want := ext.Spec.Deployment.ExtensionDeployment.Helm.OCIRepository.GetURL(), f.res.Chart.Ref+"@"+f.res.Chart.Digest.String(); got != want {
 		t.Errorf("the Extension's chart is %s, the release pushed %s", got, want)
 	}
-	archive, err := gardenoci.NewHelmRegistry(nil).Pull(context.Background(), ext.Spec.Deployment.ExtensionDeployment.Helm.OCIRepository)
+	archive, err := pullChart(context.Background(), ext.Spec.Deployment.ExtensionDeployment.Helm.OCIRepository)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	"github.com/gardener/gardener/pkg/chartrenderer"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -43,9 +44,9 @@ type Verified struct {
 // renderer, for kubeVersion) with the registration's values and what gardenlet adds; and every
 // image it renders is pinned by digest, served by its registry under that digest and labelled
 // org.opencontainers.image.version v<appVersion>. Every problem found is in the error, each
-// naming the reference.
+// naming the reference. It pulls with the Docker config's credentials, as the release pushed.
 func Verify(ctx context.Context, registration []byte, kubeVersion string, opts ...remote.Option) (*Verified, error) {
-	opts = append([]remote.Option{remote.WithContext(ctx)}, opts...)
+	opts = append([]remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}, opts...)
 	reg, dep, err := DecodeRegistration(registration)
 	if err != nil {
 		return nil, fmt.Errorf("the registration: %w", err)
