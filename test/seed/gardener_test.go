@@ -167,6 +167,7 @@ func (s *seed) installTheGardenerWay(ctx context.Context) {
 	s.expectOnlyHealthy("while KEDA woke the functions and put them back", seen)
 
 	s.resyncStaysHealthy(ctx, rm, g, operator)
+	s.setupRunsAgain(ctx, operator)
 
 	// A re-installation into a new namespace: the identities arrive by themselves, the functions
 	// connect, a bucket and an entry converge.
@@ -457,6 +458,38 @@ func (s *seed) resyncStaysHealthy(ctx context.Context, rm *grm.ResourceManager, 
 	t.Logf("resync applied in %s", applied.Round(time.Millisecond))
 	s.expectOnlyHealthy("across the resync", seen)
 	t.Logf("the setup Job %s still complete after the resync and a care sync", job.Name)
+}
+
+// setupRunsAgain runs the kubectl lines of infra/docs/operating.md's "NATS lost" runbook as
+// written, in the namespace gardenlet made: the setup Job is deleted, and the one
+// gardener-resource-manager applies in its place (a new uid) completes, well before the hourly
+// sync would have re-created it; the installation is healthy again.
+func (s *seed) setupRunsAgain(ctx context.Context, operator garden.Installation) {
+	t := s.t
+	before := s.setupJob(ctx)
+	var lines []string
+	for line := range strings.Lines(s.operatingBlock("component=setup")) {
+		if strings.HasPrefix(line, "kubectl ") {
+			lines = append(lines, strings.ReplaceAll(line, "<extension namespace>", s.namespace))
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("the NATS lost runbook has %d kubectl lines, want the Job's deletion and the ManagedResource's annotation: %q", len(lines), lines)
+	}
+	start := time.Now()
+	if out, err := s.kubectlScript(ctx, t.TempDir(), strings.Join(lines, "")); err != nil {
+		t.Fatalf("the NATS lost runbook's kubectl lines: %v\n%s", err, out)
+	}
+	s.eventually(2*time.Minute, "a new setup Job complete", func() (bool, string) {
+		jobs, err := s.cs.BatchV1().Jobs(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=setup"})
+		if err != nil || len(jobs.Items) != 1 {
+			return false, fmt.Sprintf("%d setup Jobs: %v", len(jobs.Items), err)
+		}
+		j := jobs.Items[0]
+		return j.UID != before.UID && j.Status.Succeeded > 0, fmt.Sprintf("%s uid %s (was %s) succeeded %d", j.Name, j.UID, before.UID, j.Status.Succeeded)
+	})
+	t.Logf("the setup Job ran again %s after the runbook's kubectl lines", time.Since(start).Round(time.Millisecond))
+	s.awaitInstalledAndHealthy(ctx, operator, "installed and healthy after the setup Job ran again")
 }
 
 // expectOnlyHealthy fails unless the states recorded (recordInstallation) are all healthy ones,

@@ -518,6 +518,37 @@ func chownTree(t testing.TB, dir string, uid int) {
 	}
 }
 
+// operatingBlock is the ```sh block of infra/docs/operating.md that holds marker.
+func (s *seed) operatingBlock(marker string) string {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, block := range strings.Split(string(s.read(filepath.Join(root, "infra/docs/operating.md"))), "```sh\n")[1:] {
+		if block, _, _ = strings.Cut(block, "```"); strings.Contains(block, marker) {
+			return block
+		}
+	}
+	s.t.Fatalf("infra/docs/operating.md has no sh block with %q", marker)
+	return ""
+}
+
+// kubectlScript runs script with bash in dir, kubectl on its PATH and the seed's kubeconfig.
+func (s *seed) kubectlScript(ctx context.Context, dir, script string) ([]byte, error) {
+	tools, err := stack.InstalledDockerTools()
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(s.t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, s.kube.Kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Dir(tools.Kubectl)+":"+os.Getenv("PATH"))
+	return cmd.CombinedOutput()
+}
+
 // operatorCLI runs infra/docs/operating.md's commands that run the operators' tool in the seed
 // (Running the CLI in a seed: the operator identity given for one run, `deadletters list` in a
 // pod, the identity taken back), as written, with this seed's image and nats-auth's directory in
@@ -525,42 +556,19 @@ func chownTree(t testing.TB, dir string, uid int) {
 // the pod reaches NATS through the release's policies, with the operator identity, and lists.
 func (s *seed) operatorCLI(ctx context.Context) {
 	t := s.t
-	root, err := stack.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(s.read(filepath.Join(root, "infra/docs/operating.md")))
 	const readmeImage = "ghcr.io/housekeeper-dev/housekeeper:v0.1.0"
-	var script string
-	for _, block := range strings.Split(readme, "```sh\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
-		if strings.Contains(block, "run housekeeper-cli") {
-			script = block
-			break
-		}
-	}
-	if script == "" || !strings.Contains(script, readmeImage) || !strings.Contains(script, "nats-auth/") {
+	script := s.operatingBlock("run housekeeper-cli")
+	if !strings.Contains(script, readmeImage) || !strings.Contains(script, "nats-auth/") {
 		t.Fatalf("infra/docs/operating.md has no block running housekeeper-cli with %s and nats-auth/: %q", readmeImage, script)
 	}
 	script = strings.ReplaceAll(script, readmeImage, s.image())
-	tools, err := stack.InstalledDockerTools()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, s.kube.Kubeconfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// nats-auth/ is where `housekeeper nats-auth` wrote the identities: the seed's issued ones.
 	work := t.TempDir()
 	if err := os.Symlink(s.issued.Dir, filepath.Join(work, "nats-auth")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Dir(tools.Kubectl)+":"+os.Getenv("PATH"))
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	out, err := s.kubectlScript(ctx, work, script)
 	if err != nil {
 		t.Fatalf("infra/docs/operating.md's housekeeper-cli commands: %v\n%s", err, out)
 	}
