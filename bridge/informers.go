@@ -92,7 +92,7 @@ func (w *watchedKind) informer() cache.SharedIndexInformer {
 	return inf
 }
 
-// watchOf is the watch of kind k.
+// watchOf is the watched kind k, nil for a kind the bridge does not watch.
 func (b *Bridge) watchOf(k events.Kind) *watchedKind {
 	for _, w := range b.watches {
 		if w.kind.kind == k {
