@@ -243,11 +243,11 @@ func (b *Bridge) inputsOf(k *kind, o client.Object) string {
 		part(k)
 		part(annotations[k])
 	}
-	if ref, ok := k.secretOf(o); ok {
+	if ref, ok := k.secretRef(o); ok {
 		part("secret")
 		part(b.secrets.digest(ref.Namespace, ref.Name))
 	}
-	if name, ok := k.controlPlaneOf(o); ok {
+	if name, ok := k.controlPlane(o); ok {
 		part("namespace")
 		if ns, ok := getAs[*corev1.Namespace](b.namespaces.GetStore(), name); ok {
 			part(string(ns.UID))

@@ -31,13 +31,11 @@ type filter struct {
 }
 
 // handles reports whether obj, of kind k, is the bridge's: an extension object of a
-// configured type and class, or one of housekeeper's own objects.
+// configured type and class, or an object of one of housekeeper's own kinds, which have no type
+// or class to filter by.
 func (f filter) handles(k *kind, obj any) bool {
-	if k.extension == nil {
-		return true // housekeeper's own kinds: no type or class to filter by
-	}
 	x, ok := k.extension(obj)
-	return ok && f.scope.Serves(x)
+	return !ok || f.scope.Serves(x)
 }
 
 // relevantChange reports whether an update can change what a function must do: a new

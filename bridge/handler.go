@@ -45,7 +45,7 @@ func (b *Bridge) objectHandler(k *kind) cache.ResourceEventHandler {
 		delete: func(obj client.Object) {
 			b.enqueue(k, events.OpDeleted, obj)
 			b.secrets.release(b.secretNamespace(k, obj))
-			if h, ok := k.heldBy(obj); ok {
+			if h, ok := k.holds(obj); ok {
 				b.announceHeld(h)
 			}
 		},
@@ -80,7 +80,7 @@ func outstanding(k *kind, o client.Object) bool {
 	if _, ok := o.GetAnnotations()[azureRotateAnnotation]; ok {
 		return true
 	}
-	x, ok := k.extensionOf(o)
+	x, ok := k.extension(o)
 	if !ok {
 		return false
 	}
@@ -147,7 +147,7 @@ func (b *Bridge) namespaceHandler() cache.ResourceEventHandler {
 func (b *Bridge) announceControlledBy(namespace, trigger string) {
 	for _, w := range b.watches {
 		inf := w.informer()
-		if inf == nil || w.controlPlane == nil {
+		if inf == nil {
 			continue
 		}
 		objs, err := inf.GetIndexer().ByIndex(byControlPlane, namespace)

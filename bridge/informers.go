@@ -188,28 +188,26 @@ func (b *Bridge) watchKind(w *watchedKind) (cache.InformerSynced, error) {
 
 // indexers index k's objects by the objects they refer to.
 func (b *Bridge) indexers(k *kind) cache.Indexers {
-	indexers := cache.Indexers{}
-	if k.secretRef != nil {
-		indexers[bySecretRef] = func(obj any) ([]string, error) {
-			ref, _ := k.secretRef(obj)
-			return []string{ref.Namespace + "/" + ref.Name}, nil
-		}
-		indexers[bySecretNamespace] = func(obj any) ([]string, error) {
+	return cache.Indexers{
+		bySecretRef: func(obj any) ([]string, error) {
+			if ref, ok := k.secretRef(obj); ok {
+				return []string{ref.Namespace + "/" + ref.Name}, nil
+			}
+			return nil, nil
+		},
+		bySecretNamespace: func(obj any) ([]string, error) {
 			if ns := b.secretNamespace(k, obj); ns != "" {
 				return []string{ns}, nil
 			}
 			return nil, nil
-		}
-	}
-	if k.controlPlane != nil {
-		indexers[byControlPlane] = func(obj any) ([]string, error) {
+		},
+		byControlPlane: func(obj any) ([]string, error) {
 			if ns, ok := k.controlPlane(obj); ok {
 				return []string{ns}, nil
 			}
 			return nil, nil
-		}
+		},
 	}
-	return indexers
 }
 
 // awaitKind looks for w's kind every CRDPollInterval until the API server serves it, then

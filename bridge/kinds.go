@@ -32,8 +32,8 @@ var kinds = []*kind{
 }
 
 // kind is a row of kinds: where a kind is served, and what the bridge needs to know of its
-// objects. Its functions take an object of the kind's informer; given anything else they
-// answer as for an object without the part asked about.
+// objects. Its functions take an object of the kind's informer; ok is false for the objects of
+// a kind without the part asked about (and for anything else).
 type kind struct {
 	kind     events.Kind
 	gv       schema.GroupVersion
@@ -48,19 +48,17 @@ type kind struct {
 	// marshal is the object's JSON with apiVersion and kind, without managedFields and
 	// last-applied-configuration (Snapshot).
 	marshal func(obj any) ([]byte, error)
-	// extension is the object as a Gardener extension object, nil for a kind that is none. An
-	// extension object is the bridge's if the scope serves its type and class, has work
+	// extension is the object as a Gardener extension object. An extension object is the bridge's if the scope serves its type and class, has work
 	// outstanding until its status reports the current generation succeeded, and may report
 	// its secret missing (gardener.WaitsForSecret).
 	extension func(obj any) (extensionsv1alpha1.Object, bool)
-	// The object's relations to others, nil for a kind without them (relations).
+	// The object's relations to others (relations).
 	secretRef    func(obj any) (corev1.SecretReference, bool)
 	controlPlane func(obj any) (string, bool)
 	holds        func(obj any) (held, bool)
 }
 
-// relations are what an object of a kind, of Go type P, refers to; each is nil for a kind
-// without it.
+// relations are what an object of a kind, of Go type P, refers to; nil for what it does not.
 type relations[P client.Object] struct {
 	// secretRef is the secret holding the object's credentials: its data is an input of the
 	// object, and its appearance or change announces the object again.
@@ -101,6 +99,10 @@ func ownKind[T any, P interface {
 }](k events.Kind, resource, subject string) *kind {
 	row := newKind[T, P](k, backupv1alpha1.SchemeGroupVersion, resource, subject)
 	row.optional = true
+	row.extension = typed[P, extensionsv1alpha1.Object](nil)
+	row.secretRef = typed[P, corev1.SecretReference](nil)
+	row.controlPlane = typed[P, string](nil)
+	row.holds = typed[P, held](nil)
 	return row
 }
 
@@ -123,37 +125,4 @@ func kindOf(k events.Kind) *kind {
 		}
 	}
 	return nil
-}
-
-// secretOf is obj's secretRef; ok is false for a kind without one.
-func (k *kind) secretOf(obj any) (corev1.SecretReference, bool) {
-	if k.secretRef == nil {
-		return corev1.SecretReference{}, false
-	}
-	return k.secretRef(obj)
-}
-
-// controlPlaneOf is obj's control-plane namespace; ok is false for a kind without one.
-func (k *kind) controlPlaneOf(obj any) (string, bool) {
-	if k.controlPlane == nil {
-		return "", false
-	}
-	return k.controlPlane(obj)
-}
-
-// heldBy is the object whose deletion waits for obj to go; ok is false for a kind that holds
-// none.
-func (k *kind) heldBy(obj any) (held, bool) {
-	if k.holds == nil {
-		return held{}, false
-	}
-	return k.holds(obj)
-}
-
-// extensionOf is obj as an extension object; ok is false for a kind that is none.
-func (k *kind) extensionOf(obj any) (extensionsv1alpha1.Object, bool) {
-	if k.extension == nil {
-		return nil, false
-	}
-	return k.extension(obj)
 }

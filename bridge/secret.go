@@ -19,7 +19,7 @@ const secretDigestAnnotation = "housekeeper.dev/data-digest"
 // secretNamespace is the namespace whose secrets the bridge watches for obj, of kind k: that
 // of its spec.secretRef if the bridge handles obj, else none.
 func (b *Bridge) secretNamespace(k *kind, obj any) string {
-	ref, ok := k.secretOf(obj)
+	ref, ok := k.secretRef(obj)
 	if !ok || !b.filter.handles(k, obj) {
 		return ""
 	}
@@ -31,8 +31,7 @@ func (b *Bridge) secretNamespace(k *kind, obj any) string {
 // for the namespace's objects would copy and sort thousands of keys for every deletion.
 func (b *Bridge) secretNamespaceInUse(namespace string) bool {
 	for _, w := range b.watches {
-		if inf := w.informer(); inf != nil && w.secretRef != nil &&
-			slices.Contains(inf.GetIndexer().ListIndexFuncValues(bySecretNamespace), namespace) {
+		if inf := w.informer(); inf != nil && slices.Contains(inf.GetIndexer().ListIndexFuncValues(bySecretNamespace), namespace) {
 			return true
 		}
 	}
@@ -101,7 +100,7 @@ func (b *Bridge) secretUpdated(old, cur *corev1.Secret) {
 // waitsForSecret reports whether obj, of kind k, found its secret missing
 // (gardener.WaitsForSecret): only an extension object reports it.
 func waitsForSecret(k *kind, obj client.Object) bool {
-	x, ok := k.extensionOf(obj)
+	x, ok := k.extension(obj)
 	return ok && gardener.WaitsForSecret(x)
 }
 
@@ -111,7 +110,7 @@ func (b *Bridge) secretAppearedWhileWaiting(k *kind, old, cur client.Object) boo
 	if !waitsForSecret(k, cur) || waitsForSecret(k, old) {
 		return false
 	}
-	ref, _ := k.secretOf(cur)
+	ref, _ := k.secretRef(cur)
 	return b.secrets.has(ref.Namespace, ref.Name)
 }
 
@@ -122,7 +121,7 @@ func (b *Bridge) announceSecretUsers(s *corev1.Secret, needs func(*kind, client.
 	trigger := events.WithTrigger("secret/" + string(s.UID) + "/" + s.ResourceVersion)
 	for _, w := range b.watches {
 		inf := w.informer()
-		if inf == nil || w.secretRef == nil {
+		if inf == nil {
 			continue
 		}
 		users, _ := inf.GetIndexer().ByIndex(bySecretRef, key)

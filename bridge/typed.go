@@ -56,14 +56,11 @@ func (h handler[P]) funcs() cache.ResourceEventHandler {
 }
 
 // typed makes f, of an object of Go type P, a function of any object: ok is false for an
-// object of another type. It is nil for a nil f.
+// object of another type, and for every object if f is nil.
 func typed[P client.Object, R any](f func(P) R) func(obj any) (R, bool) {
-	if f == nil {
-		return nil
-	}
 	return func(obj any) (R, bool) {
 		p, ok := as[P](obj)
-		if !ok {
+		if !ok || f == nil {
 			var none R
 			return none, false
 		}
