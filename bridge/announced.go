@@ -235,13 +235,13 @@ func (b *Bridge) inputsOf(k *kind, o client.Object) string {
 	part(strconv.FormatInt(o.GetGeneration(), 10))
 	part(strconv.FormatBool(o.GetDeletionTimestamp() != nil))
 	annotations := o.GetAnnotations()
-	for _, k := range slices.Sorted(maps.Keys(annotations)) {
-		switch k {
+	for _, a := range slices.Sorted(maps.Keys(annotations)) {
+		switch a {
 		case timestampAnnotation, deletionConfirmationAnnotation, operationAnnotation, azureRotateAnnotation:
 			continue
 		}
-		part(k)
-		part(annotations[k])
+		part(a)
+		part(annotations[a])
 	}
 	if ref, ok := k.secretRef(o); ok {
 		part("secret")

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// The indexes of a kind's objects by what they refer to (kind.go, relations).
+// The indexes of a kind's objects by what they refer to (kinds.go, relations).
 const (
 	// byControlPlane indexes objects by their control-plane namespace.
 	byControlPlane = "controlPlane"
@@ -26,8 +26,8 @@ const (
 	bySecretNamespace = "secretNamespace"
 )
 
-// Bridge watches the kinds of kinds, the Namespaces and Secrets their objects refer to, and
-// publishes events.
+// Bridge watches the objects of every kind in kinds and the Namespaces and Secrets they refer
+// to, and publishes events.
 type Bridge struct {
 	opts      Options
 	filter    filter
