@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -43,7 +42,7 @@ type announced struct {
 }
 
 type heldObject struct {
-	kind events.Kind
+	kind *kind
 	obj  client.Object
 }
 
@@ -73,10 +72,10 @@ func (a *announced) acknowledged(key string, e cloudevents.Event) {
 }
 
 // hold keeps obj for release.
-func (a *announced) hold(key string, kind events.Kind, obj client.Object) {
+func (a *announced) hold(key string, k *kind, obj client.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.held[key] = heldObject{kind: kind, obj: obj}
+	a.held[key] = heldObject{kind: k, obj: obj}
 }
 
 // drop forgets a held object: a newer event of it is queued.
@@ -109,7 +108,13 @@ type recordReader interface {
 }
 
 // objectSubjects are the subjects of every object event.
-var objectSubjects = []string{events.SubjectBuckets, events.SubjectEntries, events.SubjectEtcdBackupConfigs, events.SubjectRestoreDrills}
+func objectSubjects() []string {
+	subjects := make([]string, len(kinds))
+	for i, k := range kinds {
+		subjects[i] = k.subject
+	}
+	return subjects
+}
 
 // recall reads the inputs of every object's last event from the stream of record: the last
 // message of each object subject (one per operation and object name), headers only, the newest
@@ -141,7 +146,7 @@ func readLastInputs(ctx context.Context, r recordReader) (map[string]string, err
 	}
 	cons, err := r.CreateConsumer(ctx, events.RecordStream, jetstream.ConsumerConfig{
 		Name:              events.RecallConsumer,
-		FilterSubjects:    objectSubjects,
+		FilterSubjects:    objectSubjects(),
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		HeadersOnly:       true,
@@ -215,13 +220,13 @@ func headerValue(h map[string][]string, name string) string {
 	return ""
 }
 
-// inputsOf is the digest of what kind's function acts on in o, as the bridge sees it now: o's
-// generation, whether it is being deleted, its annotations that carry desired state (not those
-// relevantChange ignores, nor those a function consumes: present, they make o outstanding),
-// the digest of its credentials' data (spec.secretRef) and, for a BackupEntry, its control-plane
+// inputsOf is the digest of what the function of o, of kind k, acts on in o, as the bridge sees
+// it now: o's generation, whether it is being deleted, its annotations that carry desired state
+// (not those relevantChange ignores, nor those a function consumes: present, they make o
+// outstanding), the digest of its credentials' data (spec.secretRef) and its control-plane
 // namespace (its uid and the shoot it belongs to). Status, finalizers and labels are left out:
 // the functions' own writes change them.
-func (b *Bridge) inputsOf(kind events.Kind, o client.Object) string {
+func (b *Bridge) inputsOf(k *kind, o client.Object) string {
 	h := sha256.New()
 	part := func(s string) {
 		h.Write([]byte(s))
@@ -230,22 +235,21 @@ func (b *Bridge) inputsOf(kind events.Kind, o client.Object) string {
 	part(strconv.FormatInt(o.GetGeneration(), 10))
 	part(strconv.FormatBool(o.GetDeletionTimestamp() != nil))
 	annotations := o.GetAnnotations()
-	for _, k := range slices.Sorted(maps.Keys(annotations)) {
-		switch k {
+	for _, a := range slices.Sorted(maps.Keys(annotations)) {
+		switch a {
 		case timestampAnnotation, deletionConfirmationAnnotation, operationAnnotation, azureRotateAnnotation:
 			continue
 		}
-		part(k)
-		part(annotations[k])
+		part(a)
+		part(annotations[a])
 	}
-	if ref, ok := secretRef(o); ok {
+	if ref, ok := k.secretRef(o); ok {
 		part("secret")
 		part(b.secrets.digest(ref.Namespace, ref.Name))
 	}
-	if kind == events.KindBackupEntry {
+	if name, ok := k.controlPlane(o); ok {
 		part("namespace")
-		if obj, exists, err := b.namespaces.GetStore().GetByKey(gardener.EntryNamespace(o.GetName())); err == nil && exists {
-			ns := obj.(*corev1.Namespace)
+		if ns, ok := getAs[*corev1.Namespace](b.namespaces.GetStore(), name); ok {
 			part(string(ns.UID))
 			part(ns.Annotations[gardener.ShootUIDAnnotation])
 		}
@@ -258,23 +262,23 @@ func (b *Bridge) inputsOf(kind events.Kind, o client.Object) string {
 // id if obj has work outstanding (again), with its deterministic id if no last event is known,
 // with one new to the duplicate window if its inputs differ from its last event's, and not at
 // all if they are the same — then it reports true.
-func (b *Bridge) announceUnchanged(kind events.Kind, obj client.Object) bool {
-	if !b.filter.handles(obj) {
+func (b *Bridge) announceUnchanged(k *kind, obj client.Object) bool {
+	if !b.filter.handles(k, obj) {
 		return false
 	}
-	if opts := b.again(obj); opts != nil {
-		b.enqueue(kind, events.OpSynced, obj, opts...)
+	if opts := b.again(k, obj); opts != nil {
+		b.enqueue(k, events.OpSynced, obj, opts...)
 		return false
 	}
-	key := queueKey(kind, obj)
+	key := queueKey(k.kind, obj)
 	last, known := b.announced.inputs(key)
-	switch inputs := b.inputsOf(kind, obj); {
+	switch inputs := b.inputsOf(k, obj); {
 	case !known:
-		b.enqueue(kind, events.OpSynced, obj)
+		b.enqueue(k, events.OpSynced, obj)
 	case last != inputs:
 		// Changed while no bridge watched (credentials rotated, a namespace created): the
 		// object's own state may be one whose event JetStream still holds in its window.
-		b.enqueue(kind, events.OpSynced, obj, events.WithTrigger("inputs/"+inputs))
+		b.enqueue(k, events.OpSynced, obj, events.WithTrigger("inputs/"+inputs))
 	default:
 		b.metrics.unchanged.Inc()
 		return true
@@ -284,15 +288,15 @@ func (b *Bridge) announceUnchanged(kind events.Kind, obj client.Object) bool {
 
 // listed handles obj of an initial list: announced now if it has work outstanding, else held
 // until every informer synced (release).
-func (b *Bridge) listed(kind events.Kind, obj client.Object) {
-	if !b.filter.handles(obj) {
+func (b *Bridge) listed(k *kind, obj client.Object) {
+	if !b.filter.handles(k, obj) {
 		return
 	}
-	if outstanding(obj) || !b.announced.holding() {
-		b.announceUnchanged(kind, obj)
+	if outstanding(k, obj) || !b.announced.holding() {
+		b.announceUnchanged(k, obj)
 		return
 	}
-	b.announced.hold(queueKey(kind, obj), kind, obj)
+	b.announced.hold(queueKey(k.kind, obj), k, obj)
 }
 
 // release announces the held objects of the initial lists, now that every informer synced and
@@ -301,13 +305,13 @@ func (b *Bridge) release() int {
 	unchanged := 0
 	for _, h := range b.announced.takeHeld() {
 		obj := h.obj
-		if inf := b.informerOf(h.kind); inf != nil {
+		if inf := b.informerOf(h.kind.kind); inf != nil {
 			cur, exists, err := inf.GetStore().Get(h.obj)
 			if err == nil && !exists {
 				continue // deleted meanwhile: its deleted event is queued
 			}
-			if err == nil {
-				obj = cur.(client.Object)
+			if o, ok := as[client.Object](cur); err == nil && ok {
+				obj = o
 			}
 		}
 		if b.announceUnchanged(h.kind, obj) {
@@ -321,15 +325,4 @@ func (b *Bridge) release() int {
 // object and its re-created namesake are two objects.
 func queueKey(kind events.Kind, o client.Object) string {
 	return string(kind) + "/" + string(o.GetUID())
-}
-
-// informerOf is the informer of kind, nil if it is not watched (yet).
-func (b *Bridge) informerOf(kind events.Kind) cache.SharedIndexInformer {
-	switch kind {
-	case events.KindBackupBucket:
-		return b.buckets
-	case events.KindBackupEntry:
-		return b.entries
-	}
-	return b.ownInformers()[kind]
 }

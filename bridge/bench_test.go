@@ -212,7 +212,7 @@ func measureBridgePublish(h *harness, cluster string, n int) (run bridgeRun, ret
 	}
 	var first measured
 	var seen atomic.Bool
-	if _, err := br.entries.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
+	if _, err := br.informerOf(events.KindBackupEntry).AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) {
 		if !seen.Swap(true) {
 			first = measured{wall: time.Duration(time.Now().UnixNano()), cpu: processCPU()}
 		}
@@ -330,7 +330,7 @@ func measureBridge(h *harness, n int) bridgeCost {
 			return br.Synced() && publishedSynced(br) >= float64(n) && br.Pending() == 0
 		})
 		running = heapAlloc()
-		if got := len(br.entries.GetStore().ListKeys()); got != n {
+		if got := len(br.informerOf(events.KindBackupEntry).GetStore().ListKeys()); got != n {
 			h.t.Fatalf("bridge caches %d entries, want %d", got, n)
 		}
 		c.requests = requestsSent(h.t, reg)

@@ -10,34 +10,24 @@ import (
 	"sync/atomic"
 	"time"
 
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/gardener"
-	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
+// The indexes of a kind's objects by what they refer to (kinds.go, relations).
 const (
-	// byEntryNamespace indexes BackupEntries by the control-plane namespace their secret goes to.
-	byEntryNamespace = "entryNamespace"
-	// bySecretRef indexes BackupBuckets and BackupEntries by their spec.secretRef.
+	// byControlPlane indexes objects by their control-plane namespace.
+	byControlPlane = "controlPlane"
+	// bySecretRef indexes objects by their spec.secretRef.
 	bySecretRef = "secretRef"
-	// bySecretNamespace indexes handled BackupBuckets and BackupEntries by the namespace of
-	// their spec.secretRef.
+	// bySecretNamespace indexes handled objects by the namespace of their spec.secretRef.
 	bySecretNamespace = "secretNamespace"
 )
 
-// Bridge watches BackupBuckets, BackupEntries, Namespaces and the Secrets they reference, and
-// housekeeper's EtcdBackupConfigs and RestoreDrills, and publishes events.
+// Bridge watches the objects of every kind in kinds and the Namespaces and Secrets they refer
+// to, and publishes events.
 type Bridge struct {
 	opts      Options
 	filter    filter
@@ -47,12 +37,13 @@ type Bridge struct {
 	state     *stateMetrics
 	log       *zap.Logger
 
-	buckets, entries, namespaces cache.SharedIndexInformer
-	// ownKinds are housekeeper's own kinds, each watched once the API server serves it.
-	ownKinds  []*ownKind
-	ownSource *ownKindSource
-	secrets   *secretWatch
-	announced *announced
+	// watches are the kinds watched, one per row of kinds; an optional kind's informer is made
+	// once the API server serves the kind.
+	watches    []*watchedKind
+	source     *kindSource
+	namespaces cache.SharedIndexInformer
+	secrets    *secretWatch
+	announced  *announced
 	// handlersSynced report whether the handlers received the informers' initial lists.
 	handlersSynced []cache.InformerSynced
 
@@ -77,18 +68,11 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 	if err := opts.Scope.Validate(); err != nil {
 		return nil, fmt.Errorf("bridge: %w", err)
 	}
-	rc, err := kube.ExtensionsRESTClient(cfg)
+	source, err := newKindSource(cfg, opts.ResyncPeriod)
 	if err != nil {
 		return nil, err
 	}
-	// Namespaces and secrets are built-in types: watched as protobuf, which decodes at a
-	// fraction of JSON's cost (a seed's credentials change with every entry's finalizer).
-	// BackupBuckets and BackupEntries are custom resources, served as JSON only: watched
-	// with a decoder that reads each event once (jsonListWatch).
-	core := rest.CopyConfig(cfg)
-	core.ContentType = kruntime.ContentTypeProtobuf
-	core.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(core)
+	core, err := coreClient(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -103,85 +87,15 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		log:       opts.Logger,
 		term:      strconv.FormatInt(time.Now().UnixNano(), 36),
 		announced: newAnnounced(),
+		source:    source,
 	}
 	if reg != nil {
 		reg.MustRegister(newDrillCollector(b.drillStore))
 	}
-	b.buckets = cache.NewSharedIndexInformer(
-		jsonListWatch(rc, "backupbuckets", func() kruntime.Object { return &extensionsv1alpha1.BackupBucket{} }),
-		&extensionsv1alpha1.BackupBucket{}, opts.ResyncPeriod, cache.Indexers{
-			bySecretRef:       secretRefIndex,
-			bySecretNamespace: b.secretNamespaceIndex,
-		})
-	b.entries = cache.NewSharedIndexInformer(
-		jsonListWatch(rc, "backupentries", func() kruntime.Object { return &extensionsv1alpha1.BackupEntry{} }),
-		&extensionsv1alpha1.BackupEntry{}, opts.ResyncPeriod, cache.Indexers{
-			byEntryNamespace: func(obj any) ([]string, error) {
-				return []string{gardener.EntryNamespace(obj.(client.Object).GetName())}, nil
-			},
-			bySecretRef:       secretRefIndex,
-			bySecretNamespace: b.secretNamespaceIndex,
-		})
-	b.namespaces = cache.NewSharedIndexInformer(
-		cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "namespaces", "", fields.Everything()),
-		&corev1.Namespace{}, 0, cache.Indexers{})
-	b.ownKinds = newOwnKinds()
-	if b.ownSource, err = newOwnKindSource(cfg, opts.ResyncPeriod); err != nil {
+	if err := b.makeInformers(core); err != nil {
 		return nil, err
 	}
-	b.secrets = &secretWatch{client: cs.CoreV1().RESTClient(), inUse: b.secretNamespaceInUse, handler: b.secretHandler, log: opts.Logger}
-	// Trim what the informers cache: managedFields are large and no event carries them.
-	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{
-		b.buckets:    b.objectHandler(events.KindBackupBucket),
-		b.entries:    b.objectHandler(events.KindBackupEntry),
-		b.namespaces: cache.ResourceEventHandlerDetailedFuncs{AddFunc: b.namespaceAdded, UpdateFunc: b.namespaceUpdated},
-	}
-	for _, inf := range b.informers() {
-		if err := inf.SetTransform(dropManagedFields); err != nil {
-			return nil, err
-		}
-	}
-	for inf, handler := range handlers {
-		reg, err := inf.AddEventHandler(handler)
-		if err != nil {
-			return nil, err
-		}
-		b.handlersSynced = append(b.handlersSynced, reg.HasSynced)
-	}
-	// Own kinds served at the start are part of its initial lists; Run waits for the others.
-	for _, k := range b.ownKinds {
-		served, err := b.ownSource.served(k)
-		if err != nil {
-			return nil, err
-		}
-		if !served {
-			continue
-		}
-		synced, err := b.watchOwnKind(k)
-		if err != nil {
-			return nil, err
-		}
-		b.handlersSynced = append(b.handlersSynced, synced)
-	}
 	return b, nil
-}
-
-// informers are the object informers the bridge runs (the secrets have their own).
-func (b *Bridge) informers() []cache.SharedIndexInformer {
-	infs := []cache.SharedIndexInformer{b.buckets, b.entries, b.namespaces}
-	for _, k := range b.ownKinds {
-		if inf := k.informer(); inf != nil {
-			infs = append(infs, inf)
-		}
-	}
-	return infs
-}
-
-func dropManagedFields(obj any) (any, error) {
-	if o, ok := obj.(client.Object); ok {
-		o.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // Synced reports whether the informers finished their initial list.
@@ -200,12 +114,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stopWatching()
 	b.secrets.run(watchCtx) // before the object informers, whose handlers start secret informers
 	var informers sync.WaitGroup
-	for _, inf := range b.informers() {
-		informers.Go(func() { inf.RunWithContext(watchCtx) })
-	}
-	for _, k := range b.ownKinds {
-		if k.informer() == nil {
-			informers.Go(func() { b.awaitOwnKind(watchCtx, k) })
+	informers.Go(func() { b.namespaces.RunWithContext(watchCtx) })
+	for _, w := range b.watches {
+		if inf := w.informer(); inf != nil {
+			informers.Go(func() { inf.RunWithContext(watchCtx) })
+		} else {
+			informers.Go(func() { b.awaitKind(watchCtx, w) })
 		}
 	}
 
@@ -224,9 +138,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if cache.WaitForCacheSync(ctx.Done(), b.handlersSynced...) && cache.WaitForCacheSync(ctx.Done(), b.secrets.hasSynced) {
 		unchanged := b.release()
 		b.synced.Store(true)
-		b.log.Info("informers synced", zap.Int("buckets", len(b.buckets.GetStore().ListKeys())),
-			zap.Int("entries", len(b.entries.GetStore().ListKeys())), zap.Strings("secretNamespaces", b.secrets.watched()),
-			zap.Int("queued", b.queue.pending()), zap.Int("unchanged", unchanged))
+		counts := []zap.Field{zap.Strings("secretNamespaces", b.secrets.watched()), zap.Int("queued", b.queue.pending()), zap.Int("unchanged", unchanged)}
+		for _, w := range b.watches {
+			if inf := w.informer(); inf != nil {
+				counts = append(counts, zap.Int(string(w.kind.kind), len(inf.GetStore().ListKeys())))
+			}
+		}
+		b.log.Info("informers synced", counts...)
 		// Encoding is most of a dispatcher's work: one per CPU.
 		for range runtime.GOMAXPROCS(0) {
 			dispatchers.Go(func() { b.dispatch(publishCtx, acks) })

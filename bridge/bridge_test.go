@@ -483,7 +483,7 @@ func TestBridgePublishesNothingBeforeEveryListIsIn(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	h.eventually(10*time.Second, "the bucket in the bridge's cache", func() bool {
-		_, exists, _ := b.buckets.GetStore().GetByKey(doomed.Name)
+		_, exists, _ := b.informerOf(events.KindBackupBucket).GetStore().GetByKey(doomed.Name)
 		return exists
 	})
 	time.Sleep(time.Second) // time enough to publish, were publishing not held
@@ -831,13 +831,18 @@ func TestDigestSecretIsIdempotent(t *testing.T) {
 func TestBridgeWatchesOwnKindsOnceTheirCRDsAreInstalled(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	source, err := newOwnKindSource(h.env.Kube.Config, 0)
+	source, err := newKindSource(h.env.Kube.Config, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := newOwnKinds()
-	crds := make([]*unstructured.Unstructured, len(kinds))
-	for i, k := range kinds {
+	var own []*kind
+	for _, k := range kinds {
+		if k.optional {
+			own = append(own, k)
+		}
+	}
+	crds := make([]*unstructured.Unstructured, len(own))
+	for i, k := range own {
 		crds[i] = &unstructured.Unstructured{}
 		crds[i].SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 		if err := h.c.Get(ctx, client.ObjectKey{Name: k.resource + ".backup.housekeeper.dev"}, crds[i]); err != nil {
@@ -853,17 +858,17 @@ func TestBridgeWatchesOwnKindsOnceTheirCRDsAreInstalled(t *testing.T) {
 	}
 
 	b, _ := h.start(Options{CRDPollInterval: 100 * time.Millisecond})
-	for _, k := range b.ownKinds {
-		if k.informer() != nil {
+	for _, k := range own {
+		if b.informerOf(k.kind) != nil {
 			t.Fatalf("the bridge watches %s while the API server does not serve them", k.resource)
 		}
 	}
-	for i, k := range b.ownKinds {
+	for i, k := range own {
 		crds[i].SetResourceVersion("")
 		crds[i].SetUID("")
 		unstructured.RemoveNestedField(crds[i].Object, "status")
 		h.create(crds[i])
-		h.eventually(30*time.Second, "the bridge to watch "+k.resource, func() bool { return k.informer() != nil })
+		h.eventually(30*time.Second, "the bridge to watch "+k.resource, func() bool { return b.informerOf(k.kind) != nil })
 	}
 
 	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}})

@@ -67,11 +67,7 @@ func (c *drillCollector) Collect(ch chan<- prometheus.Metric) {
 	if store == nil {
 		return
 	}
-	for _, obj := range store.List() {
-		d, ok := obj.(*backupv1alpha1.RestoreDrill)
-		if !ok {
-			continue
-		}
+	for _, d := range listAs[*backupv1alpha1.RestoreDrill](store.List()) {
 		gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{d.Name}, labels...)...)
 		}
@@ -111,13 +107,8 @@ func (b *Bridge) drillStore() cache.Store {
 	if !b.running.Load() {
 		return nil
 	}
-	for _, k := range b.ownKinds {
-		if k.kind != events.KindRestoreDrill {
-			continue
-		}
-		if inf := k.informer(); inf != nil && inf.HasSynced() {
-			return inf.GetStore()
-		}
+	if inf := b.informerOf(events.KindRestoreDrill); inf != nil && inf.HasSynced() {
+		return inf.GetStore()
 	}
 	return nil
 }

@@ -5,10 +5,8 @@ import (
 	"slices"
 
 	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -32,17 +30,12 @@ type filter struct {
 	scope gardener.Scope
 }
 
-// handles reports whether obj is the bridge's: a BackupBucket or BackupEntry of a configured
-// type and class, or one of housekeeper's own objects.
-func (f filter) handles(obj client.Object) bool {
-	switch o := obj.(type) {
-	case *extensionsv1alpha1.BackupBucket, *extensionsv1alpha1.BackupEntry:
-		return f.scope.Serves(o.(extensionsv1alpha1.Object))
-	case *backupv1alpha1.EtcdBackupConfig, *backupv1alpha1.RestoreDrill:
-		return true // housekeeper's own kinds: no type or class to filter by
-	default:
-		return false
-	}
+// handles reports whether obj, of kind k, is the bridge's: an extension object of a
+// configured type and class, or an object of one of housekeeper's own kinds, which have no type
+// or class to filter by.
+func (f filter) handles(k *kind, obj any) bool {
+	x, ok := k.extension(obj)
+	return !ok || f.scope.Serves(x)
 }
 
 // relevantChange reports whether an update can change what a function must do: a new

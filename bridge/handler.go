@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -14,47 +13,43 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
-// objectHandler turns informer notifications for kind into queued events.
-func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) {
+// objectHandler turns informer notifications for objects of kind k into queued events.
+func (b *Bridge) objectHandler(k *kind) cache.ResourceEventHandler {
+	return handler[client.Object]{
+		add: func(obj client.Object, isInInitialList bool) {
 			if isInInitialList {
-				b.listed(kind, obj.(client.Object))
+				b.listed(k, obj)
 			} else {
-				b.enqueue(kind, events.OpCreated, obj)
+				b.enqueue(k, events.OpCreated, obj)
 			}
-			b.watchSecretsOf(obj, !isInInitialList)
+			b.watchSecretsOf(k, obj, !isInInitialList)
 		},
-		UpdateFunc: func(oldObj, newObj any) {
-			old, cur := oldObj.(client.Object), newObj.(client.Object)
-			if was, is := b.secretNamespace(old), b.secretNamespace(cur); was != is {
-				b.watchSecretsOf(cur, true)
+		update: func(old, cur client.Object) {
+			if was, is := b.secretNamespace(k, old), b.secretNamespace(k, cur); was != is {
+				b.watchSecretsOf(k, cur, true)
 				b.secrets.release(was)
 			}
 			switch {
 			case old.GetResourceVersion() == cur.GetResourceVersion():
-				b.announceUnchanged(kind, cur) // a relist or the periodic resync
+				b.announceUnchanged(k, cur) // a relist or the periodic resync
 			case !relevantChange(old, cur):
-				if b.secretAppearedWhileWaiting(old, cur) { // a status write: no news, but late
-					b.enqueue(kind, events.OpSynced, cur, events.WithTrigger("secret-present"))
+				if b.secretAppearedWhileWaiting(k, old, cur) { // a status write: no news, but late
+					b.enqueue(k, events.OpSynced, cur, events.WithTrigger("secret-present"))
 				}
 			case cur.GetDeletionTimestamp() != nil:
-				b.enqueue(kind, events.OpDeleting, cur)
+				b.enqueue(k, events.OpDeleting, cur)
 			default:
-				b.enqueue(kind, events.OpUpdated, cur)
+				b.enqueue(k, events.OpUpdated, cur)
 			}
 		},
-		DeleteFunc: func(obj any) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			b.enqueue(kind, events.OpDeleted, obj)
-			b.secrets.release(b.secretNamespace(obj))
-			if e, ok := obj.(*extensionsv1alpha1.BackupEntry); ok {
-				b.entryGone(e)
+		delete: func(obj client.Object) {
+			b.enqueue(k, events.OpDeleted, obj)
+			b.secrets.release(b.secretNamespace(k, obj))
+			if h, ok := k.holds(obj); ok {
+				b.announceHeld(h)
 			}
 		},
-	}
+	}.funcs()
 }
 
 // again makes the announcement of obj, listed again unchanged (at the start of a term, after a
@@ -62,19 +57,19 @@ func (b *Bridge) objectHandler(kind events.Kind) cache.ResourceEventHandler {
 // (outstanding): the event of its unchanged state may have been delivered minutes ago and
 // dead-lettered or lost with a crashed worker; a new one has its function try again now, not
 // after the window. It returns nil for an object with nothing outstanding (announceUnchanged).
-func (b *Bridge) again(obj any) []events.ObjectEventOption {
-	o, ok := obj.(client.Object)
-	if !ok || !outstanding(o) {
+func (b *Bridge) again(k *kind, o client.Object) []events.ObjectEventOption {
+	if !outstanding(k, o) {
 		return nil
 	}
 	return []events.ObjectEventOption{events.WithTrigger(fmt.Sprintf("outstanding/%s/%d", b.term, b.announcements.Add(1)))}
 }
 
-// outstanding reports whether o has work left for a function: it is deleting, carries an
-// annotation a function acts on (gardenlet's operation: reconcile, restore, migrate; a key
-// rotation), or it is an extension object whose last operation is missing, did not succeed, or
-// is of an older generation. Upstream's extension predicate reconciles the same at start.
-func outstanding(o client.Object) bool {
+// outstanding reports whether o, of kind k, has work left for a function: it is deleting,
+// carries an annotation a function acts on (gardenlet's operation: reconcile, restore, migrate;
+// a key rotation), or it is an extension object whose last operation is missing, did not
+// succeed, or is of an older generation. Upstream's extension predicate reconciles the same at
+// start.
+func outstanding(k *kind, o client.Object) bool {
 	if o.GetDeletionTimestamp() != nil {
 		return true
 	}
@@ -85,7 +80,7 @@ func outstanding(o client.Object) bool {
 	if _, ok := o.GetAnnotations()[azureRotateAnnotation]; ok {
 		return true
 	}
-	x, ok := o.(extensionsv1alpha1.Object)
+	x, ok := k.extension(o)
 	if !ok {
 		return false
 	}
@@ -94,71 +89,74 @@ func outstanding(o client.Object) bool {
 	return last == nil || last.State != gardencorev1beta1.LastOperationStateSucceeded || status.GetObservedGeneration() != o.GetGeneration()
 }
 
-// entryGone announces again the bucket of a deleted entry if that bucket is being deleted:
-// its deletion waits for its entries to go.
-func (b *Bridge) entryGone(e *extensionsv1alpha1.BackupEntry) {
-	obj, exists, err := b.buckets.GetStore().GetByKey(e.Spec.BucketName)
-	if err != nil || !exists {
+// announceHeld announces again h, whose deletion waited for an object that went, if h is being
+// deleted (a bucket, when one of its entries went).
+func (b *Bridge) announceHeld(h held) {
+	inf := b.informerOf(h.kind)
+	if inf == nil {
 		return
 	}
-	if bucket := obj.(client.Object); bucket.GetDeletionTimestamp() != nil {
-		b.enqueue(events.KindBackupBucket, events.OpSynced, bucket, events.WithTrigger("entry-gone/"+string(e.UID)))
+	if o, ok := getAs[client.Object](inf.GetStore(), h.name); ok && o.GetDeletionTimestamp() != nil {
+		b.enqueue(kindOf(h.kind), events.OpSynced, o, events.WithTrigger(h.trigger))
 	}
 }
 
 // watchSecretsOf makes sure the secrets in the namespace of obj's spec.secretRef are watched.
 // announceExisting is false for the objects of the initial list (see secretHandler).
-func (b *Bridge) watchSecretsOf(obj any, announceExisting bool) {
-	if ns := b.secretNamespace(obj); ns != "" {
+func (b *Bridge) watchSecretsOf(k *kind, obj client.Object, announceExisting bool) {
+	if ns := b.secretNamespace(k, obj); ns != "" {
 		b.secrets.watch(ns, announceExisting)
 	}
 }
 
-func (b *Bridge) enqueue(kind events.Kind, op events.Operation, obj any, opts ...events.ObjectEventOption) {
-	o, ok := obj.(client.Object)
-	if !ok || !b.filter.handles(o) {
+func (b *Bridge) enqueue(k *kind, op events.Operation, o client.Object, opts ...events.ObjectEventOption) {
+	if !b.filter.handles(k, o) {
 		return
 	}
-	opts = append(opts, events.WithInputs(b.inputsOf(kind, o)))
-	e, err := objectEvent(b.opts.Cluster, kind, op, o, opts...)
+	opts = append(opts, events.WithInputs(b.inputsOf(k, o)))
+	e, err := objectEvent(b.opts.Cluster, k.kind, op, o, opts...)
 	if err != nil {
-		b.log.Error("cannot build event", zap.String("kind", string(kind)), zap.String("name", o.GetName()), zap.Error(err))
+		b.log.Error("cannot build event", zap.String("kind", string(k.kind)), zap.String("name", o.GetName()), zap.Error(err))
 		return
 	}
-	key := queueKey(kind, o)
+	key := queueKey(k.kind, o)
 	b.announced.drop(key) // held in its initial list's state: this event is newer
 	b.queue.add(key, e)
 }
 
-// namespaceAdded announces again the entries whose control-plane namespace just appeared, so
-// the entry function writes their etcd-backup secret now.
-func (b *Bridge) namespaceAdded(obj any, isInInitialList bool) {
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok || isInInitialList {
-		return // at start every entry's inputs, its namespace among them, are compared (release)
-	}
-	b.announceEntriesIn(ns.Name, "namespace/"+string(ns.UID))
+// namespaceHandler is the handler of the namespaces informer: a namespace's appearance, or a change
+// of the shoot it belongs to (gardener.ShootUIDAnnotation), announces again the objects whose
+// control-plane namespace it is, so that their functions write into it now (an entry writes its
+// etcd-backup secret only into its own shoot's namespace).
+func (b *Bridge) namespaceHandler() cache.ResourceEventHandler {
+	return handler[*corev1.Namespace]{
+		add: func(ns *corev1.Namespace, isInInitialList bool) {
+			if !isInInitialList { // at start every object's inputs, its namespace among them, are compared (release)
+				b.announceControlledBy(ns.Name, "namespace/"+string(ns.UID))
+			}
+		},
+		update: func(old, ns *corev1.Namespace) {
+			if old.Annotations[gardener.ShootUIDAnnotation] != ns.Annotations[gardener.ShootUIDAnnotation] {
+				b.announceControlledBy(ns.Name, "namespace/"+string(ns.UID)+"/"+ns.ResourceVersion)
+			}
+		},
+	}.funcs()
 }
 
-// namespaceUpdated announces the namespace's entries again when the shoot it belongs to
-// changes (gardener.ShootUIDAnnotation): an entry writes its secret only into its own shoot's
-// namespace.
-func (b *Bridge) namespaceUpdated(oldObj, newObj any) {
-	old, ok := oldObj.(*corev1.Namespace)
-	ns, ok2 := newObj.(*corev1.Namespace)
-	if !ok || !ok2 || old.Annotations[gardener.ShootUIDAnnotation] == ns.Annotations[gardener.ShootUIDAnnotation] {
-		return
-	}
-	b.announceEntriesIn(ns.Name, "namespace/"+string(ns.UID)+"/"+ns.ResourceVersion)
-}
-
-func (b *Bridge) announceEntriesIn(namespace, trigger string) {
-	entries, err := b.entries.GetIndexer().ByIndex(byEntryNamespace, namespace)
-	if err != nil {
-		return
-	}
-	for _, entry := range entries {
-		b.enqueue(events.KindBackupEntry, events.OpSynced, entry, events.WithTrigger(trigger))
+// announceControlledBy announces again the objects whose control-plane namespace is namespace.
+func (b *Bridge) announceControlledBy(namespace, trigger string) {
+	for _, w := range b.watches {
+		inf := w.informer()
+		if inf == nil {
+			continue
+		}
+		objs, err := inf.GetIndexer().ByIndex(byControlPlane, namespace)
+		if err != nil {
+			continue
+		}
+		for _, o := range listAs[client.Object](objs) {
+			b.enqueue(w.kind, events.OpSynced, o, events.WithTrigger(trigger))
+		}
 	}
 }
 
@@ -166,12 +164,14 @@ func (b *Bridge) announceEntriesIn(namespace, trigger string) {
 // events are new to JetStream's duplicate window. It returns how many objects it queued.
 func (b *Bridge) Resync(trigger string) int {
 	n := 0
-	informers := b.ownInformers()
-	informers[events.KindBackupBucket], informers[events.KindBackupEntry] = b.buckets, b.entries
-	for kind, inf := range informers {
-		for _, obj := range inf.GetStore().List() {
-			if b.filter.handles(obj.(client.Object)) {
-				b.enqueue(kind, events.OpSynced, obj, events.WithTrigger("resync/"+trigger))
+	for _, w := range b.watches {
+		inf := w.informer()
+		if inf == nil {
+			continue
+		}
+		for _, o := range listAs[client.Object](inf.GetStore().List()) {
+			if b.filter.handles(w.kind, o) {
+				b.enqueue(w.kind, events.OpSynced, o, events.WithTrigger("resync/"+trigger))
 				n++
 			}
 		}

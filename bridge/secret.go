@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"slices"
 
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,46 +16,22 @@ import (
 // secretDigestAnnotation holds, in the bridge's cache only, a digest of a secret's data.
 const secretDigestAnnotation = "housekeeper.dev/data-digest"
 
-// secretRef is the spec.secretRef of a BackupBucket or BackupEntry.
-func secretRef(obj any) (corev1.SecretReference, bool) {
-	switch o := obj.(type) {
-	case *extensionsv1alpha1.BackupBucket:
-		return o.Spec.SecretRef, true
-	case *extensionsv1alpha1.BackupEntry:
-		return o.Spec.SecretRef, true
-	}
-	return corev1.SecretReference{}, false
-}
-
-func secretRefIndex(obj any) ([]string, error) {
-	ref, _ := secretRef(obj)
-	return []string{ref.Namespace + "/" + ref.Name}, nil
-}
-
-// secretNamespace is the namespace whose secrets the bridge watches for obj: that of its
-// spec.secretRef if the bridge handles obj, else none.
-func (b *Bridge) secretNamespace(obj any) string {
-	ref, ok := secretRef(obj)
-	if o, isObject := obj.(client.Object); !ok || !isObject || !b.filter.handles(o) {
+// secretNamespace is the namespace whose secrets the bridge watches for obj, of kind k: that
+// of its spec.secretRef if the bridge handles obj, else none.
+func (b *Bridge) secretNamespace(k *kind, obj any) string {
+	ref, ok := k.secretRef(obj)
+	if !ok || !b.filter.handles(k, obj) {
 		return ""
 	}
 	return ref.Namespace
-}
-
-// secretNamespaceIndex indexes handled objects by secretNamespace.
-func (b *Bridge) secretNamespaceIndex(obj any) ([]string, error) {
-	if ns := b.secretNamespace(obj); ns != "" {
-		return []string{ns}, nil
-	}
-	return nil, nil
 }
 
 // secretNamespaceInUse says whether a handled object's spec.secretRef is in namespace. It asks
 // which namespaces the index holds, as the indexer drops a value with no objects left: asking
 // for the namespace's objects would copy and sort thousands of keys for every deletion.
 func (b *Bridge) secretNamespaceInUse(namespace string) bool {
-	for _, inf := range []cache.SharedIndexInformer{b.buckets, b.entries} {
-		if slices.Contains(inf.GetIndexer().ListIndexFuncValues(bySecretNamespace), namespace) {
+	for _, w := range b.watches {
+		if inf := w.informer(); inf != nil && slices.Contains(inf.GetIndexer().ListIndexFuncValues(bySecretNamespace), namespace) {
 			return true
 		}
 	}
@@ -68,7 +43,7 @@ func (b *Bridge) secretNamespaceInUse(namespace string) bool {
 // It must be idempotent: client-go may hand it an object it transformed already (a listed
 // object passes it twice), whose digest must not become that of no data at all.
 func digestSecret(obj any) (any, error) {
-	s, ok := obj.(*corev1.Secret)
+	s, ok := as[*corev1.Secret](obj)
 	if !ok {
 		return obj, nil
 	}
@@ -104,48 +79,55 @@ func digestSecret(obj any) (any, error) {
 // (announceExisting): at start every object's inputs, its secret's digest among them, are
 // compared with its last event's once the secrets are listed (release).
 func (b *Bridge) secretHandler(announceExisting bool) cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc: func(obj any, isInInitialList bool) {
-			if s, ok := obj.(*corev1.Secret); ok && (!isInInitialList || announceExisting) {
-				b.announceSecretUsers(s, gardener.WaitsForSecret)
+	return handler[*corev1.Secret]{
+		add: func(s *corev1.Secret, isInInitialList bool) {
+			if !isInInitialList || announceExisting {
+				b.announceSecretUsers(s, waitsForSecret)
 			}
 		},
-		UpdateFunc: b.secretUpdated,
-	}
+		update: b.secretUpdated,
+	}.funcs()
 }
 
 // secretUpdated announces again the users of a secret whose data changed (a corrected or
 // rotated credential); metadata-only updates, such as gardenlet's finalizer patches, do not.
-func (b *Bridge) secretUpdated(oldObj, newObj any) {
-	old, cur := oldObj.(*corev1.Secret), newObj.(*corev1.Secret)
+func (b *Bridge) secretUpdated(old, cur *corev1.Secret) {
 	if old.Annotations[secretDigestAnnotation] != cur.Annotations[secretDigestAnnotation] {
-		b.announceSecretUsers(cur, func(extensionsv1alpha1.Object) bool { return true })
+		b.announceSecretUsers(cur, func(*kind, client.Object) bool { return true })
 	}
+}
+
+// waitsForSecret reports whether obj, of kind k, found its secret missing
+// (gardener.WaitsForSecret): only an extension object reports it.
+func waitsForSecret(k *kind, obj client.Object) bool {
+	x, ok := k.extension(obj)
+	return ok && gardener.WaitsForSecret(x)
 }
 
 // secretAppearedWhileWaiting covers the other order of the race an appearing secret runs with
 // its user: the user reports the secret missing only after the secret's informer delivered it.
-func (b *Bridge) secretAppearedWhileWaiting(old, cur client.Object) bool {
-	was, wasObject := old.(extensionsv1alpha1.Object)
-	is, isObject := cur.(extensionsv1alpha1.Object)
-	if !wasObject || !isObject || !gardener.WaitsForSecret(is) || gardener.WaitsForSecret(was) {
+func (b *Bridge) secretAppearedWhileWaiting(k *kind, old, cur client.Object) bool {
+	if !waitsForSecret(k, cur) || waitsForSecret(k, old) {
 		return false
 	}
-	ref, _ := secretRef(cur)
+	ref, _ := k.secretRef(cur)
 	return b.secrets.has(ref.Namespace, ref.Name)
 }
 
 // announceSecretUsers announces again the objects whose spec.secretRef is s and that need to
 // hear of it.
-func (b *Bridge) announceSecretUsers(s *corev1.Secret, needs func(extensionsv1alpha1.Object) bool) {
+func (b *Bridge) announceSecretUsers(s *corev1.Secret, needs func(*kind, client.Object) bool) {
 	key := s.Namespace + "/" + s.Name
 	trigger := events.WithTrigger("secret/" + string(s.UID) + "/" + s.ResourceVersion)
-	for kind, inf := range map[events.Kind]cache.SharedIndexInformer{events.KindBackupBucket: b.buckets, events.KindBackupEntry: b.entries} {
+	for _, w := range b.watches {
+		inf := w.informer()
+		if inf == nil {
+			continue
+		}
 		users, _ := inf.GetIndexer().ByIndex(bySecretRef, key)
-		for _, u := range users {
-			o := u.(extensionsv1alpha1.Object)
-			if (o.GetDeletionTimestamp() == nil || len(o.GetFinalizers()) > 0) && needs(o) {
-				b.enqueue(kind, events.OpSynced, u, trigger)
+		for _, o := range listAs[client.Object](users) {
+			if (o.GetDeletionTimestamp() == nil || len(o.GetFinalizers()) > 0) && needs(w.kind, o) {
+				b.enqueue(w.kind, events.OpSynced, o, trigger)
 			}
 		}
 	}

@@ -128,11 +128,11 @@ func (w *secretWatch) digest(namespace, name string) string {
 	if ns == nil {
 		return ""
 	}
-	obj, exists, err := ns.informer.GetStore().GetByKey(namespace + "/" + name)
-	if err != nil || !exists {
+	s, ok := getAs[*corev1.Secret](ns.informer.GetStore(), namespace+"/"+name)
+	if !ok {
 		return ""
 	}
-	return obj.(*corev1.Secret).Annotations[secretDigestAnnotation]
+	return s.Annotations[secretDigestAnnotation]
 }
 
 // hasSynced reports whether every informer running now delivered its initial list.

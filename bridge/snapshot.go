@@ -6,24 +6,24 @@ import (
 	"maps"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
-	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
-const apiVersion = "extensions.gardener.cloud/v1alpha1"
-
 // Snapshot is the trimmed JSON of obj used as event data: no managedFields, no
 // last-applied-configuration; if that is still above events.MaxDataSize, without status,
 // providerConfig and backupBucketProviderStatus too; if still above, events.ErrDataTooLarge.
 func Snapshot(kind events.Kind, obj client.Object) ([]byte, error) {
-	data, err := marshalTrimmed(kind, obj)
+	k := kindOf(kind)
+	if k == nil {
+		return nil, fmt.Errorf("snapshot of %s %s: the bridge watches no such kind", kind, obj.GetName())
+	}
+	data, err := k.marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot of %s %s: %w", kind, obj.GetName(), err)
 	}
@@ -46,33 +46,36 @@ func Snapshot(kind events.Kind, obj client.Object) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %s %s is %d bytes trimmed, limit %d", events.ErrDataTooLarge, kind, obj.GetName(), len(data), events.MaxDataSize)
 }
 
-// marshalTrimmed marshals obj with apiVersion and kind and without managedFields and
-// last-applied-configuration. The kinds the bridge watches are marshalled once, as a
-// shallow copy: obj is often an informer's cached object, shared and never to be modified.
-func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
-	tm := metav1.TypeMeta{APIVersion: apiVersion, Kind: string(kind)}
-	switch o := obj.(type) {
-	case *extensionsv1alpha1.BackupEntry:
+// trimmed marshals an object of Go type P with apiVersion and kind gvk, without managedFields
+// and last-applied-configuration: as a shallow copy, since the object is often an informer's
+// cached object, shared and never to be modified. An object of another type takes a generic
+// pass over its JSON.
+func trimmed[T any, P interface {
+	*T
+	client.Object
+}](gvk schema.GroupVersionKind) func(obj any) ([]byte, error) {
+	return func(obj any) ([]byte, error) {
+		o, ok := as[P](obj)
+		if !ok {
+			return marshalUntyped(obj, gvk)
+		}
 		c := *o
-		c.TypeMeta = tm
-		trimMeta(&c.ObjectMeta)
-		return json.Marshal(&c)
-	case *extensionsv1alpha1.BackupBucket:
-		c := *o
-		c.TypeMeta = tm
-		trimMeta(&c.ObjectMeta)
-		return json.Marshal(&c)
-	case *backupv1alpha1.EtcdBackupConfig:
-		c := *o
-		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
-		trimMeta(&c.ObjectMeta)
-		return json.Marshal(&c)
-	case *backupv1alpha1.RestoreDrill:
-		c := *o
-		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
-		trimMeta(&c.ObjectMeta)
-		return json.Marshal(&c)
+		trim := P(&c)
+		trim.GetObjectKind().SetGroupVersionKind(gvk)
+		trim.SetManagedFields(nil)
+		if a := trim.GetAnnotations(); a != nil {
+			if _, ok := a[lastAppliedAnnotation]; ok {
+				a = maps.Clone(a)
+				delete(a, lastAppliedAnnotation)
+				trim.SetAnnotations(a)
+			}
+		}
+		return json.Marshal(trim)
 	}
+}
+
+// marshalUntyped is trimmed's pass over the JSON of an object it has no type for.
+func marshalUntyped(obj any, gvk schema.GroupVersionKind) ([]byte, error) {
 	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
@@ -81,7 +84,7 @@ func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
-	m["apiVersion"], m["kind"] = tm.APIVersion, tm.Kind
+	m["apiVersion"], m["kind"] = gvk.ToAPIVersionAndKind()
 	if meta, ok := m["metadata"].(map[string]any); ok {
 		delete(meta, "managedFields")
 		if ann, ok := meta["annotations"].(map[string]any); ok {
@@ -89,16 +92,6 @@ func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
 		}
 	}
 	return json.Marshal(m)
-}
-
-// trimMeta drops managedFields and last-applied-configuration from a shallow copy's metadata,
-// copying the annotations before changing them.
-func trimMeta(meta *metav1.ObjectMeta) {
-	meta.ManagedFields = nil
-	if _, ok := meta.Annotations[lastAppliedAnnotation]; ok {
-		meta.Annotations = maps.Clone(meta.Annotations)
-		delete(meta.Annotations, lastAppliedAnnotation)
-	}
 }
 
 // objectEvent is the event for op on obj, a kind of object seen in cluster, with its snapshot

@@ -1,5 +1,5 @@
-// Command housekeeper-bridge publishes BackupBucket and BackupEntry changes as CloudEvents on
-// NATS JetStream. See package bridge.
+// Command housekeeper-bridge publishes the changes of BackupBuckets, BackupEntries,
+// EtcdBackupConfigs and RestoreDrills as CloudEvents on NATS JetStream. See package bridge.
 package main
 
 import (
