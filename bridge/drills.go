@@ -90,7 +90,7 @@ func (c *drillCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.entries, float64(s.Stale), drillEntriesStale)
 		for _, r := range s.Results {
 			success := 0.0
-			if r.Outcome == backupv1alpha1.OutcomeRestorable {
+			if backupv1alpha1.Passed(r.Outcome) {
 				success = 1
 			}
 			kind := r.Kind

@@ -288,7 +288,7 @@ func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, messag
 	}
 	var failed []string
 	for _, r := range reports {
-		if r.Outcome != backupv1alpha1.OutcomeRestorable {
+		if !backupv1alpha1.Passed(r.Outcome) {
 			failed = append(failed, fmt.Sprintf("%s %s: %s", r.Entry, r.Outcome, r.Reason))
 		}
 	}
@@ -296,7 +296,7 @@ func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, messag
 		return true, backupv1alpha1.ReasonAllRestorable, fmt.Sprintf("All %d entries drilled restored", len(reports))
 	}
 	const firstReasons = 3
-	message = fmt.Sprintf("%d of %d entries drilled did not restore: %s", len(failed), len(reports),
+	message = fmt.Sprintf("%d of %d entries drilled did not pass: %s", len(failed), len(reports),
 		strings.Join(failed[:min(len(failed), firstReasons)], "; "))
 	if len(failed) > firstReasons {
 		message += fmt.Sprintf("; and %d more (status.results)", len(failed)-firstReasons)

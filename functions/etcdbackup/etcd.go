@@ -23,41 +23,49 @@ import (
 // bounded only by the handler's context.
 const etcdTimeout = 10 * time.Second
 
-// connectEtcd returns a client for the config's etcd once one of its endpoints answered.
-func connectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, error) {
+// ConnectEtcd returns a client for the config's etcd once one of its endpoints answered, and
+// that endpoint. Its errors name the endpoints and what failed, never the TLS material.
+func ConnectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, string, error) {
 	tlsConfig, err := etcdTLS(ctx, c, cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	return DialEtcd(ctx, cfg.Spec.Etcd.Endpoints, tlsConfig, log)
+}
+
+// DialEtcd returns a client for the etcd at endpoints, spoken to with tlsConfig (nil: plain
+// text), once one of them answered its status, and that endpoint. An endpoint that does not
+// answer because TLS with it fails is ReasonInvalidTLS, else ReasonEtcdUnreachable.
+func DialEtcd(ctx context.Context, endpoints []string, tlsConfig *tls.Config, log *zap.Logger) (*clientv3.Client, string, error) {
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Spec.Etcd.Endpoints,
+		Endpoints:   endpoints,
 		DialTimeout: etcdTimeout,
 		TLS:         tlsConfig,
 		Logger:      log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
 		Context:     ctx,
 	})
 	if err != nil {
-		return nil, problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", cfg.Spec.Etcd.Endpoints, err)
+		return nil, "", problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", endpoints, err)
 	}
 	var errs []error
-	for _, ep := range cfg.Spec.Etcd.Endpoints {
+	for _, ep := range endpoints {
 		statusCtx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		_, err := cli.Status(statusCtx, ep)
 		cancel()
 		if err == nil {
-			return cli, nil
+			return cli, ep, nil
 		}
 		if tlsErr := handshake(ctx, ep, tlsConfig); tlsErr != nil {
 			_ = cli.Close()
-			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
+			return nil, "", problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
 	_ = cli.Close()
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, "", ctx.Err()
 	}
-	return nil, problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
+	return nil, "", problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
 }
 
 // etcdTLS builds the client TLS configuration from spec.etcd.tlsSecretRef: nil without one.
