@@ -118,7 +118,7 @@ func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.T
 	l.BehindRevisions = l.Revision - res.Revision
 	if l.Revision < res.Revision {
 		l.Outcome = backupv1alpha1.LiveDiffers
-		l.Reason = fmt.Sprintf("the live etcd is at revision %s, behind the restored revision %s: the backups are not of this etcd, or it lost writes", thousands(l.Revision), thousands(res.Revision))
+		l.Reason = fmt.Sprintf("it is at revision %s, behind the restored revision %s: the backups are not of this etcd, or it lost writes", thousands(l.Revision), thousands(res.Revision))
 		return nil
 	}
 
@@ -135,8 +135,7 @@ func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.T
 
 	// HashKV covers every revision from the store's compaction to the one asked: the restored
 	// copy, compacted as far as the live etcd, hashes as it does where their histories agree.
-	notByHash := fmt.Sprintf("the live etcd keeps history from revision %s, the restored store from %s",
-		thousands(l.CompactRevision), thousands(res.CompactRevision))
+	notByHash := fmt.Sprintf("the live etcd keeps history %s, the restored store %s", history(l.CompactRevision), history(res.CompactRevision))
 	if l.CompactRevision >= res.CompactRevision {
 		if l.CompactRevision > res.CompactRevision {
 			if _, err := ours.client.Compact(ctx, l.CompactRevision, clientv3.WithCompactPhysical()); err != nil {
@@ -150,8 +149,8 @@ func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.T
 		l.OurHashKV = h.Hash
 		if h.Hash == l.HashKV {
 			l.Outcome = backupv1alpha1.LiveMatches
-			l.Reason = fmt.Sprintf("the live etcd's HashKV at revision %s (history from %s) is the restored store's: %d",
-				thousands(res.Revision), thousands(l.CompactRevision), h.Hash)
+			l.Reason = fmt.Sprintf("the live etcd's HashKV at revision %s (history %s) is the restored store's: %d",
+				thousands(res.Revision), history(l.CompactRevision), h.Hash)
 			return nil
 		}
 		// The deltas' puts restore without their leases, which HashKV covers.
@@ -175,9 +174,17 @@ func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.T
 		return nil
 	}
 	l.Outcome = backupv1alpha1.LiveDiffers
-	l.Reason = fmt.Sprintf("the live etcd differs at revision %s: %s", thousands(res.Revision), strings.Join(d.parts(
+	l.Reason = fmt.Sprintf("at revision %s %s", thousands(res.Revision), strings.Join(d.parts(
 		"it lacks %s %s that the backups hold",
 		"it holds %s %s that the backups do not",
 		"it holds %s %s with another value or mod revision"), "; "))
 	return nil
+}
+
+// history says from where a store with compact revision rev keeps its history.
+func history(rev int64) string {
+	if rev <= 0 {
+		return "from the start"
+	}
+	return "from revision " + thousands(rev)
 }
