@@ -121,7 +121,23 @@ func TestDrillAgainstTheLiveEtcd(t *testing.T) {
 		t.Log(report.Reason)
 	})
 
-	// Last: it compacts the live etcd.
+	// The live etcd compacts; the drill compacts its restored copy alike before it hashes.
+	t.Run("the live etcd compacted before the restored revision: Exact", func(t *testing.T) {
+		const compactAt = 10 // in the full snapshot's revisions: the deltas' history stays
+		if _, err := live.Compact(ctx, compactAt, clientv3.WithCompactPhysical()); err != nil {
+			t.Fatal(err)
+		}
+		res, err := b.drillWith(t, b.bucket, drill.Options{Live: liveEtcd})
+		if err != nil {
+			t.Fatalf("drill: %v", err)
+		}
+		if l := res.Live; l.Outcome != backupv1alpha1.LiveMatches || l.ByKeys || l.CompactRevision != compactAt || res.CompactRevision >= compactAt {
+			t.Errorf("live %+v, the restored store compacted at %d; want Matches by HashKV, the live etcd compacted at %d, the restored store before",
+				l, res.CompactRevision, compactAt)
+		}
+	})
+
+	// Last: it compacts the live etcd past the restored revision.
 	t.Run("the live etcd compacted past the restored revision: Unverified", func(t *testing.T) {
 		if _, err := live.Compact(ctx, liveRev, clientv3.WithCompactPhysical()); err != nil {
 			t.Fatal(err)
