@@ -39,6 +39,7 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
 	output := fs.String("output", "text", "text or json")
 	etcdbrctlPath := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl: run its restore too and compare (empty: not run, and the result says so)")
+	shootEtcd := fs.Bool("live-shoot-etcd", false, "compare an entry's drill with its shoot's running etcd (etcd-druid's Etcd in the shoot's namespace, its client service and TLS secrets: run it in the seed); a config's drill is compared with its etcd always")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	var kubeOpts kube.Options
 	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
@@ -87,6 +88,9 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 			return fmt.Errorf("reading BackupEntry %s: %w", *entryName, err)
 		}
 		target = drill.EntryTarget(c, providers, be, *etcd)
+		if *shootEtcd {
+			target = target.WithLive(drill.ShootEtcd(c, gardener.EntryNamespace(be.Name), *etcd))
+		}
 	} else {
 		cfg := &backupv1alpha1.EtcdBackupConfig{}
 		if err := c.Get(ctx, configKey, cfg); err != nil {

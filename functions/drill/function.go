@@ -213,7 +213,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 			if be := &list.Items[i]; sel.Selects(be, entry.ShootPurpose(be)) {
 				t := EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain)
 				if d.ShootEtcds {
-					t.live = ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain)
+					t = t.WithLive(ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain))
 				}
 				p.targets = append(p.targets, t)
 			}

@@ -73,6 +73,12 @@ func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1
 		})}
 }
 
+// WithLive is t compared with live, the running etcd its backups are of.
+func (t Target) WithLive(live LiveEtcd) Target {
+	t.live = live
+	return t
+}
+
 // Open opens the store t's backups are in and returns it with its bucket's name.
 func (t Target) Open(ctx context.Context) (objectstore.Store, string, error) { return t.open(ctx) }
 
