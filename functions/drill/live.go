@@ -38,7 +38,8 @@ func LiveEndpoints(endpoints []string, tlsConfig *tls.Config) LiveEtcd {
 	})
 }
 
-// liveTimeout bounds each of the live etcd's answers but the key-by-key reading.
+// liveTimeout bounds the live etcd's status; its HashKV and keys, which take as long as its db
+// is large, only the drill's timeout bounds.
 const liveTimeout = 30 * time.Second
 
 // Live is how the restored store compares with the live etcd at the restored revision, and
@@ -83,7 +84,7 @@ func (l *Live) err() error {
 // compareLive compares ours, the restored store at res.Revision, with the live etcd, and
 // records what it found in res.Live. It compacts ours (a scratch copy) to the live etcd's
 // compact revision; it never writes to the live etcd. It returns an error only when the
-// drill's own store fails it; what the live etcd does is res.Live's.
+// drill's own store fails it or its time runs out; what the live etcd does is res.Live's.
 func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.Time, res *Result) error {
 	l := &Live{BehindSeconds: int64(now.Sub(res.NewestPoint) / time.Second)}
 	res.Live = l
@@ -91,14 +92,24 @@ func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.T
 		l.Outcome, l.Reason = backupv1alpha1.LiveNotConfigured, "no live etcd configured for these backups"
 		return nil
 	}
+	// Out of time, the drill judged nothing: its timeout's Error, not an etcd that did not answer.
+	cutShort := func() error {
+		return &Error{Err: ErrDrill, Detail: "comparing with the live etcd", Cause: ctx.Err()}
+	}
 	c, ep, err := live.Connect(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return cutShort()
+		}
 		l.Outcome, l.Reason = backupv1alpha1.LiveUnreachable, "the live etcd is not reachable: "+err.Error()
 		return nil
 	}
 	defer c.Close()
 	l.Endpoint = ep
 	unreachable := func(what string, err error) error {
+		if ctx.Err() != nil {
+			return cutShort()
+		}
 		l.Outcome, l.Reason = backupv1alpha1.LiveUnreachable, fmt.Sprintf("the live etcd at %s did not answer %s: %v", ep, what, err)
 		return nil
 	}
@@ -122,9 +133,7 @@ func compareLive(ctx context.Context, live LiveEtcd, ours *throwaway, now time.T
 		return nil
 	}
 
-	hctx, cancel := context.WithTimeout(ctx, liveTimeout)
-	theirs, err := c.HashKV(hctx, ep, res.Revision)
-	cancel()
+	theirs, err := c.HashKV(ctx, ep, res.Revision)
 	switch {
 	case errors.Is(err, rpctypes.ErrCompacted):
 		return compacted()

@@ -46,3 +46,16 @@ func TestHistory(t *testing.T) {
 		}
 	}
 }
+
+// A drill out of time while it asks the live etcd judged nothing: an error of the drill's, so
+// that its timeout makes the result an Error, not Restorable with an etcd that did not answer.
+func TestCompareLiveCutShort(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	waits := LiveEtcdFunc(func(ctx context.Context) (*clientv3.Client, string, error) { return nil, "", ctx.Err() })
+	res := Result{Revision: 300}
+	err := compareLive(ctx, waits, nil, time.Now(), &res)
+	if !errors.Is(err, ErrDrill) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want %v and %v", err, ErrDrill, context.Canceled)
+	}
+}
