@@ -40,7 +40,7 @@ func newDrillCollector(drills func() cache.Store) *drillCollector {
 			"When the newest snapshot a drill of the entry restored was taken, from the RestoreDrill's status.results: the newest point its backups are proven to restore to; absent when none is.",
 			perEntry, nil),
 		lastSuccess: prometheus.NewDesc("housekeeper_drill_entry_last_success",
-			"1 if the entry's last drill restored its backups, 0 if not (NotRestorable, or the drill could not judge), from the RestoreDrill's status.results.",
+			"1 if the entry's last drill passed (Exact or Restorable), 0 if not (NotRestorable, Unverified, or the drill could not judge), from the RestoreDrill's status.results.",
 			perEntry, nil),
 		lastRun: prometheus.NewDesc("housekeeper_drill_last_run_timestamp_seconds",
 			"When the RestoreDrill's last run started (status.lastRun), in seconds since the epoch; absent before its first.",
@@ -86,7 +86,7 @@ func (c *drillCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.entries, float64(s.Stale), drillEntriesStale)
 		for _, r := range s.Results {
 			success := 0.0
-			if r.Outcome == backupv1alpha1.OutcomeRestorable {
+			if backupv1alpha1.Passed(r.Outcome) {
 				success = 1
 			}
 			kind := r.Kind

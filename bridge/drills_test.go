@@ -34,7 +34,7 @@ func TestBridgeExportsRestoreDrillStatus(t *testing.T) {
 		Results: []backupv1alpha1.EntryDrillResult{
 			{Entry: "broken", Outcome: backupv1alpha1.OutcomeNotRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &old},
 			{Entry: "good", Kind: backupv1alpha1.DrilledBackupEntry, Outcome: backupv1alpha1.OutcomeRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &good},
-			{Entry: "team/main", Kind: backupv1alpha1.DrilledEtcdBackupConfig, Outcome: backupv1alpha1.OutcomeRestorable, Time: metav1.NewTime(now), NewestRestorablePoint: &good},
+			{Entry: "team/main", Kind: backupv1alpha1.DrilledEtcdBackupConfig, Outcome: backupv1alpha1.OutcomeExact, Time: metav1.NewTime(now), NewestRestorablePoint: &good},
 		}}
 	if err := h.c.Status().Update(ctx, nightly); err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
 	output := fs.String("output", "text", "text or json")
 	etcdbrctlPath := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl: run its restore too and compare (empty: not run, and the result says so)")
+	shootEtcd := fs.Bool("live-shoot-etcd", false, "compare an entry's drill with its shoot's running etcd (etcd-druid's Etcd in the shoot's namespace, its client service and TLS secrets: run it in the seed); a config's drill is compared with its etcd always")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	var kubeOpts kube.Options
 	kubeOpts.BindFlags(fs.FlagSet, os.Getenv("KUBECONFIG"))
@@ -87,6 +88,9 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 			return fmt.Errorf("reading BackupEntry %s: %w", *entryName, err)
 		}
 		target = drill.EntryTarget(c, providers, be, *etcd)
+		if *shootEtcd {
+			target = target.WithLive(drill.ShootEtcd(c, gardener.EntryNamespace(be.Name), *etcd))
+		}
 	} else {
 		cfg := &backupv1alpha1.EtcdBackupConfig{}
 		if err := c.Get(ctx, configKey, cfg); err != nil {
@@ -109,7 +113,7 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 			return perr
 		}
 	} else {
-		printDrill(out, target, bucket, res, err, broken, time.Now())
+		printDrill(out, target, bucket, res, err, time.Now())
 	}
 	if broken {
 		return fmt.Errorf("%w: %v", errNotRestorable, err)
@@ -129,15 +133,18 @@ func parseConfigName(s string) (client.ObjectKey, error) {
 	return client.ObjectKey{Namespace: namespace, Name: name}, nil
 }
 
-// printDrill writes the result for a person; broken says the backups were found not to restore.
-func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, err error, broken bool, now time.Time) {
-	verdict := "restorable"
-	switch {
-	case broken:
-		verdict = "NOT RESTORABLE"
-	case err != nil:
-		verdict = "not drilled"
-	}
+// verdicts are the drill outcomes as printDrill says them.
+var verdicts = map[string]string{
+	backupv1alpha1.OutcomeExact:         "exact",
+	backupv1alpha1.OutcomeRestorable:    "restorable",
+	backupv1alpha1.OutcomeUnverified:    "restorable, unverified against the live etcd",
+	backupv1alpha1.OutcomeNotRestorable: "NOT RESTORABLE",
+	backupv1alpha1.OutcomeError:         "not drilled",
+}
+
+// printDrill writes the result for a person.
+func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, err error, now time.Time) {
+	verdict := verdicts[drill.Report(t.Name, now, res, err).Outcome]
 	fmt.Fprintf(out, "drill of %s %s, bucket %s, prefix %s: %s\n", t.Kind, t.Name, bucket, res.Prefix, verdict)
 	if res.Full != "" {
 		fmt.Fprintf(out, "  full snapshot  %s\n", res.Full)
@@ -158,22 +165,30 @@ func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, 
 	if s := res.RealRestore.Summary(); s != "" {
 		fmt.Fprintf(out, "  real restore   %s\n", s)
 	}
+	if l := res.Live; l != nil {
+		fmt.Fprintf(out, "  live etcd      %s: %s\n", l.Outcome, l.Reason)
+		if l.Revision > 0 {
+			fmt.Fprintf(out, "  behind live    %d revisions, %s\n", l.BehindRevisions, time.Duration(l.BehindSeconds)*time.Second)
+		}
+	}
 	fmt.Fprintf(out, "  read           %d bytes in %s\n", res.ReadBytes, res.Duration.Round(time.Millisecond))
 }
 
 // drillReport is the JSON form of a drill.
 type drillReport struct {
 	// Entry is the BackupEntry drilled; Config the EtcdBackupConfig, as namespace/name.
-	Entry      string       `json:"entry,omitempty"`
-	Config     string       `json:"config,omitempty"`
-	Bucket     string       `json:"bucket"`
-	Restorable bool         `json:"restorable"`
-	Error      string       `json:"error,omitempty"`
-	Result     drill.Result `json:"result"`
+	Entry      string `json:"entry,omitempty"`
+	Config     string `json:"config,omitempty"`
+	Bucket     string `json:"bucket"`
+	Restorable bool   `json:"restorable"`
+	// Outcome is the outcome a RestoreDrill's status would record (Exact, Restorable, ...).
+	Outcome string       `json:"outcome"`
+	Error   string       `json:"error,omitempty"`
+	Result  drill.Result `json:"result"`
 }
 
 func printDrillJSON(out io.Writer, t drill.Target, bucket string, res drill.Result, err error) error {
-	r := drillReport{Bucket: bucket, Restorable: err == nil, Result: res}
+	r := drillReport{Bucket: bucket, Restorable: err == nil, Outcome: drill.Report(t.Name, time.Now(), res, err).Outcome, Result: res}
 	if t.Kind == backupv1alpha1.DrilledEtcdBackupConfig {
 		r.Config = t.Name
 	} else {

@@ -76,9 +76,11 @@ func TestDrillCommandDrillsAConfig(t *testing.T) {
 		return code, out.String() + errOut.String()
 	}
 	code, out := run("--config", "team/main")
-	if want := fmt.Sprintf("revision %d ", revision); code != 0 || !strings.Contains(out, "drill of EtcdBackupConfig team/main, bucket backups, prefix team/main/: restorable\n") ||
-		!strings.Contains(out, want) {
-		t.Errorf("drill --config team/main: exit %d, output:\n%s\nwant 0, restorable, %q", code, out, want)
+	// The config's etcd runs on: the drill compares with it.
+	if want := fmt.Sprintf("revision %d ", revision); code != 0 || !strings.Contains(out, "drill of EtcdBackupConfig team/main, bucket backups, prefix team/main/: exact\n") ||
+		!strings.Contains(out, want) || !strings.Contains(out, "\n  live etcd      Matches: the live etcd's HashKV at revision ") ||
+		!strings.Contains(out, "\n  behind live    0 revisions, ") {
+		t.Errorf("drill --config team/main: exit %d, output:\n%s\nwant 0, exact, %q, the live etcd matching, 0 revisions behind", code, out, want)
 	}
 	if want := "  real restore   etcd-backup-restore's restore not run: no etcdbrctl configured\n"; !strings.Contains(out, want) {
 		t.Errorf("drill --config team/main without --etcdbrctl: output:\n%s\nwant %q", out, want)

@@ -91,7 +91,7 @@ func compareRealRestore(ctx context.Context, lg *zap.Logger, opts Options, work 
 		return &Error{Err: ErrDrill, Detail: "starting etcd on the drill's restored data directory again", Cause: err}
 	}
 	defer ours.close()
-	d, err := diffStores(ctx, ours.client, theirs.client, res.Revision, maxDiffKeys)
+	d, err := diffStores(ctx, ours.client, theirs.client, res.Revision, maxDiffKeys, false)
 	if err != nil {
 		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("comparing %s's restored keys with the drill's at revision %d", rr.Tool, res.Revision), Cause: err}
 	}
@@ -108,6 +108,16 @@ type storeDiff struct {
 }
 
 func (d *storeDiff) describe(tool string, rev int64, ourHash, theirHash uint32) string {
+	parts := d.parts("without %s %s that the backups hold", "with %s %s that the backups do not hold", "with other values for %s %s")
+	if len(parts) == 0 {
+		return fmt.Sprintf("%s restores revision %s with the same keys and values but another history (HashKV %d, the drill's %d)", tool, thousands(rev), theirHash, ourHash)
+	}
+	return fmt.Sprintf("%s restores revision %s %s", tool, thousands(rev), strings.Join(parts, "; "))
+}
+
+// parts says each kind of difference there is with its format (a count, then "key" or
+// "keys"), followed by the keys named.
+func (d *storeDiff) parts(missing, extra, changed string) []string {
 	var parts []string
 	list := func(n int, keys []string, what string) {
 		if n == 0 {
@@ -126,18 +136,16 @@ func (d *storeDiff) describe(tool string, rev int64, ourHash, theirHash uint32) 
 		}
 		parts = append(parts, s)
 	}
-	list(d.nMissing, d.missing, "without %s %s that the backups hold")
-	list(d.nExtra, d.extra, "with %s %s that the backups do not hold")
-	list(d.nChanged, d.changed, "with other values for %s %s")
-	if len(parts) == 0 {
-		return fmt.Sprintf("%s restores revision %s with the same keys and values but another history (HashKV %d, the drill's %d)", tool, thousands(rev), theirHash, ourHash)
-	}
-	return fmt.Sprintf("%s restores revision %s %s", tool, thousands(rev), strings.Join(parts, "; "))
+	list(d.nMissing, d.missing, missing)
+	list(d.nExtra, d.extra, extra)
+	list(d.nChanged, d.changed, changed)
+	return parts
 }
 
 // diffStores walks both stores' keys at rev in key order and finds where theirs differs from
-// ours, naming at most limit keys. Values are compared, never kept.
-func diffStores(ctx context.Context, ours, theirs *clientv3.Client, rev int64, limit int) (storeDiff, error) {
+// ours, naming at most limit keys. Values are compared, never kept; with modRevisions, a key
+// whose mod revision differs is changed too.
+func diffStores(ctx context.Context, ours, theirs *clientv3.Client, rev int64, limit int, modRevisions bool) (storeDiff, error) {
 	var d storeDiff
 	a, b := &pager{c: ours, rev: rev}, &pager{c: theirs, rev: rev}
 	named := 0
@@ -168,7 +176,7 @@ func diffStores(ctx context.Context, ours, theirs *clientv3.Client, rev int64, l
 			name(&d.extra, y.Key)
 			b.next()
 		default:
-			if !bytes.Equal(x.Value, y.Value) {
+			if !bytes.Equal(x.Value, y.Value) || (modRevisions && x.ModRevision != y.ModRevision) {
 				d.nChanged++
 				name(&d.changed, x.Key)
 			}

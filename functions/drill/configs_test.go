@@ -29,7 +29,8 @@ import (
 // On a real kube-apiserver, the snapshot function backs up a real etcd for EtcdBackupConfigs
 // into a local BackupDestination; then one config's newest backup is cut short. A RestoreDrill
 // choosing the configs of one namespace by label drills each config's newest backup: the whole
-// one restores to the etcd's revision with its keys and values, the cut one is NotRestorable
+// one restores to the etcd's revision with its keys and values, which the running etcd holds
+// (Exact), the cut one is NotRestorable
 // naming its object, the one whose destination does not exist is an Error that says so. A
 // config of another namespace, one without the label and one being deleted are not drilled.
 // Nothing in the destination changes.
@@ -148,9 +149,13 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 		}
 	}
 	ok := results["team/whole"]
-	if ok.Outcome != backupv1alpha1.OutcomeRestorable || ok.RestoredRevision != revision || ok.Keys != keys || ok.Hash != kvDigest ||
+	if ok.Outcome != backupv1alpha1.OutcomeExact || ok.RestoredRevision != revision || ok.Keys != keys || ok.Hash != kvDigest ||
 		ok.NewestRestorablePoint == nil || !ok.NewestRestorablePoint.Time.Equal(backupFire.At) {
-		t.Errorf("team/whole: %+v, want Restorable at revision %d with %d keys, digest %s, point %s", ok, revision, keys, kvDigest, backupFire.At)
+		t.Errorf("team/whole: %+v, want Exact at revision %d with %d keys, digest %s, point %s", ok, revision, keys, kvDigest, backupFire.At)
+	}
+	// The config's etcd, connected to as the snapshot function does, holds what was restored.
+	if l := ok.Live; l == nil || l.Outcome != backupv1alpha1.LiveMatches || l.Revision < revision || l.BehindRevisions != l.Revision-revision || l.BehindSeconds < 0 {
+		t.Errorf("team/whole's live comparison %+v, want Matches at a revision from %d on, behind by the difference", l, revision)
 	}
 	if bad := results["team/cut"]; bad.Outcome != backupv1alpha1.OutcomeNotRestorable || bad.Object != cutKey || !strings.Contains(bad.Reason, "truncated") {
 		t.Errorf("team/cut: %+v, want NotRestorable naming %s, truncated", bad, cutKey)

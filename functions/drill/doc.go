@@ -19,7 +19,7 @@
 // serves all its keys. Result carries digests of the restored store to compare with the source.
 //
 // It does not prove: that the data is what the cluster had (a backup faithfully taken of bad data
-// restores fine; compare Result.KVSHA256 with the source to check that); that snapshots older
+// restores fine; Options.Live checks that, below); that snapshots older
 // than the latest full one, or in another prefix, restore; that the shoot's etcd version opens
 // the result (the drill restores into the etcd server this module links, whatever version wrote
 // the snapshot); that etcd-backup-restore's own restore (its version, its flags, its object store
@@ -39,6 +39,25 @@
 // skips a write (etcd-backup-restore#1045), which the replay, keeping leases alive, does not.
 // Without it, Result.RealRestore says it was not run.
 //
+// Given Options.Live, the running etcd the backups are of, the drill compares the restored store
+// with it at the restored revision (Result.Live), only reading it: its HashKV at that revision
+// against the restored store's, after compacting the restored copy (a scratch copy) to the live
+// etcd's compact revision, since HashKV covers every revision from the compaction on. Where the
+// hashes cannot decide — the live etcd keeps more history than the copy, or they differ, as
+// they do when the deltas' puts on leases restore without them — it reads every key at that
+// revision on both sides, a page of 1,000 at a time, and compares keys, values and mod
+// revisions. Equal, the live etcd Matches and the result is Exact: the backups restore to what
+// the cluster held at that revision (by HashKV, with the history since the live compaction; key
+// by key, the state at that revision), and etcd-backup-restore's restore, where it ran, agreed.
+// Different, ErrLiveDiffers names the revision and up to 10 keys, never values: NotRestorable.
+// A live etcd compacted past the restored revision (the backups are older than its compaction
+// retention) leaves nothing to compare: Compacted, and the result Unverified, not a pass.
+// Unreachable or not configured, Result.Live says so and the result stays Restorable. Result.Live
+// also measures the recovery point: the live revision less the restored one, and the seconds
+// from the newest restorable point to the comparison. An EtcdBackupConfig's live etcd is its
+// spec.etcd (ConfigTarget); a BackupEntry's is its shoot's etcd-main on the seed (ShootEtcd),
+// where the drill function is given --live-shoot-etcd.
+//
 // A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select,
 // Selection.Selects and SelectsConfig decide which BackupEntries and EtcdBackupConfigs a run
 // drills, MemoryShare what each of its concurrent drills may use, Report makes one drill's answer
@@ -47,7 +66,7 @@
 // into the status, which the bridge exports as metrics; its own (Metrics) time the drills. Its
 // MemoryGate holds the runs to the container's memory.
 //
-// The drill never writes to the source. It streams every object through a temporary file in a
+// The drill never writes to the source, nor to the live etcd. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.
 // The rest of its memory is the throwaway etcd's: its index of every key (it grows with the
 // keys, not with their values) and about 3,500 applied revisions' transactions of its raft

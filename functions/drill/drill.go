@@ -50,6 +50,9 @@ type Options struct {
 	Etcdbrctl *Etcdbrctl
 	// EtcdbrStore is where etcdbrctl reads the backups the drill reads from its Source.
 	EtcdbrStore *EtcdbrStore
+	// Live, if set, is the running etcd the backups are of: the drill compares the restored
+	// store with it at the restored revision (Result.Live). Unset, Result.Live says so.
+	Live LiveEtcd
 }
 
 // Result is what a drill restored and found.
@@ -98,6 +101,9 @@ type Result struct {
 	// RealRestore is what etcd-backup-restore's own restore made of the same backups, or why
 	// it was not run; nil when the replay failed before it.
 	RealRestore *RealRestore `json:"realRestore,omitempty"`
+	// Live is how the restored store compares with the live etcd and how far it is behind
+	// it, or why it was not compared; nil when the replay failed before it.
+	Live *Live `json:"live,omitempty"`
 }
 
 const (
@@ -160,7 +166,11 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 	if err := replay(ctx, lg, src, chain, work, opts, quota, maxBytes, &res); err != nil {
 		return res, err
 	}
-	return res, realRestore(ctx, lg, opts, work, quota, uint(maxBytes)+requestOverhead, &res)
+	err = realRestore(ctx, lg, opts, work, quota, uint(maxBytes)+requestOverhead, &res)
+	if err == nil {
+		err = res.Live.err()
+	}
+	return res, err
 }
 
 // replay restores chain with the drill's own code in work/data and fills res with what it
@@ -255,7 +265,8 @@ func replay(ctx context.Context, lg *zap.Logger, src Source, chain Chain, work s
 			return last.fail(ErrCheck, err, "the store restored up to it")
 		}
 	}
-	return nil
+	// Last: it compacts the store, which the checks above read whole.
+	return compareLive(ctx, opts.Live, etcd, time.Now(), res)
 }
 
 // afterStart is a test hook: it runs once the throwaway etcd serves, before any delta.

@@ -36,6 +36,9 @@ var (
 	// ErrRealRestoreDiffers: etcd-backup-restore's own restore succeeds, but its store holds
 	// other keys or values at the replay's revision, or does not reach it.
 	ErrRealRestoreDiffers = errors.New("the real restore differs")
+	// ErrLiveDiffers: the live etcd (Options.Live) holds other keys, values or mod revisions at
+	// the restored revision than the backups restore to, or has not reached that revision.
+	ErrLiveDiffers = errors.New("the live etcd differs")
 )
 
 // ErrCheck: Options.Check failed on the restored store.

@@ -40,6 +40,7 @@ var Definition = runner.Definition{
 	Types: []string{events.TypeDrillDue},
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		etcdbrctl := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl, of the version the seed's etcds run: each drill also runs its restore on the same backups and compares the two (empty: not run, and each result says so)")
+		shootEtcds := fs.Bool("live-shoot-etcd", false, "compare each BackupEntry's drill with its shoot's running etcd-main in the seed (etcd-druid's Etcd, its client service and TLS secrets: the function must read Etcds and Secrets in the shoots' namespaces and reach their etcds); off, entry results say no live etcd is configured")
 		return func(ctx context.Context, d runner.Deps) (runner.Handler, error) {
 			limit, err := process.ContainerMemoryLimit()
 			if err != nil {
@@ -47,7 +48,7 @@ var Definition = runner.Definition{
 			}
 			d.Log.Info("drill runs' memory", zap.Int64("containerLimitBytes", limit), zap.Int64("processReserveBytes", ProcessMemoryReserve))
 			dr := &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
-				Memory: NewMemoryGate(limit)}
+				Memory: NewMemoryGate(limit), ShootEtcds: *shootEtcds}
 			if *etcdbrctl == "" {
 				d.Log.Warn("no --etcdbrctl: drills do not run etcd-backup-restore's own restore, and their results say so")
 				return dr, nil
@@ -77,6 +78,9 @@ type Driller struct {
 	// Etcdbrctl, if set, runs etcd-backup-restore's restore beside each drill
 	// (Options.Etcdbrctl).
 	Etcdbrctl *Etcdbrctl
+	// ShootEtcds compares each BackupEntry's drill with its shoot's running etcd (ShootEtcd);
+	// an EtcdBackupConfig's drill is compared with its etcd always.
+	ShootEtcds bool
 }
 
 // Handle runs the drills for the fire that produced e. A fire delivered again after its run
@@ -207,7 +211,11 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 		}
 		for i := range list.Items {
 			if be := &list.Items[i]; sel.Selects(be, entry.ShootPurpose(be)) {
-				p.targets = append(p.targets, EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain))
+				t := EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain)
+				if d.ShootEtcds {
+					t = t.WithLive(ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain))
+				}
+				p.targets = append(p.targets, t)
 			}
 		}
 	}
@@ -273,6 +281,11 @@ func (d *Driller) drillOne(ctx context.Context, t Target, p plan, log *zap.Logge
 	} else {
 		log.Info("drilled", zap.Int64("revision", res.Revision), zap.Int64("keys", res.Keys), zap.Time("newestPoint", res.NewestPoint))
 	}
+	if l := res.Live; l != nil {
+		log.Info("the live etcd", zap.String("live", l.Outcome), zap.String("endpoint", l.Endpoint), zap.Int64("liveRevision", l.Revision),
+			zap.Int64("behindRevisions", l.BehindRevisions), zap.Int64("behindSeconds", l.BehindSeconds), zap.Bool("byKeys", l.ByKeys),
+			zap.Strings("missing", l.Missing), zap.Strings("extra", l.Extra), zap.Strings("changed", l.Changed), zap.String("reason", l.Reason))
+	}
 	if rr := res.RealRestore; rr != nil {
 		log.Info("etcd-backup-restore's restore", zap.String("realRestore", rr.Outcome), zap.String("tool", rr.Tool), zap.String("notRun", rr.NotRun),
 			zap.Int64("revision", rr.Revision), zap.Int64("keys", rr.Keys), zap.Strings("missing", rr.Missing), zap.Strings("extra", rr.Extra),
@@ -288,7 +301,7 @@ func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, messag
 	}
 	var failed []string
 	for _, r := range reports {
-		if r.Outcome != backupv1alpha1.OutcomeRestorable {
+		if !backupv1alpha1.Passed(r.Outcome) {
 			failed = append(failed, fmt.Sprintf("%s %s: %s", r.Entry, r.Outcome, r.Reason))
 		}
 	}
@@ -296,7 +309,7 @@ func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, messag
 		return true, backupv1alpha1.ReasonAllRestorable, fmt.Sprintf("All %d entries drilled restored", len(reports))
 	}
 	const firstReasons = 3
-	message = fmt.Sprintf("%d of %d entries drilled did not restore: %s", len(failed), len(reports),
+	message = fmt.Sprintf("%d of %d entries drilled did not pass: %s", len(failed), len(reports),
 		strings.Join(failed[:min(len(failed), firstReasons)], "; "))
 	if len(failed) > firstReasons {
 		message += fmt.Sprintf("; and %d more (status.results)", len(failed)-firstReasons)

@@ -14,9 +14,11 @@ import (
 )
 
 // Report is the drill of the BackupEntry named entry, started at start, as a RestoreDrill's
-// status records it: res and err as Run returned them. A failure the backup is at fault for
-// (Error.AboutTheBackup) is NotRestorable; any other — the store unreachable, the drill's own
-// etcd, its timeout, a caller's check — is Error: the drill could not judge.
+// status records it: res and err as Run returned them. A drill that restored is Exact where the
+// live etcd matched (Result.Live), Unverified where it had compacted past the restored
+// revision, else Restorable. A failure the backup is at fault for (Error.AboutTheBackup: a
+// live etcd that differs too) is NotRestorable; any other — the store unreachable, the drill's
+// own etcd, its timeout, a caller's check — is Error: the drill could not judge.
 func Report(entry string, start time.Time, res Result, err error) backupv1alpha1.EntryDrillResult {
 	r := backupv1alpha1.EntryDrillResult{
 		Entry:    entry,
@@ -24,12 +26,20 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		Outcome:  backupv1alpha1.OutcomeRestorable,
 		Time:     metav1.NewTime(start),
 		Duration: metav1.Duration{Duration: res.Duration},
+		Live:     liveStatus(res.Live),
 	}
 	r.RealRestore = kube.Truncate(res.RealRestore.Summary(), backupv1alpha1.MaxEntryDrillReasonLength)
 	if err == nil {
 		point := metav1.NewTime(res.NewestPoint)
 		r.RestoredRevision, r.NewestRestorablePoint = res.Revision, &point
 		r.Keys, r.Bytes, r.Hash = res.Keys, res.DBSize, res.KVSHA256
+		switch {
+		case r.Live == nil:
+		case r.Live.Outcome == backupv1alpha1.LiveMatches:
+			r.Outcome = backupv1alpha1.OutcomeExact
+		case r.Live.Outcome == backupv1alpha1.LiveCompacted:
+			r.Outcome, r.Reason = backupv1alpha1.OutcomeUnverified, r.Live.Reason
+		}
 		return r
 	}
 	r.Outcome = backupv1alpha1.OutcomeError
@@ -42,6 +52,15 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		r.Object = kube.Truncate(derr.Key, backupv1alpha1.MaxEntryDrillObjectLength)
 	}
 	return r
+}
+
+// liveStatus is l as a status records it; nil without one.
+func liveStatus(l *Live) *backupv1alpha1.LiveComparison {
+	if l == nil {
+		return nil
+	}
+	return &backupv1alpha1.LiveComparison{Outcome: l.Outcome, Revision: l.Revision, BehindRevisions: l.BehindRevisions,
+		BehindSeconds: l.BehindSeconds, Reason: kube.Truncate(l.Reason, backupv1alpha1.MaxEntryDrillReasonLength)}
 }
 
 // shootOf is the shoot's control-plane namespace where the entry's name is Gardener's
@@ -59,20 +78,22 @@ func shootOf(entry string) string {
 // Record writes a run's reports into status: the run started at run, reports are its drills,
 // and selected names the entries the RestoreDrill selects now. An entry not drilled in this run
 // keeps its last result; a result of an entry no longer selected (gone, or no longer matching)
-// is dropped. A failed drill keeps the NewestRestorablePoint of the entry's last result, so that
-// an entry whose drills keep failing turns stale once its last proven point is maxAge old.
+// is dropped. A drill that did not restore (NotRestorable, Error) keeps the NewestRestorablePoint
+// of the entry's last result, so that an entry whose drills keep failing turns stale once its
+// last proven point is maxAge old.
 //
-// Results are ordered NotRestorable, then Error, then Restorable, each oldest drill first (then
-// by name), and cut at MaxEntryDrillResults: the newest successes are left out first. The
-// counts are over every selected entry, cut or not; Stale counts those without a restorable
-// point at most maxAge before run, the never-drilled ones included.
+// Results are ordered NotRestorable, then Error, then Unverified, then the passes (Restorable,
+// Exact), each oldest drill first (then by name), and cut at MaxEntryDrillResults: the newest
+// passes are left out first. The counts are over every selected entry, cut or not: Restorable
+// counts the passes, Failed the others; Stale counts those without a restorable point at most
+// maxAge before run, the never-drilled ones included.
 func Record(status *backupv1alpha1.RestoreDrillStatus, run time.Time, reports []backupv1alpha1.EntryDrillResult, selected []string, maxAge time.Duration) {
 	last := make(map[string]backupv1alpha1.EntryDrillResult, len(status.Results)+len(reports))
 	for _, r := range status.Results {
 		last[r.Entry] = r
 	}
 	for _, r := range reports {
-		if prior, ok := last[r.Entry]; ok && r.Outcome != backupv1alpha1.OutcomeRestorable {
+		if prior, ok := last[r.Entry]; ok && !backupv1alpha1.Passed(r.Outcome) && r.Outcome != backupv1alpha1.OutcomeUnverified {
 			r.NewestRestorablePoint = prior.NewestRestorablePoint
 		}
 		last[r.Entry] = r
@@ -89,7 +110,7 @@ func Record(status *backupv1alpha1.RestoreDrillStatus, run time.Time, reports []
 		if !ok {
 			continue
 		}
-		if r.Outcome == backupv1alpha1.OutcomeRestorable {
+		if backupv1alpha1.Passed(r.Outcome) {
 			restorable++
 		} else {
 			failed++
@@ -111,5 +132,7 @@ func Record(status *backupv1alpha1.RestoreDrillStatus, run time.Time, reports []
 var outcomeRank = map[string]int{
 	backupv1alpha1.OutcomeNotRestorable: 0,
 	backupv1alpha1.OutcomeError:         1,
-	backupv1alpha1.OutcomeRestorable:    2,
+	backupv1alpha1.OutcomeUnverified:    2,
+	backupv1alpha1.OutcomeRestorable:    3,
+	backupv1alpha1.OutcomeExact:         3,
 }

@@ -30,6 +30,20 @@ func TestReport(t *testing.T) {
 	partial := Result{Prefix: entry + "/etcd-main/", NewestPoint: point, Duration: 3 * time.Second}
 	gap := &Error{Err: ErrRevisionGap, Kind: "delta", Key: delta, Detail: "revisions 201..300 do not follow 150"}
 	long := &Error{Err: ErrCorrupt, Kind: "delta", Key: delta, Detail: strings.Repeat("é", 600)}
+	// with is restored with the live etcd's comparison l.
+	with := func(l Live) Result {
+		r := restored
+		r.Live = &l
+		return r
+	}
+	success := func(outcome string, live *backupv1alpha1.LiveComparison) backupv1alpha1.EntryDrillResult {
+		return backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: outcome,
+			Duration: metav1.Duration{Duration: 42 * time.Second}, RestoredRevision: 300, NewestRestorablePoint: &metav1.Time{Time: point},
+			Keys: 1234, Bytes: 8 << 20, Hash: strings.Repeat("ab", 32), Live: live}
+	}
+	const compacted = "the live etcd has compacted past revision 300"
+	differs := Live{Outcome: backupv1alpha1.LiveDiffers, Revision: 310, BehindRevisions: 10, BehindSeconds: 300, Changed: []string{"/registry/a"},
+		Reason: "at revision 300 it holds 1 key with another value or mod revision: /registry/a"}
 	for _, tc := range []struct {
 		name   string
 		entry  string
@@ -42,6 +56,28 @@ func TestReport(t *testing.T) {
 			want: backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: backupv1alpha1.OutcomeRestorable,
 				Duration: metav1.Duration{Duration: 42 * time.Second}, RestoredRevision: 300, NewestRestorablePoint: &metav1.Time{Time: point},
 				Keys: 1234, Bytes: 8 << 20, Hash: strings.Repeat("ab", 32)}},
+		{name: "the live etcd matches: Exact", entry: entry,
+			res: with(Live{Outcome: backupv1alpha1.LiveMatches, Revision: 320, BehindRevisions: 20, BehindSeconds: 300, HashKV: 7, OurHashKV: 7, Reason: "HashKV"}),
+			want: success(backupv1alpha1.OutcomeExact, &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveMatches, Revision: 320,
+				BehindRevisions: 20, BehindSeconds: 300, Reason: "HashKV"})},
+		{name: "the live etcd compacted past the revision: Unverified, with its reason", entry: entry,
+			res: with(Live{Outcome: backupv1alpha1.LiveCompacted, Revision: 900, BehindRevisions: 600, BehindSeconds: 7200, Reason: compacted}),
+			want: success(backupv1alpha1.OutcomeUnverified, &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveCompacted, Revision: 900,
+				BehindRevisions: 600, BehindSeconds: 7200, Reason: compacted}),
+			reason: compacted},
+		{name: "the live etcd unreachable: Restorable, the live field says why", entry: entry,
+			res: with(Live{Outcome: backupv1alpha1.LiveUnreachable, BehindSeconds: 300, Reason: "the live etcd is not reachable: refused"}),
+			want: success(backupv1alpha1.OutcomeRestorable, &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveUnreachable,
+				BehindSeconds: 300, Reason: "the live etcd is not reachable: refused"})},
+		{name: "no live etcd: Restorable, the live field says so", entry: entry,
+			res: with(Live{Outcome: backupv1alpha1.LiveNotConfigured, BehindSeconds: 300, Reason: "none"}),
+			want: success(backupv1alpha1.OutcomeRestorable, &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveNotConfigured,
+				BehindSeconds: 300, Reason: "none"})},
+		{name: "the live etcd differs: the backup is at fault", entry: entry, res: with(differs), err: differs.err(),
+			want: backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: backupv1alpha1.OutcomeNotRestorable,
+				Duration: metav1.Duration{Duration: 42 * time.Second}, Live: &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveDiffers,
+					Revision: 310, BehindRevisions: 10, BehindSeconds: 300, Reason: differs.Reason}},
+			reason: "the live etcd differs: at revision 300 it holds 1 key with another value or mod revision: /registry/a"},
 		{name: "a revision gap: the backup is at fault", entry: entry, res: partial, err: gap,
 			want: backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: backupv1alpha1.OutcomeNotRestorable,
 				Duration: metav1.Duration{Duration: 3 * time.Second}, Object: delta},
@@ -85,7 +121,7 @@ func TestReport(t *testing.T) {
 		if !strings.HasPrefix(got.Reason, tc.reason) {
 			t.Errorf("%s: reason %q, want it to start with %q", tc.name, got.Reason, tc.reason)
 		}
-		if (tc.err == nil) != (got.Reason == "") {
+		if (tc.err == nil && got.Outcome != backupv1alpha1.OutcomeUnverified) != (got.Reason == "") {
 			t.Errorf("%s: reason %q for error %v", tc.name, got.Reason, tc.err)
 		}
 		tc.want.Time = metav1.NewTime(start)
@@ -102,9 +138,11 @@ func TestRecord(t *testing.T) {
 	run := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
 	const maxAge = 24 * time.Hour
 	const (
-		ok     = backupv1alpha1.OutcomeRestorable
-		broken = backupv1alpha1.OutcomeNotRestorable
-		failed = backupv1alpha1.OutcomeError
+		ok         = backupv1alpha1.OutcomeRestorable
+		exact      = backupv1alpha1.OutcomeExact
+		unverified = backupv1alpha1.OutcomeUnverified
+		broken     = backupv1alpha1.OutcomeNotRestorable
+		failed     = backupv1alpha1.OutcomeError
 	)
 	// result is entry's drill at run+at, restored to a point age before run (none when age < 0).
 	result := func(entry, outcome string, at, age time.Duration) backupv1alpha1.EntryDrillResult {
@@ -132,6 +170,15 @@ func TestRecord(t *testing.T) {
 			selected: []string{"a", "b", "c", "d", "e"},
 			want:     []string{"e", "b", "c", "d", "a"},
 			counts:   counts{entries: 5, restorable: 2, failed: 3, stale: 3}},
+		{name: "Exact passes as Restorable does; Unverified fails after Error, keeping the point it restored",
+			prior: []backupv1alpha1.EntryDrillResult{result("u", ok, -time.Hour, 2*time.Hour)},
+			reports: []backupv1alpha1.EntryDrillResult{
+				result("x", exact, 0, time.Minute), result("u", unverified, time.Minute, 5*time.Minute), result("r", ok, 2*time.Minute, time.Minute),
+				result("e", failed, 3*time.Minute, none)},
+			selected: []string{"e", "r", "u", "x"},
+			want:     []string{"e", "u", "x", "r"},
+			counts:   counts{entries: 4, restorable: 2, failed: 2, stale: 1},
+			points:   map[string]time.Duration{"u": 5 * time.Minute, "x": time.Minute}},
 		{name: "the same time: by name",
 			reports:  []backupv1alpha1.EntryDrillResult{result("b", ok, 0, 0), result("a", ok, 0, 0), result("c", ok, 0, 0)},
 			selected: []string{"c", "b", "a"},

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
@@ -27,6 +29,8 @@ type Target struct {
 	open   func(ctx context.Context) (objectstore.Store, string, error)
 	// etcdbr configures etcdbrctl for the same backups; nil where it does not read them.
 	etcdbr func(ctx context.Context) (*EtcdbrStore, error)
+	// live is the running etcd the backups are of; nil where the drill knows none.
+	live LiveEtcd
 }
 
 // EntryTarget is the backups of be's etcd (etcd-druid backs up etcd-main) in its bucket,
@@ -53,7 +57,7 @@ func EntryTarget(c client.Client, providers objectstore.Registry, be *extensions
 }
 
 // ConfigTarget is cfg's backups in its BackupDestination, opened as the snapshot function
-// opens it.
+// opens it; the live etcd is cfg's, connected to as the snapshot function connects.
 func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1alpha1.EtcdBackupConfig) Target {
 	return Target{Name: cfg.Namespace + "/" + cfg.Name, Kind: backupv1alpha1.DrilledEtcdBackupConfig,
 		Prefix: etcdbackup.Prefix(cfg), Layout: LayoutSnapshots,
@@ -63,17 +67,29 @@ func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1
 				return nil, "", err // its errors name the destination
 			}
 			return store, dest.Spec.Bucket, nil
-		}}
+		},
+		live: LiveEtcdFunc(func(ctx context.Context) (*clientv3.Client, string, error) {
+			return etcdbackup.ConnectEtcd(ctx, c, cfg, zap.NewNop())
+		})}
+}
+
+// WithLive is t compared with live, the running etcd its backups are of.
+func (t Target) WithLive(live LiveEtcd) Target {
+	t.live = live
+	return t
 }
 
 // Open opens the store t's backups are in and returns it with its bucket's name.
 func (t Target) Open(ctx context.Context) (objectstore.Store, string, error) { return t.open(ctx) }
 
-// Options are opts for drilling t: its Layout, and with opts.Etcdbrctl set the store etcdbrctl
-// reads t's backups from (none for an EtcdBackupConfig's, which etcd-backup-restore does not
-// read: the drill says so in its result).
+// Options are opts for drilling t: its Layout, its live etcd where it knows one, and with
+// opts.Etcdbrctl set the store etcdbrctl reads t's backups from (none for an EtcdBackupConfig's,
+// which etcd-backup-restore does not read: the drill says so in its result).
 func (t Target) Options(ctx context.Context, opts Options) (Options, error) {
 	opts.Layout = t.Layout
+	if t.live != nil {
+		opts.Live = t.live
+	}
 	if opts.Etcdbrctl == nil || t.etcdbr == nil {
 		return opts, nil
 	}

@@ -23,41 +23,49 @@ import (
 // bounded only by the handler's context.
 const etcdTimeout = 10 * time.Second
 
-// connectEtcd returns a client for the config's etcd once one of its endpoints answered.
-func connectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, error) {
+// ConnectEtcd returns a client for the config's etcd once one of its endpoints answered, and
+// that endpoint. Its errors name the endpoints and what failed, never the TLS material.
+func ConnectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, string, error) {
 	tlsConfig, err := etcdTLS(ctx, c, cfg)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	return DialEtcd(ctx, cfg.Spec.Etcd.Endpoints, tlsConfig, log)
+}
+
+// DialEtcd returns a client for the etcd at endpoints, spoken to with tlsConfig (nil: plain
+// text), once one of them answered its status, and that endpoint. An endpoint that does not
+// answer because TLS with it fails is ReasonInvalidTLS, else ReasonEtcdUnreachable.
+func DialEtcd(ctx context.Context, endpoints []string, tlsConfig *tls.Config, log *zap.Logger) (*clientv3.Client, string, error) {
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Spec.Etcd.Endpoints,
+		Endpoints:   endpoints,
 		DialTimeout: etcdTimeout,
 		TLS:         tlsConfig,
 		Logger:      log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
 		Context:     ctx,
 	})
 	if err != nil {
-		return nil, problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", cfg.Spec.Etcd.Endpoints, err)
+		return nil, "", problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", endpoints, err)
 	}
 	var errs []error
-	for _, ep := range cfg.Spec.Etcd.Endpoints {
+	for _, ep := range endpoints {
 		statusCtx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		_, err := cli.Status(statusCtx, ep)
 		cancel()
 		if err == nil {
-			return cli, nil
+			return cli, ep, nil
 		}
 		if tlsErr := handshake(ctx, ep, tlsConfig); tlsErr != nil {
 			_ = cli.Close()
-			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
+			return nil, "", problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
 	_ = cli.Close()
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return nil, "", ctx.Err()
 	}
-	return nil, problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
+	return nil, "", problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
 }
 
 // etcdTLS builds the client TLS configuration from spec.etcd.tlsSecretRef: nil without one.
@@ -73,29 +81,58 @@ func etcdTLS(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBacku
 		}
 		return nil, err
 	}
+	t, err := ClientTLS(secret.Data[backupv1alpha1.TLSKeyCA], secret.Data[backupv1alpha1.TLSKeyCert], secret.Data[backupv1alpha1.TLSKeyKey])
+	switch {
+	case errors.Is(err, ErrNoPEMCertificate):
+		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s holds no PEM certificate", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCA)
+	case errors.Is(err, ErrKeyPair):
+		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s are not a usable certificate and key", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+	case errors.Is(err, ErrHalfKeyPair):
+		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s go together", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+	case errors.Is(err, ErrNoTLSMaterial):
+		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s has none of %s, %s, %s", cfg.Namespace, ref.Name,
+			backupv1alpha1.TLSKeyCA, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+	}
+	return t, err
+}
+
+// ClientTLS's errors: they never quote the material.
+var (
+	// ErrNoPEMCertificate: the CA holds no PEM certificate.
+	ErrNoPEMCertificate = errors.New("no PEM certificate in the CA")
+	// ErrKeyPair: the certificate and key are not a usable pair.
+	ErrKeyPair = errors.New("not a usable certificate and key")
+	// ErrHalfKeyPair: a certificate without its key, or a key without its certificate.
+	ErrHalfKeyPair = errors.New("a certificate and its key go together")
+	// ErrNoTLSMaterial: neither a CA nor a certificate and key.
+	ErrNoTLSMaterial = errors.New("no CA, certificate or key")
+)
+
+// ClientTLS is the TLS configuration of an etcd client that trusts the PEM certificates in ca
+// (none: the system's) and authenticates with the PEM cert and key (none: no client
+// certificate).
+func ClientTLS(ca, cert, key []byte) (*tls.Config, error) {
 	t := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca := secret.Data[backupv1alpha1.TLSKeyCA]; len(ca) > 0 {
+	if len(ca) > 0 {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(ca) {
-			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s holds no PEM certificate", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCA)
+			return nil, ErrNoPEMCertificate
 		}
 		t.RootCAs = pool
 	}
-	cert, key := secret.Data[backupv1alpha1.TLSKeyCert], secret.Data[backupv1alpha1.TLSKeyKey]
 	switch {
 	case len(cert) > 0 && len(key) > 0:
 		pair, err := tls.X509KeyPair(cert, key)
 		if err != nil {
-			// The parser's message can quote the key material: say only which keys.
-			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s are not a usable certificate and key", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+			// The parser's message can quote the key material: not passed on.
+			return nil, ErrKeyPair
 		}
 		t.Certificates = []tls.Certificate{pair}
 	case len(cert) > 0 || len(key) > 0:
-		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s go together", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+		return nil, ErrHalfKeyPair
 	}
 	if t.RootCAs == nil && len(t.Certificates) == 0 {
-		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s has none of %s, %s, %s", cfg.Namespace, ref.Name,
-			backupv1alpha1.TLSKeyCA, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+		return nil, ErrNoTLSMaterial
 	}
 	return t, nil
 }

@@ -167,7 +167,7 @@ func (s *Snapshotter) existing(ctx context.Context, store objectstore.Store, cfg
 
 // stream pipes etcd's snapshot into the store, hashing on the way, and checks what arrived.
 func (s *Snapshotter) stream(ctx context.Context, store objectstore.Store, cfg *backupv1alpha1.EtcdBackupConfig, key string, at time.Time, log *zap.Logger) (*backupv1alpha1.Backup, error) {
-	cli, err := connectEtcd(ctx, s.Client, cfg, log)
+	cli, _, err := ConnectEtcd(ctx, s.Client, cfg, log)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func (s *session) renderDrills(out io.Writer) {
 // drillDetail is what a drill restored: the revision and keys, and the age of the newest
 // snapshot it restored when the drill ran.
 func drillDetail(r backupv1alpha1.EntryDrillResult) string {
-	if r.Outcome != backupv1alpha1.OutcomeRestorable {
+	if !backupv1alpha1.Passed(r.Outcome) {
 		return "-"
 	}
 	rpo := "-"
@@ -74,7 +74,7 @@ func (s *session) drilled(ctx context.Context, live []string) bool {
 	restorable := map[string]bool{}
 	for _, d := range list.Items {
 		for _, r := range d.Status.Results {
-			restorable[r.Entry] = restorable[r.Entry] || r.Outcome == backupv1alpha1.OutcomeRestorable
+			restorable[r.Entry] = restorable[r.Entry] || backupv1alpha1.Passed(r.Outcome)
 		}
 	}
 	for _, name := range live {

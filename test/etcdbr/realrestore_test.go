@@ -30,12 +30,14 @@ type realRestoreBackup struct {
 	bucket objectstore.Store
 	// deltas are the delta snapshots' keys, oldest first.
 	deltas []string
+	// live is the etcd backed up, still running until the test ends.
+	live *stack.EtcdMember
 }
 
 // backUpForRealRestore runs a real etcd (v3.5, as etcd-druid's) with `etcdbrctl snapshot`:
 // before its full snapshot it calls beforeFull with a client, then waits for the full
 // snapshot, and calls each of rounds in turn, waiting after each for a delta that holds its
-// last write.
+// last write. The snapshotter stops then; etcd runs on until the test ends.
 func backUpForRealRestore(t *testing.T, beforeFull func(c *clientv3.Client) int64, rounds ...func(c *clientv3.Client) int64) realRestoreBackup {
 	t.Helper()
 	dir := t.TempDir()
@@ -75,7 +77,7 @@ func backUpForRealRestore(t *testing.T, beforeFull func(c *clientv3.Client) int6
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer etcd.Stop()
+	t.Cleanup(etcd.Stop)
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +111,7 @@ func backUpForRealRestore(t *testing.T, beforeFull func(c *clientv3.Client) int6
 		waitFor("Incr", round(c))
 	}
 	snapshotter.Stop()
-	b := realRestoreBackup{etcdbr: etcdbr, store: store, bucket: bucket}
+	b := realRestoreBackup{etcdbr: etcdbr, store: store, bucket: bucket, live: member}
 	for _, k := range keysUnder(t, bucket, store.SnapshotPrefix()) {
 		if s, ok := stack.ParseSnapshot(k); ok && s.Kind == "Incr" {
 			b.deltas = append(b.deltas, k)
@@ -137,19 +139,33 @@ func pinnedEtcdbrctl(t *testing.T) *drill.Etcdbrctl {
 	return e
 }
 
-// drillWithEtcdbrctl drills b's backups with etcdbrctl configured, etcdbrctl reading them from
-// the local store under home (b's own, or a copy).
+// drill drills b's backups with etcdbrctl configured, etcdbrctl reading them from the local
+// store under home (b's own, or a copy).
 func (b realRestoreBackup) drill(t *testing.T, e *drill.Etcdbrctl, home string) (drill.Result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	prefix := b.store.Prefix + "/"
+	return b.drillWith(t, b.bucket, b.etcdbrOptions(t, e, home, drill.Options{}))
+}
+
+// etcdbrOptions are opts with etcdbrctl configured, reading b's backups from the local store
+// under home.
+func (b realRestoreBackup) etcdbrOptions(t *testing.T, e *drill.Etcdbrctl, home string, opts drill.Options) drill.Options {
+	t.Helper()
 	where := objectstore.Where{Type: local.Type, Bucket: b.store.Container}
-	es, err := drill.NewEtcdbrStore(where, nil, prefix, objectstore.NewRegistry(local.New(home)))
+	es, err := drill.NewEtcdbrStore(where, nil, b.store.Prefix+"/", objectstore.NewRegistry(local.New(home)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return drill.Run(ctx, b.bucket, prefix, drill.Options{WorkDir: t.TempDir(), Etcdbrctl: e, EtcdbrStore: es})
+	opts.Etcdbrctl, opts.EtcdbrStore = e, es
+	return opts
+}
+
+// drillWith drills b's prefix in src with opts, in a work directory of the test's.
+func (b realRestoreBackup) drillWith(t *testing.T, src drill.Source, opts drill.Options) (drill.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	opts.WorkDir = t.TempDir()
+	return drill.Run(ctx, src, b.store.Prefix+"/", opts)
 }
 
 // The drill runs the pinned etcdbrctl's restore on a backup of a full snapshot and deltas, and

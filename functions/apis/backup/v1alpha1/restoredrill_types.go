@@ -38,12 +38,13 @@ const (
 
 // Reasons of the DrillsSucceeded condition.
 const (
-	// ReasonAllRestorable: every entry drilled in the last run restored.
+	// ReasonAllRestorable: every entry drilled in the last run passed (Exact or Restorable).
 	ReasonAllRestorable = "AllRestorable"
 	// ReasonNothingToDrill: the drill selects no BackupEntry and no EtcdBackupConfig.
 	ReasonNothingToDrill = "NothingToDrill"
-	// ReasonDrillsFailed: some entries drilled in the last run did not restore, or could not
-	// be judged; the message counts them and gives the first reasons.
+	// ReasonDrillsFailed: some entries drilled in the last run did not restore, could not be
+	// judged, or could not be verified against the live etcd; the message counts them and
+	// gives the first reasons.
 	ReasonDrillsFailed = "DrillsFailed"
 	// ReasonInvalidDrill: the spec cannot run as it is (no way to choose the entries, a memory
 	// budget too small for its concurrency); nothing was drilled.
@@ -52,14 +53,42 @@ const (
 
 // Outcomes of one entry's drill.
 const (
-	// OutcomeRestorable: the entry's latest chain of snapshots restored and checked out.
+	// OutcomeExact: the entry's latest chain of snapshots restored and checked out, etcd-backup-
+	// restore's own restore (where run) agreed, and the live etcd holds the same store at the
+	// restored revision (live.outcome Matches).
+	OutcomeExact = "Exact"
+	// OutcomeRestorable: the entry's latest chain of snapshots restored and checked out; the
+	// live etcd was not compared (live.outcome says why).
 	OutcomeRestorable = "Restorable"
+	// OutcomeUnverified: the backups restored, but the live etcd, reachable, could no longer
+	// be compared at the restored revision (live.outcome Compacted): not a pass.
+	OutcomeUnverified = "Unverified"
 	// OutcomeNotRestorable: the drill found the backup at fault: it would not restore (a
-	// checksum that does not match, a revision gap, a truncated or corrupt snapshot, ...).
+	// checksum that does not match, a revision gap, a truncated or corrupt snapshot, ...), or
+	// it restores another store than the live etcd holds at the restored revision.
 	OutcomeNotRestorable = "NotRestorable"
 	// OutcomeError: the drill could not judge (the store unreachable, its own etcd failing,
 	// its timeout); it says nothing about the backup.
 	OutcomeError = "Error"
+)
+
+// Passed says whether a drill with outcome passed: Exact or Restorable.
+func Passed(outcome string) bool { return outcome == OutcomeExact || outcome == OutcomeRestorable }
+
+// Outcomes of comparing a drill's restored store with the live etcd.
+const (
+	// LiveMatches: the live etcd holds the restored store at the restored revision (its
+	// HashKV, or where that cannot decide, every key, value and mod revision).
+	LiveMatches = "Matches"
+	// LiveDiffers: it holds other keys, values or mod revisions there, or has not reached the
+	// revision: the entry is NotRestorable.
+	LiveDiffers = "Differs"
+	// LiveCompacted: it has compacted past the restored revision: nothing to compare with.
+	LiveCompacted = "Compacted"
+	// LiveUnreachable: it did not answer.
+	LiveUnreachable = "Unreachable"
+	// LiveNotConfigured: the drill knows no live etcd for these backups.
+	LiveNotConfigured = "NotConfigured"
 )
 
 // RestoreDrill restores the latest backups of the BackupEntries and EtcdBackupConfigs it
@@ -189,10 +218,11 @@ type RestoreDrillStatus struct {
 	// Entries is how many BackupEntries and EtcdBackupConfigs the drill selects.
 	// +optional
 	Entries int32 `json:"entries,omitempty"`
-	// Restorable is how many of them restored in their last drill.
+	// Restorable is how many of them passed (Exact or Restorable) in their last drill.
 	// +optional
 	Restorable int32 `json:"restorable,omitempty"`
-	// Failed is how many of them did not (NotRestorable or Error) in their last drill.
+	// Failed is how many of them did not (NotRestorable, Unverified or Error) in their last
+	// drill.
 	// +optional
 	Failed int32 `json:"failed,omitempty"`
 	// Stale is how many of them have no point a drill restored within maxRestorableAge of
@@ -221,9 +251,10 @@ type EntryDrillResult struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Shoot string `json:"shoot,omitempty"`
-	// Outcome: Restorable, NotRestorable (the backup is at fault) or Error (the drill could
-	// not judge).
-	// +kubebuilder:validation:Enum=Restorable;NotRestorable;Error
+	// Outcome: Exact (restored, and the live etcd holds the same store), Restorable (restored,
+	// not compared with the live etcd), Unverified (restored, the live etcd no longer holds the
+	// revision), NotRestorable (the backup is at fault) or Error (the drill could not judge).
+	// +kubebuilder:validation:Enum=Exact;Restorable;Unverified;NotRestorable;Error
 	Outcome string `json:"outcome"`
 	// Time is when the drill started.
 	Time metav1.Time `json:"time"`
@@ -261,6 +292,33 @@ type EntryDrillResult struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Object string `json:"object,omitempty"`
+	// Live is how the restored store compares with the live etcd, and how far behind it the
+	// backups are; unset when the drill failed before restoring.
+	// +optional
+	Live *LiveComparison `json:"live,omitempty"`
+}
+
+// LiveComparison is a drill's restored store beside the live etcd it was backed up from.
+type LiveComparison struct {
+	// Outcome: Matches, Differs, Compacted (past the restored revision), Unreachable or
+	// NotConfigured.
+	// +kubebuilder:validation:Enum=Matches;Differs;Compacted;Unreachable;NotConfigured
+	Outcome string `json:"outcome"`
+	// Revision is the live etcd's revision when the drill asked it.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// BehindRevisions is Revision less the restored revision: the revisions a restore would
+	// lose (the recovery point, in revisions).
+	// +optional
+	BehindRevisions int64 `json:"behindRevisions,omitempty"`
+	// BehindSeconds is how long before the comparison the newest restorable point was taken
+	// (the recovery point, in time).
+	// +optional
+	BehindSeconds int64 `json:"behindSeconds,omitempty"`
+	// Reason says what was compared and found, or why nothing was; keys, never values.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
 }
 
 // RestoreDrillList is a list of RestoreDrills.

@@ -261,5 +261,20 @@ func TestValidationOnAPIServer(t *testing.T) {
 		rejected(t, c.Status().Update(ctx, d), "status.results[0].reason: Too long")
 		d.Status.Results[0].Reason, d.Status.Results[0].Outcome = "", "Maybe"
 		rejected(t, c.Status().Update(ctx, d), "Unsupported value: \"Maybe\"")
+		// The comparison with the live etcd, and the outcomes it gives.
+		d.Status.Results[0].Outcome = backupv1alpha1.OutcomeExact
+		d.Status.Results[0].Live = &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveMatches, Revision: 45, BehindRevisions: 3,
+			BehindSeconds: 120, Reason: strings.Repeat("x", backupv1alpha1.MaxEntryDrillReasonLength)}
+		if err := c.Status().Update(ctx, d); err != nil {
+			t.Fatalf("status with a live comparison: %v", err)
+		}
+		d.Status.Results[0].Outcome, d.Status.Results[0].Live.Outcome = backupv1alpha1.OutcomeUnverified, backupv1alpha1.LiveCompacted
+		if err := c.Status().Update(ctx, d); err != nil {
+			t.Fatalf("status Unverified: %v", err)
+		}
+		d.Status.Results[0].Live.Reason += "x"
+		rejected(t, c.Status().Update(ctx, d), "status.results[0].live.reason: Too long")
+		d.Status.Results[0].Live.Reason, d.Status.Results[0].Live.Outcome = "", "Same"
+		rejected(t, c.Status().Update(ctx, d), "Unsupported value: \"Same\"")
 	})
 }
