@@ -4,10 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/housekeeper-dev/housekeeper/functions/all"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
-	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
 )
 
 // Deployable is one of housekeeper's images: a main package of this module, built static into
@@ -20,29 +16,22 @@ type Deployable struct {
 }
 
 // Deployables are the images the chart (infra/chart/templates/_helpers.tpl) and docker compose
-// run: the bridge; housekeeper, every provider and local; housekeeper-<type> for each provider
-// of providers.All but local, the functions, setup and the operators' tool linking only that
-// provider's SDK (functions/cmd/housekeeper-<type>). All serve /healthz, /readyz and /metrics
-// (and in http mode the CloudEvents) on :8080.
+// run: the bridge; housekeeper-<type>, the functions, setup and the operators' tool linking only
+// that provider's SDK; housekeeper, every provider and local. (A list, not derived: functions'
+// tests start the stack, which builds these images; deployables_test checks it against the
+// registry and the linked providers.) All serve /healthz, /readyz and
+// /metrics (and in http mode the CloudEvents) on :8080.
 func Deployables() []Deployable {
-	fn := "housekeeper's functions (" + strings.Join(all.NamesOf(all.Functions), ", ") + "), setup and operators' tool"
-	out := []Deployable{
+	const fn = "housekeeper's functions (bucket, entry, purge, schedule, snapshot, drill), setup and operators' tool"
+	return []Deployable{
 		{"housekeeper-bridge", "./bridge/cmd/housekeeper-bridge", "/usr/local/bin/housekeeper-bridge",
 			"housekeeper's bridge: BackupBucket and BackupEntry changes as CloudEvents on NATS JetStream"},
 		{"housekeeper", "./functions/cmd/housekeeper", "/usr/local/bin/housekeeper", fn + ", every object store provider and local"},
+		{"housekeeper-aws", "./functions/cmd/housekeeper-aws", "/usr/local/bin/housekeeper", fn + ", linking only the aws provider"},
+		{"housekeeper-azure", "./functions/cmd/housekeeper-azure", "/usr/local/bin/housekeeper", fn + ", linking only the azure provider"},
+		{"housekeeper-gcp", "./functions/cmd/housekeeper-gcp", "/usr/local/bin/housekeeper", fn + ", linking only the gcp provider"},
+		{"housekeeper-openstack", "./functions/cmd/housekeeper-openstack", "/usr/local/bin/housekeeper", fn + ", linking only the openstack provider"},
 	}
-	var types []string
-	for _, p := range providers.All {
-		if p.Type != local.Type { // the housekeeper image's alone: no seed's backups are on local
-			types = append(types, p.Type)
-		}
-	}
-	slices.Sort(types)
-	for _, t := range types {
-		out = append(out, Deployable{"housekeeper-" + t, "./functions/cmd/housekeeper-" + t, "/usr/local/bin/housekeeper",
-			fn + ", linking only the " + t + " provider"})
-	}
-	return out
 }
 
 // Select are the deployables named, in that order, each once; none named: every one.
