@@ -339,7 +339,7 @@ func TestComposeFile(t *testing.T) {
 		for _, want := range []string{"/infra/crds", "/infra/chart/files/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1",
 			"${S3_ENDPOINT}", "http://s3:7070", "${EXAMPLE_ETCD_ADDRESS}", "etcd:2379", "https://k3s:6443", "kubectl wait --for=condition=Established",
 			// Every CRD established before the bridge starts: it lists every kind from its start.
-			"crd/etcdbackupconfigs.backup.housekeeper.dev", "crd/restoredrills.backup.housekeeper.dev"} {
+			"crd/etcdbackupconfigs.backup.housekeeper.dev", "crd/restoredrills.backup.housekeeper.dev", "crd/backupcopypolicies.backup.housekeeper.dev"} {
 			if !strings.Contains(script, want) {
 				t.Errorf("kube-init's script lacks %q (escaped $ lost to compose's interpolation?):\n%s", want, script)
 			}

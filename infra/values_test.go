@@ -213,8 +213,8 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 				t.Errorf("%s: the generated annotations are lost: %v", m, a)
 			}
 		}
-		if crds != 3 {
-			t.Errorf("%s: %d CRDs, want BackupDestination, EtcdBackupConfig and RestoreDrill", name, crds)
+		if crds != 4 {
+			t.Errorf("%s: %d CRDs, want BackupDestination, EtcdBackupConfig, RestoreDrill and BackupCopyPolicy", name, crds)
 		}
 	}
 }
