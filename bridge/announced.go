@@ -109,7 +109,8 @@ type recordReader interface {
 }
 
 // objectSubjects are the subjects of every object event.
-var objectSubjects = []string{events.SubjectBuckets, events.SubjectEntries, events.SubjectEtcdBackupConfigs, events.SubjectRestoreDrills}
+var objectSubjects = []string{events.SubjectBuckets, events.SubjectEntries, events.SubjectEtcdBackupConfigs, events.SubjectRestoreDrills,
+	events.SubjectBackupCopyPolicies}
 
 // recall reads the inputs of every object's last event from the stream of record: the last
 // message of each object subject (one per operation and object name), headers only, the newest

@@ -37,7 +37,7 @@ const (
 )
 
 // Bridge watches BackupBuckets, BackupEntries, Namespaces and the Secrets they reference, and
-// housekeeper's EtcdBackupConfigs and RestoreDrills, and publishes events.
+// housekeeper's EtcdBackupConfigs, RestoreDrills and BackupCopyPolicies, and publishes events.
 type Bridge struct {
 	opts      Options
 	filter    filter

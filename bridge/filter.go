@@ -38,7 +38,7 @@ func (f filter) handles(obj client.Object) bool {
 	switch o := obj.(type) {
 	case *extensionsv1alpha1.BackupBucket, *extensionsv1alpha1.BackupEntry:
 		return f.scope.Serves(o.(extensionsv1alpha1.Object))
-	case *backupv1alpha1.EtcdBackupConfig, *backupv1alpha1.RestoreDrill:
+	case *backupv1alpha1.EtcdBackupConfig, *backupv1alpha1.RestoreDrill, *backupv1alpha1.BackupCopyPolicy:
 		return true // housekeeper's own kinds: no type or class to filter by
 	default:
 		return false

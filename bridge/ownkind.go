@@ -37,6 +37,8 @@ func newOwnKinds() []*ownKind {
 			newObject: func() kruntime.Object { return &backupv1alpha1.EtcdBackupConfig{} }},
 		{kind: events.KindRestoreDrill, resource: "restoredrills",
 			newObject: func() kruntime.Object { return &backupv1alpha1.RestoreDrill{} }},
+		{kind: events.KindBackupCopyPolicy, resource: "backupcopypolicies",
+			newObject: func() kruntime.Object { return &backupv1alpha1.BackupCopyPolicy{} }},
 	}
 }
 

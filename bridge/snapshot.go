@@ -72,6 +72,11 @@ func marshalTrimmed(kind events.Kind, obj client.Object) ([]byte, error) {
 		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
 		trimMeta(&c.ObjectMeta)
 		return json.Marshal(&c)
+	case *backupv1alpha1.BackupCopyPolicy:
+		c := *o
+		c.TypeMeta = metav1.TypeMeta{APIVersion: backupv1alpha1.SchemeGroupVersion.String(), Kind: string(kind)}
+		trimMeta(&c.ObjectMeta)
+		return json.Marshal(&c)
 	}
 	raw, err := json.Marshal(obj)
 	if err != nil {

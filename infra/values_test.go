@@ -275,7 +275,7 @@ func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 					if !slices.Contains(rule.APIGroups, "backup.housekeeper.dev") && !slices.Contains(rule.APIGroups, "*") {
 						continue
 					}
-					if o.GetName() != "housekeeper-bridge" || !slices.Equal(rule.Resources, []string{"etcdbackupconfigs", "restoredrills"}) || !slices.Equal(rule.Verbs, []string{"list", "watch"}) {
+					if o.GetName() != "housekeeper-bridge" || !slices.Equal(rule.Resources, []string{"etcdbackupconfigs", "restoredrills", "backupcopypolicies"}) || !slices.Equal(rule.Verbs, []string{"list", "watch"}) {
 						t.Errorf("%s: grants %v on %v of backup.housekeeper.dev", m, rule.Verbs, rule.Resources)
 					}
 				}

@@ -8,12 +8,12 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets", "backupentries"]
   verbs: ["list", "watch"]
-# housekeeper's own EtcdBackupConfigs and RestoreDrills (where their CRDs are installed: the
-# bridge asks discovery). Kept with etcdBackupConfig.enabled off: the CRDs outlive the feature
-# (keep), and a bridge that finds a kind served but may not list it would never finish its
-# initial lists.
+# housekeeper's own EtcdBackupConfigs, RestoreDrills and BackupCopyPolicies (where their CRDs
+# are installed: the bridge asks discovery). Kept with etcdBackupConfig.enabled off: the CRDs
+# outlive the feature (keep), and a bridge that finds a kind served but may not list it would
+# never finish its initial lists.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs", "restoredrills"]
+  resources: ["etcdbackupconfigs", "restoredrills", "backupcopypolicies"]
   verbs: ["list", "watch"]
 # Namespaces: an entry is announced again when its shoot namespace appears.
 - apiGroups: [""]
@@ -89,13 +89,13 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 {{- end -}}
 
 {{- define "housekeeper.rules.schedule" -}}
-# get: the live config or drill; patch: its finalizer.
+# get: the live config, drill or copy policy; patch: its finalizer.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs", "restoredrills"]
+  resources: ["etcdbackupconfigs", "restoredrills", "backupcopypolicies"]
   verbs: ["get", "patch"]
 # The Scheduled condition and observedGeneration.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs/status", "restoredrills/status"]
+  resources: ["etcdbackupconfigs/status", "restoredrills/status", "backupcopypolicies/status"]
   verbs: ["update"]
 {{- end -}}
 
