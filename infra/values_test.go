@@ -226,7 +226,7 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 // NetworkPolicy, and the CRDs. Nothing else changes; the bridge keeps list and watch on
 // EtcdBackupConfigs and RestoreDrills, as the CRDs outlive the feature.
 func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
-	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill))
+	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill, all.Copy))
 	gardener := strings.Join(slices.Sorted(slices.Values(all.NamesOf(all.Gardener))), ",")
 	isFeatures := func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "CustomResourceDefinition" || slices.ContainsFunc(feature, func(fn string) bool { return u.GetName() == "housekeeper-"+fn })
