@@ -55,14 +55,15 @@ func (m *Metrics) observe(policy string, c Copied, r backupv1alpha1.EntryCopyRes
 	}
 	m.objects.WithLabelValues(policy).Add(float64(rep.Copied))
 	m.bytes.WithLabelValues(policy).Add(float64(rep.CopiedBytes))
-	if n := len(rep.Differing); n > 0 {
-		m.verification.WithLabelValues(policy, "differs").Add(float64(n))
-	}
+	// Both kinds' series from the first run on, zero or not: a rate over them needs no absent().
+	verifyFailed := 0
 	for _, f := range rep.Failed {
 		if errors.Is(f.Err, replica.ErrVerifyFailed) {
-			m.verification.WithLabelValues(policy, "verify").Inc()
+			verifyFailed++
 		}
 	}
+	m.verification.WithLabelValues(policy, "differs").Add(float64(len(rep.Differing)))
+	m.verification.WithLabelValues(policy, "verify").Add(float64(verifyFailed))
 }
 
 // forget drops the lag of the policy's entries that it no longer selects.
