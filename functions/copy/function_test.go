@@ -426,7 +426,7 @@ func read(t *testing.T, s objectstore.Store, key string) []byte {
 	return b
 }
 
-// treeDigest is every file under dir by its path: its SHA-256.
+// treeDigest is every file under dir by its path relative to dir: its SHA-256.
 func treeDigest(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
@@ -438,7 +438,11 @@ func treeDigest(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			return err
 		}
-		out[path] = fmt.Sprintf("%x", sha256.Sum256(b))
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = fmt.Sprintf("%x", sha256.Sum256(b))
 		return nil
 	})
 	if err != nil {
