@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -146,14 +148,9 @@ func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fi
 	selected := make([]string, len(targets))
 	for i, t := range targets {
 		selected[i] = t.entry.Name
+		delete(prior, t.entry.Name)
 	}
-	var dropped []string
-	for name := range prior {
-		if !containsEntry(targets, name) {
-			dropped = append(dropped, name)
-		}
-	}
-	c.Metrics.forget(p.Name, dropped)
+	c.Metrics.forget(p.Name, slices.Collect(maps.Keys(prior))) // no longer selected
 	var copied, bytes int64
 	for _, r := range results {
 		copied, bytes = copied+r.Objects, bytes+r.Bytes
@@ -194,15 +191,6 @@ func (c *Copier) done(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) e
 type target struct {
 	entry  *extensionsv1alpha1.BackupEntry
 	prefix string
-}
-
-func containsEntry(targets []target, name string) bool {
-	for _, t := range targets {
-		if t.entry.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // invalidPolicy is a policy that cannot run as it is; it becomes a False condition and is not
