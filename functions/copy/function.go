@@ -193,6 +193,9 @@ type target struct {
 	prefix string
 }
 
+// ErrDestinationSelected: the policy's destination is the bucket of a BackupBucket it selects.
+var ErrDestinationSelected = errors.New("the copy's destination is a bucket the policy copies from")
+
 // invalidPolicy is a policy that cannot run as it is; it becomes a False condition and is not
 // retried: the next fire, after a fix, tries again.
 type invalidPolicy struct{ err error }
@@ -207,7 +210,7 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 	if err != nil {
 		return nil, nil, &invalidPolicy{err}
 	}
-	dst, _, err := etcdbackup.OpenDestination(ctx, c.Client, c.Providers, p.Spec.Destination)
+	dst, dest, err := etcdbackup.OpenDestination(ctx, c.Client, c.Providers, p.Spec.Destination)
 	if _, bad := etcdbackup.ProblemReason(err); bad {
 		return nil, nil, &invalidPolicy{err}
 	}
@@ -220,9 +223,15 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 	}
 	selected := map[string]bool{}
 	for i := range buckets.Items {
-		if b := &buckets.Items[i]; sel.SelectsBucket(b) {
-			selected[b.Name] = true
+		b := &buckets.Items[i]
+		if !sel.SelectsBucket(b) {
+			continue
 		}
+		// The first store is only read: a copy into a selected bucket would write to it.
+		if b.Spec.Type == dest.Spec.Type && b.Name == dest.Spec.Bucket {
+			return nil, nil, &invalidPolicy{fmt.Errorf("%w: BackupDestination %s is the bucket of the selected BackupBucket %s", ErrDestinationSelected, dest.Name, b.Name)}
+		}
+		selected[b.Name] = true
 	}
 	if len(selected) == 0 {
 		return nil, dst, nil

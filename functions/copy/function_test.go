@@ -397,6 +397,25 @@ func TestCopyFunction(t *testing.T) {
 		}
 	})
 
+	t.Run("a destination among the selected buckets copies nothing", func(t *testing.T) {
+		create(&backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "shoots-again"},
+			Spec: backupv1alpha1.BackupDestinationSpec{Type: local.Type, Bucket: "shoots"}})
+		self := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "into-itself"},
+			Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Types: []string{local.Type}},
+				Destination: "shoots-again", Schedule: "@hourly"}}
+		create(self)
+		if err := cp.Handle(runner.WithFire(ctx, fireAt(time.Now())), due(t, kube.Ref(events.KindBackupCopyPolicy, self))); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(self), self); err != nil {
+			t.Fatal(err)
+		}
+		condition(t, self, backupv1alpha1.ConditionCopiesSucceeded, metav1.ConditionFalse, backupv1alpha1.ReasonInvalidPolicy)
+		if len(self.Status.Results) != 0 {
+			t.Errorf("results %+v", self.Status.Results)
+		}
+	})
+
 	if after := treeDigest(t, root); !maps.Equal(after, sourceBefore) {
 		t.Errorf("the entries' buckets changed:\nbefore %v\nafter  %v", sourceBefore, after)
 	}
