@@ -878,7 +878,10 @@ func TestBridgeWatchesOwnKindsOnceTheirCRDsAreInstalled(t *testing.T) {
 	h.create(cfg)
 	drill := restoreDrill("weekly")
 	h.create(drill)
-	for _, obj := range []client.Object{cfg, drill} {
+	policy := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "second-copy"},
+		Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Types: []string{"azure"}}, Destination: "s3-eu", Schedule: "@hourly"}}
+	h.create(policy)
+	for _, obj := range []client.Object{cfg, drill, policy} {
 		h.eventually(10*time.Second, "an event for "+obj.GetName(), func() bool {
 			return len(typesOf(h.stream(), string(obj.GetUID()))) > 0
 		})

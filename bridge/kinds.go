@@ -29,6 +29,7 @@ var kinds = []*kind{
 	}),
 	ownKind[backupv1alpha1.EtcdBackupConfig](events.KindEtcdBackupConfig, "etcdbackupconfigs", events.SubjectEtcdBackupConfigs),
 	ownKind[backupv1alpha1.RestoreDrill](events.KindRestoreDrill, "restoredrills", events.SubjectRestoreDrills),
+	ownKind[backupv1alpha1.BackupCopyPolicy](events.KindBackupCopyPolicy, "backupcopypolicies", events.SubjectBackupCopyPolicies),
 }
 
 // kind is a row of kinds: where a kind is served, and what the bridge needs to know of its

@@ -34,7 +34,7 @@ type Options struct {
 	// FlushTimeout bounds how long shutdown waits for the queue to drain.
 	FlushTimeout time.Duration
 	// CRDPollInterval is how often the bridge looks for each of housekeeper's own kinds
-	// (EtcdBackupConfig, RestoreDrill) while the API server does not serve it.
+	// (EtcdBackupConfig, RestoreDrill, BackupCopyPolicy) while the API server does not serve it.
 	CRDPollInterval time.Duration
 	// StateInterval is how often the leading bridge reads the dead letters and pending purges
 	// NATS holds, for its metrics (RunState).

@@ -109,10 +109,11 @@ func TestSnapshotOwnKinds(t *testing.T) {
 	config := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: meta(), Spec: backupv1alpha1.EtcdBackupConfigSpec{Schedule: "@daily"}}
 	config.Namespace = "team"
 	drill := &backupv1alpha1.RestoreDrill{ObjectMeta: meta(), Spec: backupv1alpha1.RestoreDrillSpec{Schedule: "@daily", All: true}}
+	policy := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: meta(), Spec: backupv1alpha1.BackupCopyPolicySpec{Schedule: "@daily", Destination: "s3-eu"}}
 	for _, tc := range []struct {
 		kind events.Kind
 		obj  client.Object
-	}{{events.KindEtcdBackupConfig, config}, {events.KindRestoreDrill, drill}} {
+	}{{events.KindEtcdBackupConfig, config}, {events.KindRestoreDrill, drill}, {events.KindBackupCopyPolicy, policy}} {
 		data, err := Snapshot(tc.kind, tc.obj)
 		if err != nil {
 			t.Fatal(err)

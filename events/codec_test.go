@@ -162,6 +162,8 @@ func TestNewObjectEventRejectsOperations(t *testing.T) {
 		{Kind("etcdbackup"), OpPurgeDue}, // would spell the backup-due type
 		{Kind("drill"), OpPurgeDue},      // would spell the drill-due type
 		{KindRestoreDrill, OpPurgeDue},
+		{Kind("copy"), OpPurgeDue}, // would spell the copy-due type
+		{KindBackupCopyPolicy, OpPurgeDue},
 		{Kind("Secret"), OpCreated},
 		{KindBackupEntry, Operation("exploded")},
 	} {
@@ -296,7 +298,7 @@ var malformed = []struct {
 	{"missing subject", del("ce-subject"), "subject is missing"},
 	{"subject is not the object name", set("ce-subject", "other"), `subject "other" is not the object name`},
 	{"conflicting duplicate header", set("CE-ID", "another-id"), "header ce-id is given twice with different values"},
-	{"missing kind extension", del("ce-kind"), `extension kind is "", want BackupBucket, BackupEntry, EtcdBackupConfig or RestoreDrill`},
+	{"missing kind extension", del("ce-kind"), `extension kind is "", want BackupBucket, BackupEntry, EtcdBackupConfig, RestoreDrill or BackupCopyPolicy`},
 	{"wrong kind extension", set("ce-kind", "Secret"), `extension kind is "Secret"`},
 	{"missing name extension", del("ce-name"), "extension name is missing"},
 	{"bad generation", set("ce-generation", "three"), `extension generation is "three", not an integer`},

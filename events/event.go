@@ -182,6 +182,28 @@ func NewDrillDueEvent(cluster string, drill Ref, schedule string, now time.Time)
 	return e, nil
 }
 
+// CopyDueData is the data of copy-due events: which BackupCopyPolicy, at which generation the
+// schedule was installed.
+type CopyDueData struct {
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+	Generation int64  `json:"generation"`
+	Schedule   string `json:"schedule,omitempty"`
+}
+
+// NewCopyDueEvent builds the event a BackupCopyPolicy's schedule fires. Its id derives from the
+// policy's uid and generation: installing the same schedule again is a duplicate.
+func NewCopyDueEvent(cluster string, policy Ref, schedule string, now time.Time) (cloudevents.Event, error) {
+	policy.Kind = KindBackupCopyPolicy
+	id := ID(cluster, policy.UID, strconv.FormatInt(policy.Generation, 10), "copy/due")
+	e := newEvent(cluster, TypeCopyDue, policy, id, now)
+	data := CopyDueData{Name: policy.Name, UID: policy.UID, Generation: policy.Generation, Schedule: schedule}
+	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return e, nil
+}
+
 func newEvent(cluster, eventType string, ref Ref, id string, now time.Time) cloudevents.Event {
 	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	e.SetSource(Source(cluster)) // parsed and checked: a cluster name is configuration
@@ -212,7 +234,7 @@ type Ref struct {
 }
 
 // refKinds are the kinds events name.
-var refKinds = []Kind{KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig, KindRestoreDrill}
+var refKinds = []Kind{KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig, KindRestoreDrill, KindBackupCopyPolicy}
 
 // RefOf reads the object reference from a decoded event's extensions.
 func RefOf(e cloudevents.Event) (Ref, error) {
@@ -223,7 +245,7 @@ func RefOf(e cloudevents.Event) (Ref, error) {
 	}
 	r := Ref{Kind: Kind(str(ExtKind)), Name: str(ExtName), UID: str(ExtUID), ResourceVersion: str(ExtResourceVersion)}
 	if !slices.Contains(refKinds, r.Kind) {
-		return r, fmt.Errorf("%w: extension %s is %q, want %s, %s, %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig, KindRestoreDrill)
+		return r, fmt.Errorf("%w: extension %s is %q, want %s, %s, %s, %s or %s", ErrInvalidEvent, ExtKind, r.Kind, KindBackupBucket, KindBackupEntry, KindEtcdBackupConfig, KindRestoreDrill, KindBackupCopyPolicy)
 	}
 	if r.Name == "" {
 		return r, fmt.Errorf("%w: extension %s is missing", ErrInvalidEvent, ExtName)

@@ -94,6 +94,13 @@ func testEtcdBackupConfig() testObject {
 	}
 }
 
+func testBackupCopyPolicy() testObject {
+	return testObject{
+		Ref:  Ref{Kind: KindBackupCopyPolicy, Name: "second-copy", UID: "3c9a1e7f-5b2d-4c6e-8f0a-1b2c3d4e5f60", ResourceVersion: "61502", Generation: 1},
+		Data: []byte(`{"kind":"BackupCopyPolicy","apiVersion":"backup.housekeeper.dev/v1alpha1","metadata":{"name":"second-copy","uid":"3c9a1e7f-5b2d-4c6e-8f0a-1b2c3d4e5f60","resourceVersion":"61502","generation":1,"creationTimestamp":"2025-03-14T09:26:53Z"},"spec":{"buckets":{"types":["azure"]},"destination":"s3-eu","lagObjective":"24h","schedule":"0 0 * * * *","concurrency":2},"status":{}}`),
+	}
+}
+
 func testRestoreDrill() testObject {
 	return testObject{
 		Ref:  Ref{Kind: KindRestoreDrill, Name: "weekly-eval", UID: "7d3e2c1b-0a9f-4e8d-8c7b-6a5f4e3d2c1b", ResourceVersion: "60214", Generation: 1},

@@ -56,7 +56,7 @@ func BridgePermission() Permission {
 		Identity: IdentityBridge,
 		Publish: slices.Concat([]string{
 			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
-			SubjectRestoreDrills,
+			SubjectRestoreDrills, SubjectBackupCopyPolicies,
 			jsAPI("STREAM.MSG.GET", RecordStream),
 			// Its one consumer of the stream of record, by name: the functions' are not its to read.
 			jsAPI("CONSUMER.CREATE", RecordStream, RecallConsumer), jsAPI("CONSUMER.CREATE", RecordStream, RecallConsumer, ">"),

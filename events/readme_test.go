@@ -67,6 +67,12 @@ func wireExamples(t *testing.T) string {
 		{"restore drill due", func() (cloudevents.Event, error) {
 			return NewDrillDueEvent(testCluster, testRestoreDrill().Ref, "0 0 3 * * *", testNow)
 		}, "The payload of the drill's schedule on `housekeeper.schedule.drill.<name>` (`Nats-Schedule: 0 0 3 * * *`, `Nats-Schedule-Time-Zone: Europe/Berlin`, `Nats-Schedule-Target` this subject); every fire stores a copy on this subject with `Nats-Scheduler` and `Nats-Schedule-Next`, and the fire time names the run."},
+		{"BackupCopyPolicy created", func() (cloudevents.Event, error) {
+			return NewObjectEvent(testCluster, OpCreated, testBackupCopyPolicy().Ref, testBackupCopyPolicy().Data, at(testNow))
+		}, "BackupCopyPolicies are cluster-scoped: the subject and the name extension are the policy's name. The copy function reads created, updated and synced events for the request to copy now (`gardener.cloud/operation: reconcile`)."},
+		{"copy due", func() (cloudevents.Event, error) {
+			return NewCopyDueEvent(testCluster, testBackupCopyPolicy().Ref, "0 0 * * * *", testNow)
+		}, "The payload of the policy's schedule on `housekeeper.schedule.copy.<name>` (`Nats-Schedule: 0 0 * * * *`, `Nats-Schedule-Target` this subject); every fire stores a copy on this subject with `Nats-Scheduler` and `Nats-Schedule-Next`, and the fire time names the run."},
 	}
 
 	var b strings.Builder

@@ -41,6 +41,15 @@ const (
 	// SubjectDrillUnschedules matches the requests to remove those schedules.
 	SubjectDrillUnschedules = subjectRoot + ".unschedule.drill.*"
 
+	// SubjectBackupCopyPolicies matches every BackupCopyPolicy event.
+	SubjectBackupCopyPolicies = subjectRoot + ".backupcopypolicy.>"
+	// SubjectCopiesDue matches the copy-due events fired by BackupCopyPolicy schedules.
+	SubjectCopiesDue = subjectRoot + ".copy.due.>"
+	// SubjectCopySchedules matches the schedule holders of BackupCopyPolicies.
+	SubjectCopySchedules = subjectRoot + ".schedule.copy.*"
+	// SubjectCopyUnschedules matches the requests to remove those schedules.
+	SubjectCopyUnschedules = subjectRoot + ".unschedule.copy.*"
+
 	// SubjectDeadLetters matches every dead letter; one subject per function below it.
 	SubjectDeadLetters = "housekeeper-deadletter.>"
 
@@ -119,6 +128,19 @@ func DrillScheduleSubject(name string) string {
 // of record as the trace of that removal. No consumer reads it.
 func DrillUnscheduleSubject(name string) string {
 	return subjectRoot + ".unschedule.drill." + Token(name)
+}
+
+// CopyScheduleSubject holds the one schedule of the named BackupCopyPolicy (a cron or an
+// interval): publishing to it again replaces the schedule, purging it removes the schedule.
+func CopyScheduleSubject(name string) string {
+	return subjectRoot + ".schedule.copy." + Token(name)
+}
+
+// CopyUnscheduleSubject is where the schedule function asks the server to remove the schedule
+// of the named BackupCopyPolicy (a message with Nats-Schedule-Next: purge); it stays in the
+// stream of record as the trace of that removal. No consumer reads it.
+func CopyUnscheduleSubject(name string) string {
+	return subjectRoot + ".unschedule.copy." + Token(name)
 }
 
 // RetryScheduleSubject holds the one pending retry of an event (by id) for a function.

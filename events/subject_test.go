@@ -161,6 +161,13 @@ func TestSubjectForEachType(t *testing.T) {
 		TypeRestoreDrillDeleted:  {"housekeeper.restoredrill.deleted.my_2eentry", SubjectRestoreDrills},
 		TypeRestoreDrillSynced:   {"housekeeper.restoredrill.synced.my_2eentry", SubjectRestoreDrills},
 		TypeDrillDue:             {"housekeeper.drill.due.my_2eentry", SubjectDrillsDue},
+
+		TypeBackupCopyPolicyCreated:  {"housekeeper.backupcopypolicy.created.my_2eentry", SubjectBackupCopyPolicies},
+		TypeBackupCopyPolicyUpdated:  {"housekeeper.backupcopypolicy.updated.my_2eentry", SubjectBackupCopyPolicies},
+		TypeBackupCopyPolicyDeleting: {"housekeeper.backupcopypolicy.deleting.my_2eentry", SubjectBackupCopyPolicies},
+		TypeBackupCopyPolicyDeleted:  {"housekeeper.backupcopypolicy.deleted.my_2eentry", SubjectBackupCopyPolicies},
+		TypeBackupCopyPolicySynced:   {"housekeeper.backupcopypolicy.synced.my_2eentry", SubjectBackupCopyPolicies},
+		TypeCopyDue:                  {"housekeeper.copy.due.my_2eentry", SubjectCopiesDue},
 	}
 	if len(Types) != len(want) {
 		t.Fatalf("Types has %d types, this test knows %d: add the new ones here", len(Types), len(want))
@@ -188,7 +195,8 @@ func TestSubjectForEachType(t *testing.T) {
 		}
 		for _, other := range []string{SubjectBuckets, SubjectEntries, SubjectPurgesDue, SubjectPurgeSchedules, SubjectDeadLetters,
 			SubjectEtcdBackupConfigs, SubjectEtcdBackupsDue, SubjectEtcdBackupSchedules, SubjectEtcdBackupUnschedules,
-			SubjectRestoreDrills, SubjectDrillsDue, SubjectDrillSchedules, SubjectDrillUnschedules} {
+			SubjectRestoreDrills, SubjectDrillsDue, SubjectDrillSchedules, SubjectDrillUnschedules,
+			SubjectBackupCopyPolicies, SubjectCopiesDue, SubjectCopySchedules, SubjectCopyUnschedules} {
 			if other != w.filter && subjectMatches(other, got) {
 				t.Errorf("%q is also matched by %s", got, other)
 			}
@@ -321,5 +329,32 @@ func TestDrillScheduleSubjects(t *testing.T) {
 	}
 	if DrillScheduleSubject("a") == DrillScheduleSubject("a.b") {
 		t.Error("two drills share a schedule subject")
+	}
+}
+
+// A BackupCopyPolicy's schedule holder and unschedule requests are its own: matched by their
+// filters only, never by a due or object event's filter or a drill's, and distinct per policy.
+func TestCopyScheduleSubjects(t *testing.T) {
+	s, u := CopyScheduleSubject("copy.a"), CopyUnscheduleSubject("copy.a")
+	if s != "housekeeper.schedule.copy.copy_2ea" || u != "housekeeper.unschedule.copy.copy_2ea" {
+		t.Errorf("CopyScheduleSubject = %q, CopyUnscheduleSubject = %q", s, u)
+	}
+	if !subjectMatches(SubjectCopySchedules, s) || !subjectMatches(SubjectCopyUnschedules, u) ||
+		!subjectMatches(SubjectAll, s) || !subjectMatches(SubjectAll, u) {
+		t.Errorf("%q and %q are not matched by %s, %s and %s", s, u, SubjectCopySchedules, SubjectCopyUnschedules, SubjectAll)
+	}
+	for _, f := range []string{SubjectCopiesDue, SubjectBackupCopyPolicies, SubjectDrillSchedules, SubjectDrillUnschedules,
+		SubjectEtcdBackupSchedules, SubjectEtcdBackupUnschedules} {
+		if subjectMatches(f, s) || subjectMatches(f, u) {
+			t.Errorf("%s matches %q or %q", f, s, u)
+		}
+	}
+	for _, typ := range Types {
+		if f, _ := SubjectFilter(typ); subjectMatches(f, s) || subjectMatches(f, u) {
+			t.Errorf("the filter %s of %s matches %q or %q", f, typ, s, u)
+		}
+	}
+	if CopyScheduleSubject("a") == CopyScheduleSubject("a.b") {
+		t.Error("two policies share a schedule subject")
 	}
 }

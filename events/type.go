@@ -18,6 +18,9 @@ const (
 	// KindRestoreDrill is housekeeper's restore drill kind; it is cluster-scoped, so its events
 	// name it by its name alone.
 	KindRestoreDrill Kind = "RestoreDrill"
+	// KindBackupCopyPolicy is housekeeper's copy policy kind; it is cluster-scoped, so its
+	// events name it by its name alone.
+	KindBackupCopyPolicy Kind = "BackupCopyPolicy"
 )
 
 // Operation is what happened; with the kind it makes the event type.
@@ -83,6 +86,16 @@ const (
 	// TypeDrillDue is a RestoreDrill's schedule firing: run the drill now. It is published only
 	// as the payload of a schedule (DrillScheduleSubject).
 	TypeDrillDue = typePrefix + "drill.due.v1"
+
+	TypeBackupCopyPolicyCreated  = typePrefix + "backupcopypolicy.created.v1"
+	TypeBackupCopyPolicyUpdated  = typePrefix + "backupcopypolicy.updated.v1"
+	TypeBackupCopyPolicyDeleting = typePrefix + "backupcopypolicy.deleting.v1"
+	TypeBackupCopyPolicyDeleted  = typePrefix + "backupcopypolicy.deleted.v1"
+	TypeBackupCopyPolicySynced   = typePrefix + "backupcopypolicy.synced.v1"
+
+	// TypeCopyDue is a BackupCopyPolicy's schedule firing: copy now. It is published only as
+	// the payload of a schedule (CopyScheduleSubject).
+	TypeCopyDue = typePrefix + "copy.due.v1"
 )
 
 // Types lists every event type of the contract.
@@ -94,6 +107,8 @@ var Types = []string{
 	TypeEtcdBackupDue,
 	TypeRestoreDrillCreated, TypeRestoreDrillUpdated, TypeRestoreDrillDeleting, TypeRestoreDrillDeleted, TypeRestoreDrillSynced,
 	TypeDrillDue,
+	TypeBackupCopyPolicyCreated, TypeBackupCopyPolicyUpdated, TypeBackupCopyPolicyDeleting, TypeBackupCopyPolicyDeleted, TypeBackupCopyPolicySynced,
+	TypeCopyDue,
 }
 
 var knownTypes = func() map[string]bool {
@@ -108,7 +123,7 @@ var knownTypes = func() map[string]bool {
 func IsKnownType(t string) bool { return knownTypes[t] }
 
 // ObjectType returns the event type for an operation on a BackupBucket, BackupEntry,
-// EtcdBackupConfig or RestoreDrill.
+// EtcdBackupConfig, RestoreDrill or BackupCopyPolicy.
 func ObjectType(kind Kind, op Operation) (string, error) {
 	t := typePrefix + strings.ToLower(string(kind)) + "." + string(op) + ".v1"
 	if !knownTypes[t] || slices.ContainsFunc(nonObjectGroups, func(g string) bool { return strings.HasPrefix(t, typePrefix+g+".") }) {
@@ -118,8 +133,9 @@ func ObjectType(kind Kind, op Operation) (string, error) {
 }
 
 // nonObjectGroups are the type groups that name no kind: their events are built by their own
-// constructors (NewPurgeEvent, NewEtcdBackupDueEvent, NewDrillDueEvent), never as object events.
-var nonObjectGroups = []string{"purge", "etcdbackup", "drill"}
+// constructors (NewPurgeEvent, NewEtcdBackupDueEvent, NewDrillDueEvent, NewCopyDueEvent), never as
+// object events.
+var nonObjectGroups = []string{"purge", "etcdbackup", "drill", "copy"}
 
 // PurgeType returns the event type for a purge operation.
 func PurgeType(op Operation) (string, error) {

@@ -51,7 +51,7 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
 // and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
-	want := []string{"azurite", "bridge", "bucket", "drill", "entry", "etcd", "gcs", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
+	want := []string{"azurite", "bridge", "bucket", "copy", "drill", "entry", "etcd", "gcs", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
 	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -67,7 +67,7 @@ func TestComposeFile(t *testing.T) {
 		entrypoints[d.Name] = d.Path
 	}
 	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"},
-		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}, "drill": {function: "drill"}, "nats-auth": {natsAuth: true}}
+		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}, "drill": {function: "drill"}, "copy": {function: "copy"}, "nats-auth": {natsAuth: true}}
 	functionServices := all.Names()
 
 	t.Run("images", func(t *testing.T) {
@@ -114,7 +114,7 @@ func TestComposeFile(t *testing.T) {
 		want := map[string][][2]uint32{ // service → (published, target)
 			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "s3": {{7070, 7070}}, "gcs": {{4443, 4443}}, "etcd": {{2379, 2379}},
 			"k3s": {{6443, 6443}}, "bridge": {{8080, 8080}}, "bucket": {{8081, 8080}}, "entry": {{8082, 8080}}, "purge": {{8083, 8080}},
-			"schedule": {{8084, 8080}}, "snapshot": {{8085, 8080}}, "drill": {{8086, 8080}},
+			"schedule": {{8084, 8080}}, "snapshot": {{8085, 8080}}, "drill": {{8086, 8080}}, "copy": {{8087, 8080}},
 		}
 		hostPorts := map[string]string{}
 		for _, s := range project.Services {
@@ -273,9 +273,9 @@ func TestComposeFile(t *testing.T) {
 			checkEnv(t, "docker-compose.yaml: "+name, bin, env, nil)
 		}
 		// bucket creates the local buckets, purge empties them, snapshot writes backups into
-		// them, drill reads them: the same volume.
+		// them, drill reads them, copy reads them and writes its copy: the same volume.
 		buckets := volumeAt(svc("bucket"), "/var/lib/housekeeper/buckets")
-		for _, name := range []string{"purge", "snapshot", "drill"} {
+		for _, name := range []string{"purge", "snapshot", "drill", "copy"} {
 			if v := volumeAt(svc(name), "/var/lib/housekeeper/buckets"); buckets == "" || v != buckets {
 				t.Errorf("bucket and %s do not share the local buckets' volume (%q, %q)", name, buckets, v)
 			}
@@ -339,7 +339,7 @@ func TestComposeFile(t *testing.T) {
 		for _, want := range []string{"/infra/crds", "/infra/chart/files/crds", "/infra/examples/", "${AZURITE_ENDPOINT}", "http://azurite:10000/devstoreaccount1",
 			"${S3_ENDPOINT}", "http://s3:7070", "${EXAMPLE_ETCD_ADDRESS}", "etcd:2379", "https://k3s:6443", "kubectl wait --for=condition=Established",
 			// Every CRD established before the bridge starts: it lists every kind from its start.
-			"crd/etcdbackupconfigs.backup.housekeeper.dev", "crd/restoredrills.backup.housekeeper.dev"} {
+			"crd/etcdbackupconfigs.backup.housekeeper.dev", "crd/restoredrills.backup.housekeeper.dev", "crd/backupcopypolicies.backup.housekeeper.dev"} {
 			if !strings.Contains(script, want) {
 				t.Errorf("kube-init's script lacks %q (escaped $ lost to compose's interpolation?):\n%s", want, script)
 			}

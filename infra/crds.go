@@ -40,7 +40,7 @@ func CRDFiles() (map[string][]byte, error) {
 }
 
 // CRDs returns the CustomResourceDefinitions: BackupBucket, BackupEntry, BackupDestination,
-// EtcdBackupConfig and RestoreDrill.
+// EtcdBackupConfig, RestoreDrill and BackupCopyPolicy.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	files, err := CRDFiles()
 	if err != nil {

@@ -213,8 +213,8 @@ func TestManifestEnvironment(t *testing.T) {
 					}
 				}
 			}
-			if workloads != 8 {
-				t.Errorf("%d housekeeper containers, want 8 (setup, bridge, bucket, entry, purge, schedule, snapshot, drill)", workloads)
+			if workloads != 9 {
+				t.Errorf("%d housekeeper containers, want 9 (setup, bridge, bucket, entry, purge, schedule, snapshot, drill, copy)", workloads)
 			}
 			for cm, data := range configMaps {
 				if !referenced[cm] {

@@ -61,6 +61,10 @@ var metricNames = []string{
 	"housekeeper_drill_max_restorable_age_seconds",
 	"housekeeper_drill_entries",
 	"housekeeper_drill_duration_seconds",
+	"housekeeper_copy_objects_total",
+	"housekeeper_copy_bytes_total",
+	"housekeeper_copy_verification_failures_total",
+	"housekeeper_copy_entry_lag_seconds",
 }
 
 // gaugesInSeconds are the metrics in seconds that are gauges, not histograms.
@@ -68,11 +72,12 @@ var gaugesInSeconds = map[string]bool{
 	"housekeeper_function_cold_start_seconds":      true,
 	"housekeeper_drill_max_restorable_age_seconds": true,
 	"housekeeper_function_oldest_waiting_seconds":  true,
+	"housekeeper_copy_entry_lag_seconds":           true,
 }
 
 // metricSources are the files that register metricNames: as metric options, or as the
 // descriptors of a collector.
-var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go"}
+var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {

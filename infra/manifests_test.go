@@ -924,10 +924,10 @@ func TestChartChoosesTheImageOfWhatIsServed(t *testing.T) {
 }
 
 // With the local provider, the functions that open stores — the bucket, the entry (a purge due
-// at once), the purge, the snapshot (a local BackupDestination) and the drill — have its
+// at once), the purge, the snapshot (a local BackupDestination), the drill and the copy — have its
 // directory, as docker-compose.yaml gives it; the bridge and the schedule function do not.
 func TestLocalBucketsGoToTheFunctionsThatOpenStores(t *testing.T) {
-	want := []string{"bucket", "drill", "entry", "purge", "snapshot"}
+	want := []string{"bucket", "copy", "drill", "entry", "purge", "snapshot"}
 	var got []string
 	for _, m := range render(t, "local") {
 		if m.obj.GetKind() != "Deployment" {

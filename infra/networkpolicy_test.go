@@ -17,8 +17,8 @@ import (
 // too: it purges an entry due when it is deleted). setup talks to NATS only; so does the
 // forwarder, but for Knative's gateway in knative mode (knative.gateway, test/knative).
 var (
-	apiClients  = []string{"bridge", "bucket", "entry", "purge", "schedule", "snapshot", "drill"}
-	storeOpener = []string{"bucket", "entry", "purge", "snapshot", "drill"}
+	apiClients  = []string{"bridge", "bucket", "entry", "purge", "schedule", "snapshot", "drill", "copy"}
+	storeOpener = []string{"bucket", "entry", "purge", "snapshot", "drill", "copy"}
 )
 
 // In a seed, Gardener's NetworkPolicy controller allows DNS, the API server and public networks

@@ -41,8 +41,8 @@ import (
 // The roles of infra/rbac carry the bridge, the schedule and the snapshot function through an
 // EtcdBackupConfig's life — a cron schedule installed, backups taken and rotated with a
 // destination's credentials read, the config deleted — and the bridge and the schedule
-// function through a RestoreDrill's — its schedule installed, the drill deleted — each as its
-// own ServiceAccount. Any Forbidden answer fails the test.
+// function through a RestoreDrill's and a BackupCopyPolicy's — its schedule installed, the
+// object deleted — each as its own ServiceAccount. Any Forbidden answer fails the test.
 func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithNATS())
 	admin := env.Client(t)
@@ -144,6 +144,9 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 			Schedule: "* * * * * *", Keep: 2, Destination: "rbac"}},
 		// A yearly drill: scheduled, never fired during the test.
 		&backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "@yearly"}},
+		// A yearly copy policy, likewise.
+		&backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
+			Buckets: backupv1alpha1.BucketSelection{Types: []string{"local"}}, Destination: "rbac", Schedule: "@yearly"}},
 	} {
 		if err := admin.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -184,23 +187,28 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 		err := admin.Get(ctx, key, cfg)
 		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
 	})
-	drill := &backupv1alpha1.RestoreDrill{}
-	drillKey := client.ObjectKey{Name: "rbac"}
-	wait("the drill scheduled", func() (bool, string) {
-		if err := admin.Get(ctx, drillKey, drill); err != nil {
-			return false, err.Error()
+	drill, policy := &backupv1alpha1.RestoreDrill{}, &backupv1alpha1.BackupCopyPolicy{}
+	for _, o := range []struct {
+		obj        client.Object
+		conditions *[]metav1.Condition
+	}{{drill, &drill.Status.Conditions}, {policy, &policy.Status.Conditions}} {
+		kind := fmt.Sprintf("%T", o.obj)
+		wait(kind+" scheduled", func() (bool, string) {
+			if err := admin.Get(ctx, client.ObjectKey{Name: "rbac"}, o.obj); err != nil {
+				return false, err.Error()
+			}
+			cond := meta.FindStatusCondition(*o.conditions, backupv1alpha1.ConditionScheduled)
+			return cond != nil && cond.Status == metav1.ConditionTrue && controllerutil.ContainsFinalizer(o.obj, backupv1alpha1.Finalizer),
+				fmt.Sprintf("finalizers %v, conditions %+v", o.obj.GetFinalizers(), *o.conditions)
+		})
+		if err := admin.Delete(ctx, o.obj); err != nil {
+			t.Fatal(err)
 		}
-		cond := meta.FindStatusCondition(drill.Status.Conditions, backupv1alpha1.ConditionScheduled)
-		return cond != nil && cond.Status == metav1.ConditionTrue && controllerutil.ContainsFinalizer(drill, backupv1alpha1.Finalizer),
-			fmt.Sprintf("finalizers %v, status %+v", drill.Finalizers, drill.Status)
-	})
-	if err := admin.Delete(ctx, drill); err != nil {
-		t.Fatal(err)
+		wait(kind+" released", func() (bool, string) {
+			err := admin.Get(ctx, client.ObjectKey{Name: "rbac"}, o.obj)
+			return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
+		})
 	}
-	wait("the drill released", func() (bool, string) {
-		err := admin.Get(ctx, drillKey, drill)
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v", err)
-	})
 	if f := forbidden(logs); f != "" {
 		t.Fatalf("requests were forbidden:%s", f)
 	}

@@ -213,8 +213,8 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 				t.Errorf("%s: the generated annotations are lost: %v", m, a)
 			}
 		}
-		if crds != 3 {
-			t.Errorf("%s: %d CRDs, want BackupDestination, EtcdBackupConfig and RestoreDrill", name, crds)
+		if crds != 4 {
+			t.Errorf("%s: %d CRDs, want BackupDestination, EtcdBackupConfig, RestoreDrill and BackupCopyPolicy", name, crds)
 		}
 	}
 }
@@ -226,7 +226,7 @@ func TestChartKeepsItsCRDs(t *testing.T) {
 // NetworkPolicy, and the CRDs. Nothing else changes; the bridge keeps list and watch on
 // EtcdBackupConfigs and RestoreDrills, as the CRDs outlive the feature.
 func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
-	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill))
+	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill, all.Copy))
 	gardener := strings.Join(slices.Sorted(slices.Values(all.NamesOf(all.Gardener))), ",")
 	isFeatures := func(u *unstructured.Unstructured) bool {
 		return u.GetKind() == "CustomResourceDefinition" || slices.ContainsFunc(feature, func(fn string) bool { return u.GetName() == "housekeeper-"+fn })
@@ -275,7 +275,7 @@ func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 					if !slices.Contains(rule.APIGroups, "backup.housekeeper.dev") && !slices.Contains(rule.APIGroups, "*") {
 						continue
 					}
-					if o.GetName() != "housekeeper-bridge" || !slices.Equal(rule.Resources, []string{"etcdbackupconfigs", "restoredrills"}) || !slices.Equal(rule.Verbs, []string{"list", "watch"}) {
+					if o.GetName() != "housekeeper-bridge" || !slices.Equal(rule.Resources, []string{"etcdbackupconfigs", "restoredrills", "backupcopypolicies"}) || !slices.Equal(rule.Verbs, []string{"list", "watch"}) {
 						t.Errorf("%s: grants %v on %v of backup.housekeeper.dev", m, rule.Verbs, rule.Resources)
 					}
 				}

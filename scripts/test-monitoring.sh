@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Judges the monitoring the chart ships to a seed with Prometheus's own code: runs the tests of
 # test/monitoring, a Go module of its own (Prometheus's dependencies never enter housekeeper's
-# go.mod). It renders the chart as gardenlet does, runs housekeeper-bridge and the bucket, entry
-# and purge functions (built from this checkout with -race, as `go test -race` built their
-# packages just before) on kube-apiserver and nats-server, scrapes their /metrics into a
+# go.mod). It renders the chart as gardenlet does, runs housekeeper-bridge and the bucket, entry,
+# purge, drill and copy functions (built from this checkout with -race, as `go test -race` built
+# their packages just before) on kube-apiserver and nats-server, scrapes their /metrics into a
 # Prometheus TSDB labelled as the PodMonitor labels them, and evaluates every alert of the
 # PrometheusRule and every query of the dashboard with Prometheus's parser, engine and rules.
 #

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
+	"github.com/housekeeper-dev/housekeeper/functions/copy"
 	"github.com/housekeeper-dev/housekeeper/functions/drill"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
@@ -21,6 +22,7 @@ var Functions = []runner.Definition{
 	etcdbackup.ScheduleDefinition,
 	etcdbackup.SnapshotDefinition,
 	drill.Definition,
+	copy.Definition,
 }
 
 // Lookup returns the function called name.
@@ -46,6 +48,10 @@ var EtcdBackup = []runner.Definition{etcdbackup.ScheduleDefinition, etcdbackup.S
 // Drill are the functions of RestoreDrill that run its drills. Its CRD comes with
 // EtcdBackupConfig's, and the chart runs them with that feature.
 var Drill = []runner.Definition{drill.Definition}
+
+// Copy are the functions of BackupCopyPolicy that run its copies. Its CRD comes with
+// EtcdBackupConfig's, and the chart runs them with that feature.
+var Copy = []runner.Definition{copy.Definition}
 
 // NamesOf are the names of defs, in their order.
 func NamesOf(defs []runner.Definition) []string {

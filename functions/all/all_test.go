@@ -45,12 +45,12 @@ func TestDefinitions(t *testing.T) {
 	}
 	// The groups partition the registry.
 	var grouped []string
-	for _, d := range slices.Concat(Gardener, EtcdBackup, Drill) {
+	for _, d := range slices.Concat(Gardener, EtcdBackup, Drill, Copy) {
 		grouped = append(grouped, d.Name)
 	}
 	slices.Sort(grouped)
 	if !slices.Equal(grouped, Names()) {
-		t.Errorf("Gardener, EtcdBackup and Drill hold %v, the registry %v", grouped, Names())
+		t.Errorf("Gardener, EtcdBackup, Drill and Copy hold %v, the registry %v", grouped, Names())
 	}
 	// Every subject a function publishes on is one the record stream holds.
 	for _, def := range Functions {

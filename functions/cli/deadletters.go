@@ -63,6 +63,8 @@ func StateOf(ctx context.Context, c client.Reader, d runner.DeadLetter) DeadLett
 		obj = &backupv1alpha1.EtcdBackupConfig{}
 	case events.KindRestoreDrill:
 		obj = &backupv1alpha1.RestoreDrill{}
+	case events.KindBackupCopyPolicy:
+		obj = &backupv1alpha1.BackupCopyPolicy{}
 	default:
 		st.State = "unknown kind"
 		return st
@@ -88,6 +90,8 @@ func StateOf(ctx context.Context, c client.Reader, d runner.DeadLetter) DeadLett
 		st.State, st.Resolved = configState(o, d)
 	case *backupv1alpha1.RestoreDrill:
 		st.State, st.Resolved = drillState(o, d)
+	case *backupv1alpha1.BackupCopyPolicy:
+		st.State, st.Resolved = policyState(o, d)
 	case extensionsv1alpha1.Object:
 		st.State, st.Resolved = extensionState(o, d.FailedAt)
 	}
@@ -136,25 +140,41 @@ func configState(o *backupv1alpha1.EtcdBackupConfig, d runner.DeadLetter) (strin
 // drillState: a schedule's dead letter is resolved once the current generation is scheduled,
 // a drill's once a run was recorded after the failure.
 func drillState(o *backupv1alpha1.RestoreDrill, d runner.DeadLetter) (string, bool) {
-	scheduled := meta.FindStatusCondition(o.Status.Conditions, backupv1alpha1.ConditionScheduled)
-	drilled := meta.FindStatusCondition(o.Status.Conditions, backupv1alpha1.ConditionDrillsSucceeded)
+	return runState(o.Generation, o.Status.ObservedGeneration, o.Status.Conditions, backupv1alpha1.ConditionDrillsSucceeded,
+		o.Status.LastRun, "drill", d)
+}
+
+// policyState: a schedule's dead letter is resolved once the current generation is scheduled,
+// a copy's once a run was recorded after the failure.
+func policyState(o *backupv1alpha1.BackupCopyPolicy, d runner.DeadLetter) (string, bool) {
+	return runState(o.Generation, o.Status.ObservedGeneration, o.Status.Conditions, backupv1alpha1.ConditionCopiesSucceeded,
+		o.Status.LastRun, "copy", d)
+}
+
+// runState is the state of an object whose schedule fires runs of the function named runs: its
+// Scheduled condition and ran, the condition of its last run, with that run's message when it
+// failed. A dead letter of runs is resolved once a run was recorded after the failure, any
+// other function's (the schedule's) once the current generation is scheduled.
+func runState(generation, observed int64, conditions []metav1.Condition, ran string, lastRun *metav1.Time, runs string, d runner.DeadLetter) (string, bool) {
+	scheduled := meta.FindStatusCondition(conditions, backupv1alpha1.ConditionScheduled)
+	last := meta.FindStatusCondition(conditions, ran)
 	var words []string
-	for _, c := range []*metav1.Condition{scheduled, drilled} {
+	for _, c := range []*metav1.Condition{scheduled, last} {
 		if c != nil {
 			words = append(words, fmt.Sprintf("%s=%s", c.Type, c.Status))
 		}
 	}
-	if drilled != nil && drilled.Status != metav1.ConditionTrue && drilled.Message != "" {
-		words = append(words, drilled.Message)
+	if last != nil && last.Status != metav1.ConditionTrue && last.Message != "" {
+		words = append(words, last.Message)
 	}
 	state := strings.Join(words, ", ")
 	if state == "" {
 		state = "no conditions yet"
 	}
-	if d.Function == "drill" {
-		return state, o.Status.LastRun != nil && !o.Status.LastRun.Time.Before(d.FailedAt.Truncate(time.Second))
+	if d.Function == runs {
+		return state, lastRun != nil && !lastRun.Time.Before(d.FailedAt.Truncate(time.Second))
 	}
-	return state, scheduled != nil && scheduled.Status == metav1.ConditionTrue && o.Status.ObservedGeneration == o.Generation
+	return state, scheduled != nil && scheduled.Status == metav1.ConditionTrue && observed == generation
 }
 
 // deadLetterFlags are the flags the dead-letter commands share: which function's, and how to

@@ -52,3 +52,34 @@ func TestDrillDeadLetterState(t *testing.T) {
 		})
 	}
 }
+
+// A BackupCopyPolicy's dead letter is resolved as a RestoreDrill's: a copy's once a run after the
+// failure was recorded, a schedule's once the current generation is scheduled.
+func TestCopyPolicyDeadLetterState(t *testing.T) {
+	failed := time.Date(2026, 11, 29, 10, 0, 0, 500, time.UTC)
+	policy := func(lastRun time.Time) *backupv1alpha1.BackupCopyPolicy {
+		p := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+		p.Status.ObservedGeneration, p.Status.LastRun = 2, &metav1.Time{Time: lastRun}
+		p.Status.Conditions = []metav1.Condition{{Type: backupv1alpha1.ConditionScheduled, Status: metav1.ConditionTrue},
+			{Type: backupv1alpha1.ConditionCopiesSucceeded, Status: metav1.ConditionFalse, Message: "1 of 2 entries are not wholly in the copy"}}
+		return p
+	}
+	const state = "Scheduled=True, CopiesSucceeded=False, 1 of 2 entries are not wholly in the copy"
+	for _, tc := range []struct {
+		name     string
+		function string
+		lastRun  time.Time
+		resolved bool
+	}{
+		{"copy, last run before the failure", "copy", failed.Add(-time.Minute), false},
+		{"copy, a run after the failure", "copy", failed.Add(time.Minute), true},
+		{"schedule, this generation scheduled", "schedule", failed.Add(-time.Minute), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, resolved := policyState(policy(tc.lastRun), runner.DeadLetter{Function: tc.function, FailedAt: failed})
+			if got != state || resolved != tc.resolved {
+				t.Errorf("got %q resolved %v, want %q resolved %v", got, resolved, state, tc.resolved)
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package etcdbackup
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // problem is bad input: the config, its destination or its etcd cannot work as they are.
 // It becomes a False condition with its reason and is not retried; the next fire or the
@@ -14,4 +17,15 @@ func (p *problem) Error() string { return p.reason + ": " + p.message }
 
 func problemf(reason, format string, args ...any) *problem {
 	return &problem{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// ProblemReason is the condition reason of err when it is bad input (OpenDestination's
+// problems: a destination missing, its credentials missing or refused by the provider), to be
+// reported rather than retried; ok is false for any other error.
+func ProblemReason(err error) (reason string, ok bool) {
+	var p *problem
+	if errors.As(err, &p) {
+		return p.reason, true
+	}
+	return "", false
 }

@@ -23,33 +23,36 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
-// DueMessageTTL bounds how long a fired backup-due or drill-due message stays in the stream:
-// a fire nobody handled by then is skipped (the next one comes), and a frequent schedule does
-// not fill the stream of record.
+// DueMessageTTL bounds how long a fired backup-due, drill-due or copy-due message stays in the
+// stream: a fire nobody handled by then is skipped (the next one comes), and a frequent schedule
+// does not fill the stream of record.
 const DueMessageTTL = 24 * time.Hour
 
 // ScheduleDefinition declares the schedule function.
 var ScheduleDefinition = runner.Definition{
 	Name: "schedule",
-	// Every change of a config or a drill.
+	// Every change of a config, a drill or a copy policy.
 	Types: []string{
 		events.TypeEtcdBackupConfigCreated, events.TypeEtcdBackupConfigUpdated,
 		events.TypeEtcdBackupConfigDeleting, events.TypeEtcdBackupConfigSynced,
 		events.TypeRestoreDrillCreated, events.TypeRestoreDrillUpdated,
 		events.TypeRestoreDrillDeleting, events.TypeRestoreDrillSynced,
+		events.TypeBackupCopyPolicyCreated, events.TypeBackupCopyPolicyUpdated,
+		events.TypeBackupCopyPolicyDeleting, events.TypeBackupCopyPolicySynced,
 	},
 	// Their schedules and the schedules' removal.
 	Publishes: []string{
 		events.SubjectEtcdBackupSchedules, events.SubjectEtcdBackupUnschedules,
 		events.SubjectDrillSchedules, events.SubjectDrillUnschedules,
+		events.SubjectCopySchedules, events.SubjectCopyUnschedules,
 	},
 	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {
 		return &Scheduler{Client: d.Client, JetStream: d.JetStream, Cluster: d.Cluster, Log: d.Log, Now: time.Now}, nil
 	}),
 }
 
-// Scheduler keeps the schedule of each EtcdBackupConfig and RestoreDrill on the NATS server in
-// line with the object.
+// Scheduler keeps the schedule of each EtcdBackupConfig, RestoreDrill and BackupCopyPolicy on
+// the NATS server in line with the object.
 type Scheduler struct {
 	Client    client.Client
 	JetStream jetstream.JetStream
@@ -70,13 +73,15 @@ func (s *Scheduler) Handle(ctx context.Context, e cloudevents.Event) error {
 		return configSchedules.converge(ctx, s, ref.Name)
 	case events.KindRestoreDrill:
 		return drillSchedules.converge(ctx, s, ref.Name)
+	case events.KindBackupCopyPolicy:
+		return copySchedules.converge(ctx, s, ref.Name)
 	default:
-		return runner.Permanentf("the schedule function keeps the schedules of EtcdBackupConfigs and RestoreDrills, not of a %s", ref.Kind)
+		return runner.Permanentf("the schedule function keeps the schedules of EtcdBackupConfigs, RestoreDrills and BackupCopyPolicies, not of a %s", ref.Kind)
 	}
 }
 
 // scheduleKind is what the Scheduler needs of a kind whose objects carry a schedule, so that
-// both kinds share one way to install, remove and report one.
+// every such kind shares one way to install, remove and report one.
 type scheduleKind[T client.Object] struct {
 	kind      events.Kind
 	newObject func() T
@@ -123,21 +128,42 @@ var configSchedules = scheduleKind[*backupv1alpha1.EtcdBackupConfig]{
 var drillSchedules = scheduleKind[*backupv1alpha1.RestoreDrill]{
 	kind:      events.KindRestoreDrill,
 	newObject: func() *backupv1alpha1.RestoreDrill { return &backupv1alpha1.RestoreDrill{} },
-	key: func(name string) (client.ObjectKey, error) {
-		if namespace, _ := events.SplitObjectName(name); namespace != "" {
-			return client.ObjectKey{}, runner.Permanentf("event names %q, but a RestoreDrill is cluster-scoped: named by its name alone", name)
-		}
-		return client.ObjectKey{Name: name}, nil
-	},
-	holder:   func(k client.ObjectKey) string { return events.DrillScheduleSubject(k.Name) },
-	unholder: func(k client.ObjectKey) string { return events.DrillUnscheduleSubject(k.Name) },
-	spec:     func(d *backupv1alpha1.RestoreDrill) (string, string) { return d.Spec.Schedule, d.Spec.TimeZone },
+	key:       clusterScopedKey(events.KindRestoreDrill),
+	holder:    func(k client.ObjectKey) string { return events.DrillScheduleSubject(k.Name) },
+	unholder:  func(k client.ObjectKey) string { return events.DrillUnscheduleSubject(k.Name) },
+	spec:      func(d *backupv1alpha1.RestoreDrill) (string, string) { return d.Spec.Schedule, d.Spec.TimeZone },
 	due: func(cluster string, d *backupv1alpha1.RestoreDrill, now time.Time) (cloudevents.Event, error) {
 		return events.NewDrillDueEvent(cluster, kube.Ref(events.KindRestoreDrill, d), d.Spec.Schedule, now)
 	},
 	status: func(d *backupv1alpha1.RestoreDrill) (*[]metav1.Condition, *int64) {
 		return &d.Status.Conditions, &d.Status.ObservedGeneration
 	},
+}
+
+// copySchedules are BackupCopyPolicies': cluster-scoped, their schedule required.
+var copySchedules = scheduleKind[*backupv1alpha1.BackupCopyPolicy]{
+	kind:      events.KindBackupCopyPolicy,
+	newObject: func() *backupv1alpha1.BackupCopyPolicy { return &backupv1alpha1.BackupCopyPolicy{} },
+	key:       clusterScopedKey(events.KindBackupCopyPolicy),
+	holder:    func(k client.ObjectKey) string { return events.CopyScheduleSubject(k.Name) },
+	unholder:  func(k client.ObjectKey) string { return events.CopyUnscheduleSubject(k.Name) },
+	spec:      func(p *backupv1alpha1.BackupCopyPolicy) (string, string) { return p.Spec.Schedule, p.Spec.TimeZone },
+	due: func(cluster string, p *backupv1alpha1.BackupCopyPolicy, now time.Time) (cloudevents.Event, error) {
+		return events.NewCopyDueEvent(cluster, kube.Ref(events.KindBackupCopyPolicy, p), p.Spec.Schedule, now)
+	},
+	status: func(p *backupv1alpha1.BackupCopyPolicy) (*[]metav1.Condition, *int64) {
+		return &p.Status.Conditions, &p.Status.ObservedGeneration
+	},
+}
+
+// clusterScopedKey is the key of a cluster-scoped kind's object an event names by its name.
+func clusterScopedKey(kind events.Kind) func(name string) (client.ObjectKey, error) {
+	return func(name string) (client.ObjectKey, error) {
+		if namespace, _ := events.SplitObjectName(name); namespace != "" {
+			return client.ObjectKey{}, runner.Permanentf("event names %q, but a %s is cluster-scoped: named by its name alone", name, kind)
+		}
+		return client.ObjectKey{Name: name}, nil
+	}
 }
 
 func newConfig() *backupv1alpha1.EtcdBackupConfig { return &backupv1alpha1.EtcdBackupConfig{} }

@@ -157,44 +157,62 @@ func TestOnceNow(t *testing.T) {
 	}
 }
 
-// A RestoreDrill's schedule on a real NATS server, secured as an operator runs it: the bridge
-// announces the drill, the schedule function installs its cron in its time zone, and the server
-// fires drill.due events about it on its due subject, for the drill function to run; deleting
-// the drill removes the schedule from the server before the drill goes.
-func TestDrillSchedule(t *testing.T) {
+// A RestoreDrill's and a BackupCopyPolicy's schedule on a real NATS server, secured as an
+// operator runs it: the bridge announces the object, the schedule function installs its cron in
+// its time zone, and the server fires its due events (drill.due, copy.due) on its due subject,
+// for the drill or the copy function to run; deleting the object removes the schedule from the
+// server before the object goes.
+func TestClusterScopedSchedules(t *testing.T) {
 	p := pipeline.StartSecure(t, natsconn.FormJWT)
-	c := p.Client
 	p.RunFunction(etcdbackup.ScheduleDefinition, nil)
-	ctx := context.Background()
+	t.Run("RestoreDrill", func(t *testing.T) {
+		drill := &backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "every-second"},
+			Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "* * * * * *", TimeZone: "Europe/Berlin"}}
+		testClusterScopedSchedule(t, p, drill, &drill.Status.Conditions, events.KindRestoreDrill, events.TypeDrillDue,
+			events.DrillScheduleSubject(drill.Name))
+	})
+	t.Run("BackupCopyPolicy", func(t *testing.T) {
+		policy := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "every-second"},
+			Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Types: []string{"local"}}, Destination: "second",
+				Schedule: "* * * * * *", TimeZone: "Europe/Berlin"}}
+		testClusterScopedSchedule(t, p, policy, &policy.Status.Conditions, events.KindBackupCopyPolicy, events.TypeCopyDue,
+			events.CopyScheduleSubject(policy.Name))
+	})
+	if refused := p.RefusedByNATS(); refused != "" {
+		t.Errorf("nats-server refused operations of housekeeper's own components:\n%s", refused)
+	}
+}
 
-	drill := &backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "every-second"},
-		Spec: backupv1alpha1.RestoreDrillSpec{All: true, Schedule: "* * * * * *", TimeZone: "Europe/Berlin"}}
-	if err := c.Create(ctx, drill); err != nil {
+// testClusterScopedSchedule creates obj (a cron of every second in Europe/Berlin), whose status
+// conditions are at conditions once read, and follows its schedule on holder, its fires of
+// dueType, and its deletion.
+func testClusterScopedSchedule(t *testing.T, p *pipeline.Pipeline, obj client.Object, conditions *[]metav1.Condition, kind events.Kind, dueType, holder string) {
+	c := p.Client
+	ctx := context.Background()
+	if err := c.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
 	stream, err := p.JS.Stream(ctx, events.RecordStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	due, err := events.Subject(events.TypeDrillDue, drill.Name)
+	due, err := events.Subject(dueType, obj.GetName())
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := &backupv1alpha1.RestoreDrill{}
-	p.Eventually(30*time.Second, "the drill scheduled, with its finalizer, and fired twice", func() (bool, string) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(drill), live); err != nil {
+	p.Eventually(30*time.Second, "scheduled, with its finalizer, and fired twice", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return false, err.Error()
 		}
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(due))
 		if err != nil {
 			return false, err.Error()
 		}
-		cond := meta.FindStatusCondition(live.Status.Conditions, backupv1alpha1.ConditionScheduled)
-		return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == live.Generation &&
-				controllerutil.ContainsFinalizer(live, backupv1alpha1.Finalizer) && info.State.Subjects[due] >= 2,
-			fmt.Sprintf("finalizers %v, status %+v, fires %v", live.Finalizers, live.Status, info.State.Subjects)
+		cond := meta.FindStatusCondition(*conditions, backupv1alpha1.ConditionScheduled)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == obj.GetGeneration() &&
+				controllerutil.ContainsFinalizer(obj, backupv1alpha1.Finalizer) && info.State.Subjects[due] >= 2,
+			fmt.Sprintf("finalizers %v, conditions %+v, fires %v", obj.GetFinalizers(), *conditions, info.State.Subjects)
 	})
-	holder := events.DrillScheduleSubject(drill.Name)
 	if msg, err := stream.GetLastMsgForSubject(ctx, holder); err != nil || msg.Header.Get(jetstream.ScheduleHeader) != "* * * * * *" ||
 		msg.Header.Get(jetstream.ScheduleTimeZoneHeader) != "Europe/Berlin" {
 		t.Fatalf("schedule on the server: %v (%v)", msg, err)
@@ -208,22 +226,19 @@ func TestDrillSchedule(t *testing.T) {
 		t.Fatalf("a fire holds no event: %v", err)
 	}
 	ref, err := events.RefOf(e)
-	if err != nil || e.Type() != events.TypeDrillDue || ref.Kind != events.KindRestoreDrill || ref.Name != drill.Name ||
-		ref.UID != string(live.UID) || fired.Header.Get(jetstream.SchedulerHeader) != holder {
+	if err != nil || e.Type() != dueType || ref.Kind != kind || ref.Name != obj.GetName() ||
+		ref.UID != string(obj.GetUID()) || fired.Header.Get(jetstream.SchedulerHeader) != holder {
 		t.Fatalf("a fire is %s about %+v (%v), scheduled by %q", e.Type(), ref, err, fired.Header.Get(jetstream.SchedulerHeader))
 	}
 
-	if err := c.Delete(ctx, live); err != nil {
+	if err := c.Delete(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	p.Eventually(30*time.Second, "the drill gone, its finalizer released", func() (bool, string) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(drill), live)
-		return apierrors.IsNotFound(err), fmt.Sprintf("%v, finalizers %v", err, live.Finalizers)
+	p.Eventually(30*time.Second, "gone, its finalizer released", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%v, finalizers %v", err, obj.GetFinalizers())
 	})
 	if _, err := stream.GetLastMsgForSubject(ctx, holder); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Fatalf("the schedule outlived its drill: %v", err)
-	}
-	if refused := p.RefusedByNATS(); refused != "" {
-		t.Errorf("nats-server refused operations of housekeeper's own components:\n%s", refused)
+		t.Fatalf("the schedule outlived its object: %v", err)
 	}
 }

@@ -260,35 +260,57 @@ func makeTargets(makefile string) ([]string, error) {
 }
 
 // chartValues are the dotted paths of every value the schema describes (objects' own paths
-// included), e.g. "image" and "image.tag".
+// included), e.g. "image" and "image.tag"; a "$ref" to the schema's definitions is followed.
 func chartValues(schema string) (map[string]bool, error) {
 	data, err := os.ReadFile(schema)
 	if err != nil {
 		return nil, err
 	}
 	type node struct {
+		Ref        string                     `json:"$ref"`
 		Type       string                     `json:"type"`
 		Properties map[string]json.RawMessage `json:"properties"`
 	}
-	values := map[string]bool{}
-	var walk func(prefix string, raw json.RawMessage) error
-	walk = func(prefix string, raw json.RawMessage) error {
+	var root struct {
+		Definitions map[string]json.RawMessage `json:"definitions"`
+	}
+	if err := json.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: %w", schema, err)
+	}
+	var decode func(path string, raw json.RawMessage) (node, error)
+	decode = func(path string, raw json.RawMessage) (node, error) {
 		var n node
 		if err := json.Unmarshal(raw, &n); err != nil {
-			return fmt.Errorf("%s: %s: %w", schema, prefix, err)
+			return n, fmt.Errorf("%s: %s: %w", schema, path, err)
 		}
-		for name, child := range n.Properties {
-			path := strings.TrimPrefix(prefix+"."+name, ".")
-			var c node
-			if err := json.Unmarshal(child, &c); err != nil {
-				return fmt.Errorf("%s: %s: %w", schema, path, err)
+		if name, ok := strings.CutPrefix(n.Ref, "#/definitions/"); ok {
+			def, found := root.Definitions[name]
+			if !found {
+				return n, fmt.Errorf("%s: %s: no definition %s", schema, path, name)
 			}
-			values[path] = c.Type != "object" || c.Properties != nil
+			return decode(path, def)
+		}
+		return n, nil
+	}
+	values := map[string]bool{}
+	var walk func(prefix string, n node) error
+	walk = func(prefix string, n node) error {
+		for name, raw := range n.Properties {
+			path := strings.TrimPrefix(prefix+"."+name, ".")
+			child, err := decode(path, raw)
+			if err != nil {
+				return err
+			}
+			values[path] = child.Type != "object" || child.Properties != nil
 			if err := walk(path, child); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return values, walk("", data)
+	top, err := decode("", data)
+	if err != nil {
+		return nil, err
+	}
+	return values, walk("", top)
 }

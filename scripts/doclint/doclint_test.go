@@ -34,15 +34,17 @@ func TestFindsWhatDoesNotExist(t *testing.T) {
 		}
 	}
 	write("Makefile", "run: tools ## run\ntest: ## test\n")
-	write("infra/chart/values.schema.json", `{"properties": {"image": {"properties": {"tag": {}}}, "cluster": {}}}`)
+	write("infra/chart/values.schema.json", `{"properties": {"image": {"properties": {"tag": {}}}, "cluster": {},
+		"functions": {"type": "object", "properties": {"drill": {"$ref": "#/definitions/fn"}}}},
+		"definitions": {"fn": {"type": "object", "properties": {"resources": {}}}}}`)
 	write("infra/docs/there.md", "# there\n")
 	write("infra/docs/operating.md", strings.Join([]string{
-		"See [there](there.md) and [gone](gone.md#x), [web](https://example.com).", // 1: gone.md
-		"Run `make run`, then `make deploy`.",                                      // 2: deploy
-		"Set `image.tag`, not `image.label`; `spec.type` is Gardener's.",           // 3: image.label
-		"`housekeeper deadletters retry --function F --all`",                       // 4: fine
-		"`housekeeper deadletters retry --fn F`",                                   // 5: --fn
-		"`housekeeper rescue --all`",                                               // 6: rescue
+		"See [there](there.md) and [gone](gone.md#x), [web](https://example.com).",                                                  // 1: gone.md
+		"Run `make run`, then `make deploy`.",                                                                                       // 2: deploy
+		"Set `image.tag`, not `image.label`; `spec.type` is Gardener's; `functions.drill.resources`, not `functions.drill.limits`.", // 3: image.label, functions.drill.limits
+		"`housekeeper deadletters retry --function F --all`",                                                                        // 4: fine
+		"`housekeeper deadletters retry --fn F`",                                                                                    // 5: --fn
+		"`housekeeper rescue --all`",                                                                                                // 6: rescue
 		"```sh",
 		"housekeeper --nats-url nats://x:4222 replay --function entry \\", // 8: fine
 		"  --since 2h --nats-creds f.creds   # a comment --nope",
@@ -71,6 +73,7 @@ func TestFindsWhatDoesNotExist(t *testing.T) {
 		"infra/docs/operating.md:1: links to gone.md, which does not exist",
 		"infra/docs/operating.md:2: names make deploy; the Makefile has no target deploy",
 		"infra/docs/operating.md:3: names the chart value image.label, which values.schema.json does not have",
+		"infra/docs/operating.md:3: names the chart value functions.drill.limits, which values.schema.json does not have",
 		"infra/docs/operating.md:5: names --fn of housekeeper deadletters retry, which does not parse it",
 		"infra/docs/operating.md:6: names housekeeper rescue, which the CLI does not have",
 		"infra/docs/operating.md:11: names --etcdbrctl of housekeeper function bucket, which does not parse it",

@@ -125,6 +125,7 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		w.start(env, hk, fn, hk.Function(fn, "--local-root", root, "--retention", retention.String()))
 	}
 	w.start(env, hk, "drill", hk.Function("drill", "--local-root", root))
+	w.start(env, hk, "copy", hk.Function("copy", "--local-root", root))
 	w.awaitReady()
 	w.loadRules()
 
@@ -251,6 +252,23 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	if r := broken.Status.Results; len(r) != 1 || r[0].Entry != brokenEntry.Name || r[0].Outcome != backupv1alpha1.OutcomeNotRestorable || r[0].Object != brokenFull {
 		t.Fatalf("the broken drill's results %+v, want %s NotRestorable naming %s", r, brokenEntry.Name, brokenFull)
 	}
+
+	// A BackupCopyPolicy of the bucket, run on demand: the copy function copies its entries'
+	// backups to a second local bucket, and its series are there for the checks below.
+	if err := os.MkdirAll(filepath.Join(root, "monitoring-copy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(ctx, t, c, &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "monitoring-copy"},
+		Spec: backupv1alpha1.BackupDestinationSpec{Type: "local", Bucket: "monitoring-copy"}})
+	mustCreate(ctx, t, c, &backupv1alpha1.BackupCopyPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "monitoring", Annotations: map[string]string{gardener.AnnotationOperation: gardener.OperationReconcile}},
+		Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Names: []string{ok.Name}},
+			Destination: "monitoring-copy", Schedule: "@daily"},
+	})
+	w.eventually("the copy function copied the bucket's entries", func() (bool, string) {
+		v := w.value("copy", `housekeeper_copy_objects_total{policy="monitoring"}`)
+		return v > 0, fmt.Sprint(v)
+	})
 
 	// A RestoreDrill whose last run found its one entry without a restorable point (no drill of
 	// it ever restored): its status says so, and the bridge exports it while no drill runs.

@@ -1,7 +1,7 @@
 // Package replica copies every object under a prefix from one object store to another under
-// the same keys, verified object by object: the core of a second copy of every backup (issue
-// 52). It sits below the functions, beside the providers: the copy function that schedules it
-// per entry, with its policy, purge, drill and fail-over, is a later slice.
+// the same keys, verified object by object: the core of a second copy of every backup. It sits
+// below the functions, beside the providers: the copy function (functions/copy) runs it per
+// entry on a BackupCopyPolicy's schedule.
 //
 // # What Copy does with each key
 //
@@ -93,9 +93,8 @@
 //
 // Verifying by SHA-256 costs a second read: of the destination after each write, and of both
 // ends for each object already there when the stores report no common MD5 — for
-// etcd-backup-restore's snapshots, every one, on every run. Keeping a ledger of verified
-// copies (or writing the SHA-256 as the destination object's metadata) to skip rereads is
-// left for the copy function.
+// etcd-backup-restore's snapshots, every one, on every run: no ledger of verified copies (nor
+// the SHA-256 as the destination object's metadata) spares the rereads.
 //
 // # What it is not
 //

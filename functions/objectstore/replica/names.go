@@ -25,10 +25,10 @@ func snapshotOf(key string) (last, unix int64, ok bool) {
 	return last, unix, true
 }
 
-// newer reports whether key a is newer than b: a snapshot is newer than any other object;
+// Newer reports whether key a is newer than b: a snapshot is newer than any other object;
 // snapshots are ordered by last revision, then time, as etcd-backup-restore's restore orders
 // them; the rest by name.
-func newer(a, b string) bool {
+func Newer(a, b string) bool {
 	la, ua, oka := snapshotOf(a)
 	lb, ub, okb := snapshotOf(b)
 	switch {

@@ -16,11 +16,11 @@ func TestNewer(t *testing.T) {
 		{"b/other", "a/other", true},
 		{"a/other", v2 + "Full-00000000-00000001-1700000000", false},
 	} {
-		if got := newer(tc.a, tc.b); got != tc.want {
-			t.Errorf("newer(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		if got := Newer(tc.a, tc.b); got != tc.want {
+			t.Errorf("Newer(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
-		if tc.a != tc.b && newer(tc.b, tc.a) == tc.want {
-			t.Errorf("newer(%q, %q) agrees with its reverse", tc.b, tc.a)
+		if tc.a != tc.b && Newer(tc.b, tc.a) == tc.want {
+			t.Errorf("Newer(%q, %q) agrees with its reverse", tc.b, tc.a)
 		}
 	}
 }

@@ -257,7 +257,7 @@ func (r *Report) add(o outcome) {
 	case o.copied:
 		r.Copied++
 		r.CopiedBytes += o.size
-		if r.Newest == "" || newer(o.key, r.Newest) {
+		if r.Newest == "" || Newer(o.key, r.Newest) {
 			r.Newest = o.key
 		}
 	case o.skipped:

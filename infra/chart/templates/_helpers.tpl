@@ -166,9 +166,10 @@ HOUSEKEEPER
 
 {{/* The local provider's directory, for the functions that open buckets (bucket, purge, entry,
 which purges an entry due when it is deleted, snapshot, which writes a local BackupDestination's
-backups, and drill, which reads entries' and destinations' backups). */}}
+backups, drill, which reads entries' and destinations' backups, and copy, which reads entries'
+backups and writes their copy). */}}
 {{- define "housekeeper.opensStores" -}}
-{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill") }}true{{ end -}}
+{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill" "copy") }}true{{ end -}}
 {{- end -}}
 
 {{- define "housekeeper.localEnv" -}}
@@ -281,25 +282,25 @@ priorityClassName: {{ $pc }}
 {{/* Pod labels that Gardener's NetworkPolicy controller reads in a seed (pass a dict: root,
 name): DNS for all, the API server for the bridge and the functions, public networks for what
 opens object stores (entry too: it purges an entry due when it is deleted; drill reads entries'
-buckets). */}}
+buckets; copy reads them and writes a destination). */}}
 {{- define "housekeeper.podNetworkLabels" -}}
 networking.gardener.cloud/to-dns: allowed
-{{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot" "drill") }}
+{{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot" "drill" "copy") }}
 networking.gardener.cloud/to-runtime-apiserver: allowed
 {{- end }}
-{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill") }}
+{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill" "copy") }}
 networking.gardener.cloud/to-public-networks: allowed
 {{- end }}
 {{- end -}}
 
 {{/* The functions this installation runs, sorted (a JSON list, for fromJsonArray): every one of
-.Values.functions, but schedule, snapshot and drill (the EtcdBackupConfig feature and
-RestoreDrill, whose CRDs come with it) only with etcdBackupConfig.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
+.Values.functions, but schedule, snapshot, drill and copy (the EtcdBackupConfig feature, and
+RestoreDrill and BackupCopyPolicy, whose CRDs come with it) only with etcdBackupConfig.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
 --functions), ServiceAccounts and rights follow this list. */}}
 {{- define "housekeeper.functionNames" -}}
 {{- $names := keys .Values.functions | sortAlpha -}}
 {{- if not .Values.etcdBackupConfig.enabled -}}
-{{- $names = without $names "schedule" "snapshot" "drill" -}}
+{{- $names = without $names "schedule" "snapshot" "drill" "copy" -}}
 {{- end -}}
 {{- toJson $names -}}
 {{- end -}}

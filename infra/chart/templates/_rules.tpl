@@ -1,5 +1,5 @@
 {{/* Each component's cluster-wide rules: the verbs its code uses (bridge/*.go,
-functions/gardener, functions/{bucket,entry,etcdbackup,drill}). */}}
+functions/gardener, functions/{bucket,entry,etcdbackup,drill,copy}). */}}
 
 {{/* The bridge: list + watch only (informers). Secrets: objects are announced again when their
 spec.secretRef secret appears or changes; it keeps only a digest of the data, never the values,
@@ -8,12 +8,12 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets", "backupentries"]
   verbs: ["list", "watch"]
-# housekeeper's own EtcdBackupConfigs and RestoreDrills (where their CRDs are installed: the
-# bridge asks discovery). Kept with etcdBackupConfig.enabled off: the CRDs outlive the feature
-# (keep), and a bridge that finds a kind served but may not list it would never finish its
-# initial lists.
+# housekeeper's own EtcdBackupConfigs, RestoreDrills and BackupCopyPolicies (where their CRDs
+# are installed: the bridge asks discovery). Kept with etcdBackupConfig.enabled off: the CRDs
+# outlive the feature (keep), and a bridge that finds a kind served but may not list it would
+# never finish its initial lists.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs", "restoredrills"]
+  resources: ["etcdbackupconfigs", "restoredrills", "backupcopypolicies"]
   verbs: ["list", "watch"]
 # Namespaces: an entry is announced again when its shoot namespace appears.
 - apiGroups: [""]
@@ -89,13 +89,13 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 {{- end -}}
 
 {{- define "housekeeper.rules.schedule" -}}
-# get: the live config or drill; patch: its finalizer.
+# get: the live config, drill or copy policy; patch: its finalizer.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs", "restoredrills"]
+  resources: ["etcdbackupconfigs", "restoredrills", "backupcopypolicies"]
   verbs: ["get", "patch"]
 # The Scheduled condition and observedGeneration.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs/status", "restoredrills/status"]
+  resources: ["etcdbackupconfigs/status", "restoredrills/status", "backupcopypolicies/status"]
   verbs: ["update"]
 {{- end -}}
 
@@ -134,6 +134,34 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
   resources: ["backupbuckets"]
   verbs: ["get"]
 # get: the bucket's (or a source- entry's own) credentials, a destination's; never written.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+{{- end -}}
+
+
+{{- define "housekeeper.rules.copy" -}}
+# get: the live BackupCopyPolicy an event names, its BackupDestination; patch: remove the
+# run-now annotation (gardener.cloud/operation) once its run is done.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupcopypolicies"]
+  verbs: ["get", "patch"]
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupdestinations"]
+  verbs: ["get"]
+# The CopiesSucceeded and WithinLagObjective conditions, the results and counts, the runs.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupcopypolicies/status"]
+  verbs: ["update"]
+# list: the BackupBuckets the policy selects and their BackupEntries; get: a bucket's type and
+# credentials open its store, as for the purge function.
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets"]
+  verbs: ["get", "list"]
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupentries"]
+  verbs: ["list"]
+# get: the buckets' credentials and the destination's; never written.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]

@@ -33,8 +33,9 @@ const (
 	ReasonRotationFailed     = "RotationFailed"
 )
 
-// Finalizer is on every EtcdBackupConfig and RestoreDrill whose schedule is installed: the
-// schedule function removes the schedule from the NATS server before it lets the object go.
+// Finalizer is on every EtcdBackupConfig, RestoreDrill and BackupCopyPolicy whose schedule is
+// installed: the schedule function removes the schedule from the NATS server before it lets the
+// object go.
 const Finalizer = "backup.housekeeper.dev/schedule"
 
 // Keys of the secret named by spec.etcd.tlsSecretRef (those of a kubernetes.io/tls secret,

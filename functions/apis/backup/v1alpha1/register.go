@@ -14,8 +14,8 @@ var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha
 
 var (
 	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme registers BackupDestination, EtcdBackupConfig and RestoreDrill (and their
-	// lists).
+	// AddToScheme registers BackupDestination, EtcdBackupConfig, RestoreDrill and
+	// BackupCopyPolicy (and their lists).
 	AddToScheme = schemeBuilder.AddToScheme
 )
 
@@ -24,6 +24,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&BackupDestination{}, &BackupDestinationList{},
 		&EtcdBackupConfig{}, &EtcdBackupConfigList{},
 		&RestoreDrill{}, &RestoreDrillList{},
+		&BackupCopyPolicy{}, &BackupCopyPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil

@@ -277,4 +277,77 @@ func TestValidationOnAPIServer(t *testing.T) {
 		d.Status.Results[0].Live.Reason, d.Status.Results[0].Live.Outcome = "", "Same"
 		rejected(t, c.Status().Update(ctx, d), "Unsupported value: \"Same\"")
 	})
+
+	policy := func(name string, mutate func(*backupv1alpha1.BackupCopyPolicySpec)) *backupv1alpha1.BackupCopyPolicy {
+		p := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Types: []string{"azure"}},
+				Destination: "s3-a", Schedule: "@hourly"}}
+		if mutate != nil {
+			mutate(&p.Spec)
+		}
+		return p
+	}
+	t.Run("a BackupCopyPolicy's defaults and choices", func(t *testing.T) {
+		p := policy("copy-defaults", nil)
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.Concurrency != backupv1alpha1.DefaultCopyConcurrency || p.Spec.LagObjective == nil || p.Spec.LagObjective.Duration != backupv1alpha1.DefaultLagObjective {
+			t.Errorf("defaults: concurrency %d, lagObjective %v; want %d, %s", p.Spec.Concurrency, p.Spec.LagObjective,
+				backupv1alpha1.DefaultCopyConcurrency, backupv1alpha1.DefaultLagObjective)
+		}
+		for name, sel := range map[string]backupv1alpha1.BucketSelection{
+			"copy-names":    {Names: []string{"bucket-a"}},
+			"copy-selector": {Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"copy": "yes"}}},
+			"copy-all-three": {Names: []string{"bucket-a"}, Types: []string{"aws"},
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"copy": "yes"}}},
+		} {
+			if err := c.Create(ctx, policy(name, func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Buckets = sel })); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		rejected(t, c.Create(ctx, policy("copy-no-buckets", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Buckets = backupv1alpha1.BucketSelection{} })),
+			"choose the BackupBuckets with names, selector or types")
+		rejected(t, c.Create(ctx, policy("copy-no-destination", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Destination = "" })), "spec.destination")
+		// names: [] chooses nothing; Go omits it, a manifest may not.
+		rejected(t, c.Patch(ctx, policy("copy-defaults", nil), client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"buckets":{"names":[]}}}`))),
+			"spec.buckets.names")
+	})
+	t.Run("a BackupCopyPolicy's schedule and bounds", func(t *testing.T) {
+		for i, ok := range []string{"@daily", "@every 15m", "0 0 * * * *"} {
+			if err := c.Create(ctx, policy(fmt.Sprintf("copy-schedule-%d", i), func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Schedule = ok })); err != nil {
+				t.Errorf("schedule %q: %v", ok, err)
+			}
+		}
+		rejected(t, c.Create(ctx, policy("copy-crontab", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Schedule = "0 * * * *" })),
+			"schedule 0 * * * * is not 6 cron fields with seconds first")
+		rejected(t, c.Create(ctx, policy("copy-no-schedule", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Schedule = "" })), "spec.schedule")
+		rejected(t, c.Create(ctx, policy("copy-tz-every", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Schedule, s.TimeZone = "@every 1h", "Europe/Berlin" })),
+			"timeZone needs a cron schedule")
+		rejected(t, c.Create(ctx, policy("copy-33", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.Concurrency = 33 })),
+			"spec.concurrency in body should be less than or equal to 32")
+		patch := []byte(`{"spec":{"concurrency":0}}`)
+		rejected(t, c.Patch(ctx, policy("copy-defaults", nil), client.RawPatch("application/merge-patch+json", patch)),
+			"spec.concurrency in body should be greater than or equal to 1")
+		rejected(t, c.Create(ctx, policy("copy-zero-lag", func(s *backupv1alpha1.BackupCopyPolicySpec) { s.LagObjective = duration(0) })),
+			"lagObjective 0s is not a positive duration")
+	})
+	t.Run("a BackupCopyPolicy's status", func(t *testing.T) {
+		p := policy("copy-status", nil)
+		if err := c.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.NewTime(time.Now().Truncate(time.Second))
+		failures := make([]backupv1alpha1.CopyFailure, backupv1alpha1.MaxCopyFailures)
+		for i := range failures {
+			failures[i] = backupv1alpha1.CopyFailure{Key: fmt.Sprintf("shoot--dev--app--6f1c/etcd-main/v2/Incr-%08d", i), Reason: strings.Repeat("x", backupv1alpha1.MaxCopyReasonLength)}
+		}
+		p.Status = backupv1alpha1.BackupCopyPolicyStatus{ObservedGeneration: p.Generation, LastRun: &now, Entries: 1, Failed: 1,
+			Results: []backupv1alpha1.EntryCopyResult{{Entry: "shoot--dev--app--6f1c", Bucket: "bucket-a", Time: now, Differing: 1, Failures: failures}}}
+		if err := c.Status().Update(ctx, p); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		p.Status.Results[0].Failures = append(p.Status.Results[0].Failures, failures[0])
+		rejected(t, c.Status().Update(ctx, p), "status.results[0].failures: Too many")
+	})
 }

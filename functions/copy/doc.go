@@ -1,0 +1,12 @@
+// Package copy is the copy function: when the NATS server fires a BackupCopyPolicy's schedule
+// (or the policy is annotated gardener.cloud/operation: reconcile), it copies every object
+// under the prefix of each BackupEntry of the BackupBuckets the policy selects into the
+// policy's BackupDestination, under the same key, verified (replica.Copy), and reports per
+// entry in the policy's status and as metrics what was copied, how far behind the copy is, and
+// what differs or failed.
+//
+// The entries' buckets are opened as the purge opens them (entry.Buckets) and only read; the
+// destination is opened as the snapshot function opens it (etcdbackup.OpenDestination). An
+// object the copy holds with other content is reported and kept, never overwritten. An entry
+// being deleted is not copied; its copy stays where it is.
+package copy
