@@ -13,7 +13,6 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -125,7 +124,7 @@ func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fi
 		log.Warn("nothing copied", zap.Error(err))
 		return kube.UpdateStatus(ctx, c.Client, key, newPolicy, func(p *backupv1alpha1.BackupCopyPolicy) {
 			kube.SetCondition(&p.Status.Conditions, p.Generation, backupv1alpha1.ConditionCopiesSucceeded, false, backupv1alpha1.ReasonInvalidPolicy, invalid.Error())
-			setNextRun(p, fire)
+			kube.SetNextRun(&p.Status.NextRun, fire.Next)
 		})
 	case err != nil:
 		return err
@@ -164,7 +163,7 @@ func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fi
 		kube.SetCondition(&p.Status.Conditions, p.Generation, backupv1alpha1.ConditionCopiesSucceeded, ok, reason, message)
 		ok, reason, message = lagVerdict(results, objective)
 		kube.SetCondition(&p.Status.Conditions, p.Generation, backupv1alpha1.ConditionWithinLagObjective, ok, reason, message)
-		setNextRun(p, fire)
+		kube.SetNextRun(&p.Status.NextRun, fire.Next)
 	})
 }
 
@@ -319,13 +318,6 @@ func (s *runStores) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry
 	s.mu.Unlock()
 	o.once.Do(func() { o.store, o.err = s.buckets.Open(ctx, be) })
 	return o.store, o.err
-}
-
-func setNextRun(p *backupv1alpha1.BackupCopyPolicy, fire runner.Fire) {
-	if !fire.Next.IsZero() {
-		next := metav1.NewTime(fire.Next.UTC())
-		p.Status.NextRun = &next
-	}
 }
 
 func newPolicy() *backupv1alpha1.BackupCopyPolicy { return &backupv1alpha1.BackupCopyPolicy{} }

@@ -18,7 +18,6 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -124,7 +123,7 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 		log.Warn("nothing drilled", zap.Error(err))
 		return kube.UpdateStatus(ctx, d.Client, key, newDrill, func(rd *backupv1alpha1.RestoreDrill) {
 			setCondition(rd, false, backupv1alpha1.ReasonInvalidDrill, invalid.Error())
-			setNextRun(rd, fire)
+			kube.SetNextRun(&rd.Status.NextRun, fire.Next)
 		})
 	case err != nil:
 		return err
@@ -144,7 +143,7 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 		Record(&rd.Status, run, reports, plan.selected(), plan.maxAge)
 		ok, reason, message := verdict(reports)
 		setCondition(rd, ok, reason, message)
-		setNextRun(rd, fire)
+		kube.SetNextRun(&rd.Status.NextRun, fire.Next)
 	})
 }
 
@@ -315,13 +314,6 @@ func verdict(reports []backupv1alpha1.EntryDrillResult) (ok bool, reason, messag
 		message += fmt.Sprintf("; and %d more (status.results)", len(failed)-firstReasons)
 	}
 	return false, backupv1alpha1.ReasonDrillsFailed, message
-}
-
-func setNextRun(rd *backupv1alpha1.RestoreDrill, fire runner.Fire) {
-	if !fire.Next.IsZero() {
-		next := metav1.NewTime(fire.Next.UTC())
-		rd.Status.NextRun = &next
-	}
 }
 
 // setCondition sets DrillsSucceeded at rd's generation.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
@@ -65,7 +66,7 @@ func expired(prefix string, keys []string, keep int) (remove []string, kept []ba
 	}
 	for i := len(backups) - 1; i >= 0; i-- {
 		t, _ := BackupTime(prefix, backups[i])
-		kept = append(kept, backupv1alpha1.BackupReference{Key: backups[i], Time: metav1Time(t)})
+		kept = append(kept, backupv1alpha1.BackupReference{Key: backups[i], Time: kube.Time(t)})
 	}
 	return remove, kept, nil
 }

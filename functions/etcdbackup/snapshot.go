@@ -94,10 +94,8 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 }
 
 func setNextRun(c *backupv1alpha1.EtcdBackupConfig, fire runner.Fire) {
-	if !fire.Next.IsZero() {
-		next := metav1Time(fire.Next)
-		c.Status.NextRun = &next
-	} else if c.Spec.Schedule == "" {
+	kube.SetNextRun(&c.Status.NextRun, fire.Next)
+	if fire.Next.IsZero() && c.Spec.Schedule == "" {
 		c.Status.NextRun = nil
 	}
 }
@@ -162,7 +160,7 @@ func (s *Snapshotter) existing(ctx context.Context, store objectstore.Store, cfg
 		return last.DeepCopy(), nil
 	}
 	t, _ := BackupTime(Prefix(cfg), key)
-	return &backupv1alpha1.Backup{Key: key, Time: metav1Time(t), Size: info.Size}, nil
+	return &backupv1alpha1.Backup{Key: key, Time: kube.Time(t), Size: info.Size}, nil
 }
 
 // stream pipes etcd's snapshot into the store, hashing on the way, and checks what arrived.
@@ -200,7 +198,7 @@ func (s *Snapshotter) stream(ctx context.Context, store objectstore.Store, cfg *
 		return nil, &stepError{backupv1alpha1.ReasonVerificationFailed, fmt.Errorf("%s: the store holds %d bytes, %d were sent: discarded", key, info.Size, n)}
 	}
 	log.Info("backup taken", zap.String("key", key), zap.Int64("bytes", n), zap.Duration("took", took))
-	return &backupv1alpha1.Backup{Key: key, Time: metav1Time(at), Size: n, SHA256: h.objectSHA256(),
+	return &backupv1alpha1.Backup{Key: key, Time: kube.Time(at), Size: n, SHA256: h.objectSHA256(),
 		Duration: metav1.Duration{Duration: took.Round(time.Millisecond)}}, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	v1beta1constants "github.com/gardener/gardener/pkg/apis/core/v1beta1/constants"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 // Annotations of the extension contract.
@@ -71,7 +73,7 @@ func setError(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOperationTy
 	lastError := &gardencorev1beta1.LastError{
 		Description:    description,
 		Codes:          codes,
-		LastUpdateTime: ptrTime(now),
+		LastUpdateTime: ptr.To(kube.Time(now)),
 	}
 	if task != "" {
 		lastError.TaskID = &task
@@ -93,13 +95,6 @@ func setLastOperation(obj extensionsv1alpha1.Object, t gardencorev1beta1.LastOpe
 		State:          state,
 		Progress:       progress,
 		Description:    description,
-		LastUpdateTime: metav1Time(now),
+		LastUpdateTime: kube.Time(now),
 	})
-}
-
-func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t) }
-
-func ptrTime(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t)
-	return &mt
 }

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,4 +60,16 @@ func Truncate(s string, n int) string {
 		return s
 	}
 	return string(runes[:n-1]) + "…"
+}
+
+// Time is t as a status records it: in UTC, so that what is read back compares equal.
+func Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC()) }
+
+// SetNextRun sets a status's nextRun to next, unless next is zero: a fire that does not say when
+// its schedule fires next (a retry, a one-off, a run on demand) leaves it as it is.
+func SetNextRun(nextRun **metav1.Time, next time.Time) {
+	if !next.IsZero() {
+		t := Time(next)
+		*nextRun = &t
+	}
 }
