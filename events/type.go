@@ -132,6 +132,16 @@ func ObjectType(kind Kind, op Operation) (string, error) {
 	return t, nil
 }
 
+// OperationOf is the operation an event type names (its part between the group and the
+// version), or false for a type of another contract.
+func OperationOf(eventType string) (Operation, bool) {
+	if !knownTypes[eventType] {
+		return "", false
+	}
+	rest := strings.TrimSuffix(strings.TrimPrefix(eventType, typePrefix), ".v1")
+	return Operation(rest[strings.LastIndex(rest, ".")+1:]), true
+}
+
 // nonObjectGroups are the type groups that name no kind: their events are built by their own
 // constructors (NewPurgeEvent, NewEtcdBackupDueEvent, NewDrillDueEvent, NewCopyDueEvent), never as
 // object events.

@@ -324,6 +324,9 @@ func TestDecisions(t *testing.T) {
 			want: outcome{annKept: true}},
 		{name: "handle/entry/created with migrate", event: events.OpCreated, ann: OperationMigrate,
 			want: outcome{op: "Migrate Succeeded", written: true}},
+		// A deleting event is never a claim, whatever its copy says: the live object is read.
+		{name: "handle/entry/deleting event with a new object's copy", event: events.OpDeleting,
+			want: outcome{call: reconcile, op: "Create Succeeded", written: true, finalizer: true, secretFinalizer: true}},
 		{name: "handle/entry/created, outdated copy", event: events.OpCreated, staleCopy: true, last: "Create Succeeded", ours: true,
 			want: outcome{call: reconcile, op: "Create Succeeded", finalizer: true, secretFinalizer: true}},
 		{name: "handle/entry/created, object gone", event: events.OpCreated, absent: true, want: outcome{gone: true}},

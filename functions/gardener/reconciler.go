@@ -77,12 +77,15 @@ func (r *Reconciler[T]) Handle(ctx context.Context, e cloudevents.Event) error {
 	if ref.Kind != r.Kind {
 		return runner.Permanentf("event about a %s reached the %s function", ref.Kind, r.Kind)
 	}
-	claimed, operation, ok, err := r.claim(ctx, e, ref)
-	switch {
-	case err != nil:
-		return err
-	case ok:
-		return r.converge(ctx, claimed, operation)
+	// An object being deleted or gone is never claimed: read, without decoding its copy.
+	if op, _ := events.OperationOf(e.Type()); op != events.OpDeleting && op != events.OpDeleted {
+		claimed, operation, ok, err := r.claim(ctx, e, ref)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			return r.converge(ctx, claimed, operation)
+		}
 	}
 	obj, found, err := r.read(ctx, ref.Name)
 	if !found {
