@@ -14,6 +14,8 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/housekeeper-dev/housekeeper/events"
 )
 
 // The indexes of a kind's objects by what they refer to (kinds.go, relations).
@@ -90,7 +92,7 @@ func New(cfg *rest.Config, p Publisher, reg prometheus.Registerer, opts Options)
 		source:    source,
 	}
 	if reg != nil {
-		reg.MustRegister(newDrillCollector(b.drillStore))
+		reg.MustRegister(newDrillCollector(b.statusStore(events.KindRestoreDrill)), newCopyCollector(b.statusStore(events.KindBackupCopyPolicy)))
 	}
 	if err := b.makeInformers(core); err != nil {
 		return nil, err

@@ -101,14 +101,16 @@ func (c *drillCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// drillStore is the RestoreDrill informer's store while Run runs it and it has listed, else
-// nil: a bridge that does not lead (or no longer does) exports no drill.
-func (b *Bridge) drillStore() cache.Store {
-	if !b.running.Load() {
+// statusStore is the informer's store of kind while Run runs it and it has listed, else nil: a
+// bridge that does not lead (or no longer does) exports no status.
+func (b *Bridge) statusStore(kind events.Kind) func() cache.Store {
+	return func() cache.Store {
+		if !b.running.Load() {
+			return nil
+		}
+		if inf := b.informerOf(kind); inf != nil && inf.HasSynced() {
+			return inf.GetStore()
+		}
 		return nil
 	}
-	if inf := b.informerOf(events.KindRestoreDrill); inf != nil && inf.HasSynced() {
-		return inf.GetStore()
-	}
-	return nil
 }

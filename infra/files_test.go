@@ -65,19 +65,24 @@ var metricNames = []string{
 	"housekeeper_copy_bytes_total",
 	"housekeeper_copy_verification_failures_total",
 	"housekeeper_copy_entry_lag_seconds",
+	"housekeeper_copy_policy_entries",
+	"housekeeper_copy_policy_lag_objective_seconds",
+	"housekeeper_copy_policy_last_run_timestamp_seconds",
+	"housekeeper_copy_entry_last_complete_timestamp_seconds",
 }
 
 // gaugesInSeconds are the metrics in seconds that are gauges, not histograms.
 var gaugesInSeconds = map[string]bool{
-	"housekeeper_function_cold_start_seconds":      true,
-	"housekeeper_drill_max_restorable_age_seconds": true,
-	"housekeeper_function_oldest_waiting_seconds":  true,
-	"housekeeper_copy_entry_lag_seconds":           true,
+	"housekeeper_function_cold_start_seconds":       true,
+	"housekeeper_drill_max_restorable_age_seconds":  true,
+	"housekeeper_function_oldest_waiting_seconds":   true,
+	"housekeeper_copy_entry_lag_seconds":            true,
+	"housekeeper_copy_policy_lag_objective_seconds": true,
 }
 
 // metricSources are the files that register metricNames: as metric options, or as the
 // descriptors of a collector.
-var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go"}
+var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../bridge/copies.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {

@@ -77,6 +77,9 @@ const (
 //     NotRestorable naming that snapshot and fires HousekeeperDrillFailed at once for that
 //     entry alone (not for the drill that restored), and it keeps firing while no drill runs;
 //     the RestoreDrill deleted, the alert resolves;
+//   - a BackupCopyPolicy whose status counts an entry failed and behind, its last complete copy
+//     two days old, fires HousekeeperCopyFailed and HousekeeperCopyBehind at once, from the
+//     bridge's series, and they keep firing while no copy runs; the policy deleted, they resolve;
 //   - no other alert fires on a healthy installation (the bridge leads, nothing backs up, the
 //     one entry a RestoreDrill selects restores).
 func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
@@ -287,8 +290,25 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		v := w.value("bridge", `housekeeper_drill_entries{drill="stale", state="stale"}`)
 		return v == 1, fmt.Sprint(v)
 	})
+	// A BackupCopyPolicy whose last run left its one entry not wholly copied, and whose last
+	// complete copy is two days old: its status says so, and the bridge exports it between runs.
+	lagging := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "lagging"},
+		Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Names: []string{"elsewhere"}},
+			Destination: "monitoring-copy", Schedule: "@daily"}}
+	mustCreate(ctx, t, c, lagging)
+	twoDaysAgo := metav1.NewTime(time.Now().Add(-48 * time.Hour))
+	lagging.Status = backupv1alpha1.BackupCopyPolicyStatus{LastRun: &metav1.Time{Time: time.Now()}, Entries: 1, Failed: 1, Behind: 1,
+		Results: []backupv1alpha1.EntryCopyResult{{Entry: "shoot--dev--lagging", Bucket: "elsewhere", Time: metav1.Now(),
+			LastComplete: &twoDaysAgo, Reason: "1 object differs in the copy"}}}
+	if err := c.Status().Update(ctx, lagging); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the lagging policy exported by the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_copy_policy_entries{policy="lagging", state="behind"}`)
+		return v == 1, fmt.Sprint(v)
+	})
 	firing := map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperNoRestorableBackup": rules.StateFiring,
-		"HousekeeperDrillFailed": rules.StateFiring}
+		"HousekeeperDrillFailed": rules.StateFiring, "HousekeeperCopyFailed": rules.StateFiring, "HousekeeperCopyBehind": rules.StateFiring}
 
 	// Healthy but for the dead letter, the stale drill and the broken backup: they fire at once
 	// (their rules have no for:), nothing else does.
@@ -321,7 +341,8 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	// the broken backup's drill still failed.
 	w.hold(75 * time.Minute)
 	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperPurgeOverdue": rules.StateFiring,
-		"HousekeeperNoRestorableBackup": rules.StateFiring, "HousekeeperDrillFailed": rules.StateFiring})
+		"HousekeeperNoRestorableBackup": rules.StateFiring, "HousekeeperDrillFailed": rules.StateFiring,
+		"HousekeeperCopyFailed": rules.StateFiring, "HousekeeperCopyBehind": rules.StateFiring})
 
 	// Resolved as it happens: the server fires the purge, the purge function purges; the
 	// operator creates the missing namespace and retries the dead letter.
@@ -347,6 +368,14 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 			return v == -1, fmt.Sprint(v)
 		})
 	}
+	// The lagging policy deleted: its series go with it.
+	if err := c.Delete(ctx, lagging); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the deleted policy's series gone from the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_copy_policy_entries{policy="lagging"}`)
+		return v == -1, fmt.Sprint(v)
+	})
 	w.scrape()
 	w.expect(nil)
 	w.scrape()
