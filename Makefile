@@ -6,7 +6,7 @@ GOIMPORTS_VERSION   ?= v0.51.0
 FUZZTIME ?= 1m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench faults lint crds apis images release tools controlplane azurite s3 gcs swift etcdbr nats node docker
+.PHONY: help run test fuzz bench faults lint crds apis registry images release tools controlplane azurite s3 gcs swift etcdbr nats node docker
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module 
 
 apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/chart/files/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
+
+registry: ## write what each function of the registry needs where it is deployed into infra/chart/files/functions.json
+	$(GO) run ./scripts/cmd/registry
 
 # The images' registry (the chart's, infra/chart/values.yaml; empty: bare names as docker
 # compose uses) and tag (empty: v<appVersion> of infra/chart/Chart.yaml, the chart's default).

@@ -19,6 +19,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	hkcli "github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
 )
 
@@ -275,7 +276,7 @@ func TestComposeFile(t *testing.T) {
 		// bucket creates the local buckets, purge empties them, snapshot writes backups into
 		// them, drill reads them, copy reads them and writes its copy: the same volume.
 		buckets := volumeAt(svc("bucket"), "/var/lib/housekeeper/buckets")
-		for _, name := range []string{"purge", "snapshot", "drill", "copy"} {
+		for _, name := range functionsNeeding(func(n runner.Needs) bool { return n.Stores }) {
 			if v := volumeAt(svc(name), "/var/lib/housekeeper/buckets"); buckets == "" || v != buckets {
 				t.Errorf("bucket and %s do not share the local buckets' volume (%q, %q)", name, buckets, v)
 			}

@@ -94,17 +94,18 @@ func TestNonKubernetesFiles(t *testing.T) {
 // named in nonKubernetes, or one of the few listed here.
 func TestEveryFileIsChecked(t *testing.T) {
 	others := map[string]string{
-		"README.md":                "compose_test.go (TestReadme: sections, links)",
-		"docs/deploy.md":           "compose_test.go (TestReadme: sections, links)",
-		"docs/configuration.md":    "compose_test.go (TestReadme: sections, links)",
-		"docs/operating.md":        "compose_test.go (TestReadme: sections, links); test/seed runs its CLI block",
-		"docs/monitoring.md":       "compose_test.go (TestReadme: sections, links)",
-		"docs/upgrading.md":        "compose_test.go (TestReadme: sections, links)",
-		"examples/README.md":       "compose_test.go (TestReadme: links)",
-		"chart/Chart.yaml":         "TestChartAsGardenletInstallsIt (versions), TestChartRenders",
-		"chart/values.yaml":        "TestChartRenders, TestChartRefusesUnsafeValues, TestChartDrillMemoryHoldsTheDefaultBudget",
-		"chart/.helmignore":        "TestChartRenders (the chart archive)",
-		"chart/values.schema.json": "TestChartSchemaRefusesWrongValuesByName, TestChartSchemaCoversTheValues",
+		"README.md":                  "compose_test.go (TestReadme: sections, links)",
+		"docs/deploy.md":             "compose_test.go (TestReadme: sections, links)",
+		"docs/configuration.md":      "compose_test.go (TestReadme: sections, links)",
+		"docs/operating.md":          "compose_test.go (TestReadme: sections, links); test/seed runs its CLI block",
+		"docs/monitoring.md":         "compose_test.go (TestReadme: sections, links)",
+		"docs/upgrading.md":          "compose_test.go (TestReadme: sections, links)",
+		"examples/README.md":         "compose_test.go (TestReadme: links)",
+		"chart/Chart.yaml":           "TestChartAsGardenletInstallsIt (versions), TestChartRenders",
+		"chart/files/functions.json": "registry_test.go (TestChartFactsAreTheRegistrys: byte-equal to the registry's), TestChartRenders",
+		"chart/values.yaml":          "TestChartRenders, TestChartRefusesUnsafeValues, TestChartDrillMemoryHoldsTheDefaultBudget",
+		"chart/.helmignore":          "TestChartRenders (the chart archive)",
+		"chart/values.schema.json":   "TestChartSchemaRefusesWrongValuesByName, TestChartSchemaCoversTheValues",
 	}
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

@@ -34,6 +34,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 	"github.com/housekeeper-dev/housekeeper/scripts/images"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
@@ -927,7 +928,7 @@ func TestChartChoosesTheImageOfWhatIsServed(t *testing.T) {
 // at once), the purge, the snapshot (a local BackupDestination), the drill and the copy — have its
 // directory, as docker-compose.yaml gives it; the bridge and the schedule function do not.
 func TestLocalBucketsGoToTheFunctionsThatOpenStores(t *testing.T) {
-	want := []string{"bucket", "copy", "drill", "entry", "purge", "snapshot"}
+	want := functionsNeeding(func(n runner.Needs) bool { return n.Stores })
 	var got []string
 	for _, m := range render(t, "local") {
 		if m.obj.GetKind() != "Deployment" {

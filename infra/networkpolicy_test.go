@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // What each workload reaches besides NATS: every one resolves names; the bridge and the
@@ -17,8 +19,8 @@ import (
 // too: it purges an entry due when it is deleted). setup talks to NATS only; so does the
 // forwarder, but for Knative's gateway in knative mode (knative.gateway, test/knative).
 var (
-	apiClients  = []string{"bridge", "bucket", "entry", "purge", "schedule", "snapshot", "drill", "copy"}
-	storeOpener = []string{"bucket", "entry", "purge", "snapshot", "drill", "copy"}
+	apiClients  = append([]string{"bridge"}, functionsNeeding(func(n runner.Needs) bool { return n.APIServer })...)
+	storeOpener = functionsNeeding(func(n runner.Needs) bool { return n.Stores })
 )
 
 // In a seed, Gardener's NetworkPolicy controller allows DNS, the API server and public networks

@@ -1,6 +1,7 @@
 package infra_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
 )
 
@@ -59,6 +61,34 @@ func TestChartListsAreTheRegistrys(t *testing.T) {
 			t.Errorf("function %s of the registry has no Deployment in the keda rendering", fn)
 		}
 	}
+}
+
+// The chart's copy of the registry's facts (files/functions.json, which its templates read) is
+// what the registry says: `make registry` writes it.
+func TestChartFactsAreTheRegistrys(t *testing.T) {
+	want, err := all.Facts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := chart.FS.ReadFile("files/functions.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("infra/chart/files/functions.json is not the registry's facts: run make registry\n%s\nwant\n%s", got, want)
+	}
+}
+
+// functionsNeeding are the registry's functions whose needs satisfy need, sorted.
+func functionsNeeding(need func(runner.Needs) bool) []string {
+	var names []string
+	for _, d := range all.Functions {
+		if need(d.Needs) {
+			names = append(names, d.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // chartSchema is values.schema.json, decoded.

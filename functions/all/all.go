@@ -4,6 +4,7 @@
 package all
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/housekeeper-dev/housekeeper/functions/bucket"
@@ -60,4 +61,21 @@ func NamesOf(defs []runner.Definition) []string {
 		names[i] = d.Name
 	}
 	return names
+}
+
+// FactsFile is where the chart keeps Facts (its files/, byte-equal: infra's tests check).
+const FactsFile = "infra/chart/files/functions.json"
+
+// Facts is what every function needs where it is deployed (runner.Needs), by name, as the
+// chart and docker compose read it from FactsFile.
+func Facts() ([]byte, error) {
+	needs := make(map[string]runner.Needs, len(Functions))
+	for _, d := range Functions {
+		needs[d.Name] = d.Needs
+	}
+	data, err := json.MarshalIndent(needs, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
 }

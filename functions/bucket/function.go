@@ -18,7 +18,8 @@ import (
 
 // Definition declares the bucket function.
 var Definition = runner.Definition{
-	Name: "bucket",
+	Name:  "bucket",
+	Needs: runner.Needs{APIServer: true, Stores: true},
 	// A bucket whose deletion waits for its entries is announced again by the bridge when one
 	// of them is gone.
 	Types: []string{events.TypeBucketCreated, events.TypeBucketUpdated, events.TypeBucketDeleting, events.TypeBucketSynced},

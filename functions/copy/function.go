@@ -31,6 +31,8 @@ import (
 // worker's run is delivered again.
 var Definition = runner.Definition{
 	Name: "copy",
+	// It reads entries' backups and writes their copy.
+	Needs: runner.Needs{APIServer: true, Stores: true, Feature: "etcdBackupConfig"},
 	// Fired schedules; and the policy's object events, for a run on demand (RunNow).
 	Types: []string{events.TypeCopyDue,
 		events.TypeBackupCopyPolicyCreated, events.TypeBackupCopyPolicyUpdated, events.TypeBackupCopyPolicySynced},

@@ -35,6 +35,8 @@ import (
 // so only a dead worker's run is delivered again.
 var Definition = runner.Definition{
 	Name: "drill",
+	// It reads backups, and restores them into a throwaway etcd in its work directory.
+	Needs: runner.Needs{APIServer: true, Stores: true, ReadOnlyStores: true, WorkDir: true, Feature: "etcdBackupConfig"},
 	// Fired schedules.
 	Types: []string{events.TypeDrillDue},
 	Bind: func(fs *flag.FlagSet) runner.Constructor {

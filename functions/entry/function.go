@@ -37,7 +37,9 @@ func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter[*exten
 // Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions)
 // when it is given a Kubernetes configuration to start one from.
 var Definition = runner.Definition{
-	Name:  "entry",
+	Name: "entry",
+	// It purges an entry that is due when it is deleted.
+	Needs: runner.Needs{APIServer: true, Stores: true},
 	Types: []string{events.TypeEntryCreated, events.TypeEntryUpdated, events.TypeEntryDeleting, events.TypeEntrySynced},
 	// The purge schedules and their announcements, and the outcome of the purges it does itself
 	// (an entry due when it is deleted).

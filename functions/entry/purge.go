@@ -56,7 +56,8 @@ type Purger struct {
 
 // PurgeDefinition declares the purge function. It shares the entry function's retention flags.
 var PurgeDefinition = runner.Definition{
-	Name: "purge",
+	Name:  "purge",
+	Needs: runner.Needs{APIServer: true, Stores: true},
 	// The purges the NATS server fires when due, and the verify purges of what object lock kept.
 	Types: []string{events.TypePurgeDue, events.TypePurgeVerify},
 	// The verify purges it schedules, and the outcome of each purge.

@@ -30,7 +30,8 @@ const DueMessageTTL = 24 * time.Hour
 
 // ScheduleDefinition declares the schedule function.
 var ScheduleDefinition = runner.Definition{
-	Name: "schedule",
+	Name:  "schedule",
+	Needs: runner.Needs{APIServer: true, Feature: "etcdBackupConfig"},
 	// Every change of a config, a drill or a copy policy.
 	Types: []string{
 		events.TypeEtcdBackupConfigCreated, events.TypeEtcdBackupConfigUpdated,

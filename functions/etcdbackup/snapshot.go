@@ -23,6 +23,8 @@ import (
 // SnapshotDefinition declares the snapshot function.
 var SnapshotDefinition = runner.Definition{
 	Name: "snapshot",
+	// It writes a local BackupDestination's backups too.
+	Needs: runner.Needs{APIServer: true, Stores: true, Feature: "etcdBackupConfig"},
 	// Fired schedules.
 	Types: []string{events.TypeEtcdBackupDue},
 	Bind: runner.NoFlags(func(_ context.Context, d runner.Deps) (runner.Handler, error) {

@@ -34,6 +34,24 @@ type Definition struct {
 	// Bind registers the function's own flags on fs and returns its constructor, which reads
 	// them once fs is parsed.
 	Bind func(fs *flag.FlagSet) Constructor
+	// Needs is what the function needs where it is deployed; the chart and docker compose read
+	// it from infra/chart/files/functions.json, which `make registry` writes from the registry.
+	Needs Needs
+}
+
+// Needs is what a function needs of the pod, the network and the installation it runs in.
+type Needs struct {
+	// APIServer: it talks to the Kubernetes API server.
+	APIServer bool `json:"apiServer,omitempty"`
+	// Stores: it opens object stores (the local provider's directory; public networks).
+	Stores bool `json:"stores,omitempty"`
+	// ReadOnlyStores: of the stores it opens, it only reads.
+	ReadOnlyStores bool `json:"readOnlyStores,omitempty"`
+	// WorkDir: a writable work directory, its $TMPDIR on the read-only root.
+	WorkDir bool `json:"workDir,omitempty"`
+	// Feature is the chart's value that turns the function on ("": always on), e.g.
+	// "etcdBackupConfig" for etcdBackupConfig.enabled.
+	Feature string `json:"feature,omitempty"`
 }
 
 // Constructor builds a function's handler from the shared dependencies. ctx bounds what it

@@ -164,12 +164,17 @@ HOUSEKEEPER
 {{- end }}
 {{- end -}}
 
-{{/* The local provider's directory, for the functions that open buckets (bucket, purge, entry,
-which purges an entry due when it is deleted, snapshot, which writes a local BackupDestination's
-backups, drill, which reads entries' and destinations' backups, and copy, which reads entries'
-backups and writes their copy). */}}
+{{/* What the component called .name needs where it runs (a JSON object; {} for the bridge):
+the registry's facts, files/functions.json, which `make registry` writes from functions/all
+(runner.Needs: apiServer, stores, readOnlyStores, workDir, feature). */}}
+{{- define "housekeeper.needs" -}}
+{{- $facts := .root.Files.Get "files/functions.json" | fromJson -}}
+{{- index $facts .name | default dict | toJson -}}
+{{- end -}}
+
+{{/* The local provider's directory, for the functions that open object stores. */}}
 {{- define "housekeeper.opensStores" -}}
-{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill" "copy") }}true{{ end -}}
+{{- if (include "housekeeper.needs" . | fromJson).stores }}true{{ end -}}
 {{- end -}}
 
 {{- define "housekeeper.localEnv" -}}
@@ -186,25 +191,24 @@ backups and writes their copy). */}}
 {{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
 - name: local-buckets
   mountPath: /var/lib/housekeeper/buckets
-{{- if eq .name "drill" }}
-  # A drill only reads backups.
+{{- if (include "housekeeper.needs" . | fromJson).readOnlyStores }}
   readOnly: true
 {{- end }}
 {{- end }}
 {{- end -}}
 
-{{/* The drill function's work directory, its $TMPDIR on the read-only root: a throwaway etcd's
-data directory and the snapshot being read, about twice an entry's snapshot db per concurrent
-drill. */}}
+{{/* A function's work directory, its $TMPDIR on the read-only root (the drill's: a throwaway
+etcd's data directory and the snapshot being read, about twice an entry's snapshot db per
+concurrent drill). */}}
 {{- define "housekeeper.workMount" -}}
-{{- if eq .name "drill" }}
+{{- if (include "housekeeper.needs" . | fromJson).workDir }}
 - name: work
   mountPath: /tmp
 {{- end }}
 {{- end -}}
 
 {{- define "housekeeper.workVolume" -}}
-{{- if eq .name "drill" }}
+{{- if (include "housekeeper.needs" . | fromJson).workDir }}
 - name: work
   emptyDir: {}
 {{- end }}
@@ -280,27 +284,30 @@ priorityClassName: {{ $pc }}
 {{- end -}}
 
 {{/* Pod labels that Gardener's NetworkPolicy controller reads in a seed (pass a dict: root,
-name): DNS for all, the API server for the bridge and the functions, public networks for what
-opens object stores (entry too: it purges an entry due when it is deleted; drill reads entries'
-buckets; copy reads them and writes a destination). */}}
+name): DNS for all, the API server for the bridge and the functions that need it, public
+networks for those that open object stores (housekeeper.needs). */}}
 {{- define "housekeeper.podNetworkLabels" -}}
 networking.gardener.cloud/to-dns: allowed
-{{- if has .name (list "bridge" "bucket" "entry" "purge" "schedule" "snapshot" "drill" "copy") }}
+{{- $needs := include "housekeeper.needs" . | fromJson }}
+{{- if or (eq .name "bridge") $needs.apiServer }}
 networking.gardener.cloud/to-runtime-apiserver: allowed
 {{- end }}
-{{- if has .name (list "bucket" "entry" "purge" "snapshot" "drill" "copy") }}
+{{- if $needs.stores }}
 networking.gardener.cloud/to-public-networks: allowed
 {{- end }}
 {{- end -}}
 
 {{/* The functions this installation runs, sorted (a JSON list, for fromJsonArray): every one of
-.Values.functions, but schedule, snapshot, drill and copy (the EtcdBackupConfig feature, and
-RestoreDrill and BackupCopyPolicy, whose CRDs come with it) only with etcdBackupConfig.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
+.Values.functions, those with a feature (housekeeper.needs: the EtcdBackupConfig feature's
+schedule and snapshot, and drill and copy, whose CRDs come with it) only with <feature>.enabled. Their Deployments or Services, ScaledObjects, consumers (the setup Job's
 --functions), ServiceAccounts and rights follow this list. */}}
 {{- define "housekeeper.functionNames" -}}
-{{- $names := keys .Values.functions | sortAlpha -}}
-{{- if not .Values.etcdBackupConfig.enabled -}}
-{{- $names = without $names "schedule" "snapshot" "drill" "copy" -}}
+{{- $names := list -}}
+{{- range $name := keys .Values.functions | sortAlpha -}}
+{{- $feature := (include "housekeeper.needs" (dict "root" $ "name" $name) | fromJson).feature -}}
+{{- if or (not $feature) (index $.Values $feature).enabled -}}
+{{- $names = append $names $name -}}
+{{- end -}}
 {{- end -}}
 {{- toJson $names -}}
 {{- end -}}

@@ -1,0 +1,34 @@
+// Command registry is `make registry`: it writes what every function of the registry needs
+// where it is deployed (functions/all.Facts) into the chart's files, which the chart's
+// templates and docker compose's check read.
+//
+//	go run ./scripts/cmd/registry
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/housekeeper-dev/housekeeper/functions/all"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "registry:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	root, err := stack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	facts, err := all.Facts()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(root, all.FactsFile), facts, 0o644)
+}
