@@ -45,8 +45,12 @@ func TestDrillTheCopy(t *testing.T) {
 			}
 			return rev
 		},
-		func(c *clientv3.Client) int64 { return put(c, "/registry/configmaps/default/cm-03", "updated after the full snapshot") },
-		func(c *clientv3.Client) int64 { return put(c, "/registry/secrets/default/written-last", "the newest write") })
+		func(c *clientv3.Client) int64 {
+			return put(c, "/registry/configmaps/default/cm-03", "updated after the full snapshot")
+		},
+		func(c *clientv3.Client) int64 {
+			return put(c, "/registry/secrets/default/written-last", "the newest write")
+		})
 	if len(b.deltas) < 2 {
 		t.Fatalf("deltas %v, want 2 at least", b.deltas)
 	}
