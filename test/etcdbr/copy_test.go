@@ -81,7 +81,7 @@ func TestDrillTheCopy(t *testing.T) {
 	}
 	// drillCopy drills the copy in bucket, etcdbrctl reading it from there with the S3
 	// credentials, and reports it as a result of the copy.
-	drillCopy := func(t *testing.T, dst objectstore.Store, bucket string) (drill.Result, error, backupv1alpha1.EntryDrillResult) {
+	drillCopy := func(t *testing.T, dst objectstore.Store, bucket string) (drill.Result, backupv1alpha1.EntryDrillResult, error) {
 		t.Helper()
 		es, err := drill.NewEtcdbrStore(objectstore.Where{Type: s3.Type, Region: stack.S3Region, Bucket: bucket}, credentials,
 			b.store.Prefix+"/", objectstore.NewRegistry(s3.New()))
@@ -91,7 +91,7 @@ func TestDrillTheCopy(t *testing.T) {
 		res, err := b.drillWith(t, dst, drill.Options{Live: live, Etcdbrctl: e, EtcdbrStore: es})
 		report := drill.Report("shoot--drill--real", time.Now(), res, err)
 		report.Source = source
-		return res, err, report
+		return res, report, err
 	}
 
 	first, err := b.drillWith(t, b.bucket, b.etcdbrOptions(t, e, b.store.Home, drill.Options{Live: live}))
@@ -104,7 +104,7 @@ func TestDrillTheCopy(t *testing.T) {
 	}
 
 	t.Run("the copy: Exact at the first store's revision and hashes", func(t *testing.T) {
-		res, err, report := drillCopy(t, copyTo(t, "copy-whole"), "copy-whole")
+		res, report, err := drillCopy(t, copyTo(t, "copy-whole"), "copy-whole")
 		if err != nil {
 			t.Fatalf("the drill of the copy: %v", err)
 		}
@@ -126,7 +126,7 @@ func TestDrillTheCopy(t *testing.T) {
 		dst := copyTo(t, "copy-flipped")
 		delta := b.deltas[0]
 		flipByte(t, dst, delta)
-		_, err, report := drillCopy(t, dst, "copy-flipped")
+		_, report, err := drillCopy(t, dst, "copy-flipped")
 		var derr *drill.Error
 		if !errors.As(err, &derr) || !derr.AboutTheBackup() || derr.Key != delta {
 			t.Fatalf("the drill of the copy: %v, want the backup at fault in %s", err, delta)
@@ -145,7 +145,7 @@ func TestDrillTheCopy(t *testing.T) {
 		if failed, err := dst.DeleteKeys(ctx, []string{newest}); err != nil || len(failed) > 0 {
 			t.Fatalf("removing %s: %v %v", newest, failed, err)
 		}
-		res, err, report := drillCopy(t, dst, "copy-lagging")
+		res, report, err := drillCopy(t, dst, "copy-lagging")
 		if err != nil {
 			t.Fatalf("the drill of the copy: %v", err)
 		}
