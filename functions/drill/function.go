@@ -239,19 +239,21 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 // entryTargets are be's backups as spec.source says: in its bucket, in the copy of
 // spec.copyPolicy, or the bucket's and then the copy's.
 func (d *Driller) entryTargets(spec backupv1alpha1.RestoreDrillSpec, be *extensionsv1alpha1.BackupEntry) planned {
-	bucket := EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain)
-	copied := CopyTarget(d.Client, d.Providers, be, gardener.EtcdMain, spec.CopyPolicy)
-	if d.ShootEtcds {
-		live := ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain)
-		bucket, copied = bucket.WithLive(live), copied.WithLive(live)
+	withLive := func(t Target) Target {
+		if d.ShootEtcds {
+			t = t.WithLive(ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain))
+		}
+		return t
 	}
-	switch spec.Source {
-	case backupv1alpha1.DrillCopy:
+	bucket := withLive(EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain))
+	if spec.Source != backupv1alpha1.DrillCopy && spec.Source != backupv1alpha1.DrillBoth {
+		return planned{Target: bucket}
+	}
+	copied := withLive(CopyTarget(d.Client, d.Providers, be, gardener.EtcdMain, spec.CopyPolicy))
+	if spec.Source == backupv1alpha1.DrillCopy {
 		return planned{Target: copied}
-	case backupv1alpha1.DrillBoth:
-		return planned{Target: bucket, copy: &copied}
 	}
-	return planned{Target: bucket}
+	return planned{Target: bucket, copy: &copied}
 }
 
 // drillAll drills p's targets, at most p.concurrency at once, and returns their reports in

@@ -35,8 +35,9 @@ type Selection struct {
 }
 
 // Select makes the Selection of spec. It fails on a spec that chooses entries more than one
-// way, or chooses nothing, or a copy without the policy that keeps it, and on a selector the API server admits but labels cannot evaluate
-// (an In without values).
+// way, or chooses nothing, or a copy without the policy that keeps it (or a policy without a
+// copy), and on a selector the API server admits but labels cannot evaluate (an In without
+// values).
 func Select(spec backupv1alpha1.RestoreDrillSpec) (Selection, error) {
 	chosen := 0
 	for _, set := range []bool{spec.Selector != nil, len(spec.Purposes) > 0, spec.All} {
