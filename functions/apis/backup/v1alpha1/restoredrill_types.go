@@ -326,7 +326,8 @@ type EntryDrillResult struct {
 	// +kubebuilder:validation:MaxLength=258
 	Source string `json:"source,omitempty"`
 	// Copy is the drill of the copy beside the bucket's (spec.source Both), and how the two
-	// compare.
+	// compare. The entry's outcome, reason and object are the copy's where its drill did worse;
+	// NotRestorable where the copy restores other keys or values at the bucket's revision.
 	// +optional
 	Copy *CopyDrillResult `json:"copy,omitempty"`
 }
