@@ -27,9 +27,10 @@ import (
 
 // The chart's role carries the drill function, as its ServiceAccount, through a fire: it reads
 // the RestoreDrill, lists the BackupEntries and EtcdBackupConfigs, opens an entry's bucket with
-// its BackupBucket's credentials and a config's BackupDestination with its own, and writes the
-// status. Neither prefix holds a snapshot, so the one verdict that proves the store was read is
-// NotRestorable (a Forbidden answer anywhere is an error or an Error outcome).
+// its BackupBucket's credentials, a config's BackupDestination with its own, and the entry's
+// copy through its BackupCopyPolicy's destination, and writes the status. No prefix holds a
+// snapshot, so the one verdict that proves the store was read is NotRestorable (a Forbidden
+// answer anywhere is an error or an Error outcome).
 func TestRBACIsEnoughForDrills(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube())
 	admin := env.Client(t)
@@ -73,8 +74,10 @@ func TestRBACIsEnoughForDrills(t *testing.T) {
 			Type: local.Type, Bucket: bucketName, CredentialsSecretRef: &backupv1alpha1.SecretReference{Namespace: "garden", Name: "bucket-credentials"}}},
 		&backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "main"}, Spec: backupv1alpha1.EtcdBackupConfigSpec{
 			Etcd: backupv1alpha1.EtcdReference{Endpoints: []string{"http://127.0.0.1:2379"}}, Schedule: "@daily", Keep: 1, Destination: "local"}},
+		&backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "rbac-copy"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
+			Buckets: backupv1alpha1.BucketSelection{Names: []string{bucketName}}, Destination: "local", Schedule: "@hourly"}},
 		&backupv1alpha1.RestoreDrill{ObjectMeta: metav1.ObjectMeta{Name: "rbac"}, Spec: backupv1alpha1.RestoreDrillSpec{
-			All: true, Configs: &backupv1alpha1.ConfigSelection{}, Schedule: "@daily"}},
+			All: true, Configs: &backupv1alpha1.ConfigSelection{}, Schedule: "@daily", Source: backupv1alpha1.DrillBoth, CopyPolicy: "rbac-copy"}},
 	} {
 		if err := admin.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", obj.GetName(), err)
@@ -102,6 +105,11 @@ func TestRBACIsEnoughForDrills(t *testing.T) {
 	st := rd.Status
 	if len(st.Results) != 2 || st.Results[0].Outcome != backupv1alpha1.OutcomeNotRestorable || st.Results[1].Outcome != backupv1alpha1.OutcomeNotRestorable {
 		t.Fatalf("results %+v, want %s and team/main NotRestorable (no full snapshot)", st.Results, entryName)
+	}
+	for _, r := range st.Results {
+		if r.Entry == entryName && (r.Copy == nil || r.Copy.Outcome != backupv1alpha1.OutcomeNotRestorable) {
+			t.Errorf("%s: the drill of its copy %+v, want NotRestorable (no full snapshot): the policy and its destination read", entryName, r.Copy)
+		}
 	}
 	if cond := meta.FindStatusCondition(st.Conditions, backupv1alpha1.ConditionDrillsSucceeded); cond == nil || cond.Status != metav1.ConditionFalse {
 		t.Errorf("condition %+v", cond)

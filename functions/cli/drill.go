@@ -25,16 +25,18 @@ var errNotRestorable = errors.New("the backups do not restore")
 
 // runDrill drills one BackupEntry's or EtcdBackupConfig's backups now and prints the result.
 func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objectstore.Plugin) error {
-	fs := newFlags("drill", "(--entry NAME [--etcd NAME] | --config NAMESPACE/NAME) [--etcdbrctl FILE] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
+	fs := newFlags("drill", "(--entry NAME [--etcd NAME] [--copy-policy NAME] | --config NAMESPACE/NAME) [--etcdbrctl FILE] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
 		"Restore a BackupEntry's latest full snapshot and the delta snapshots after it, as etcd-backup-restore\n"+
 			"lays them out under <entry>/<etcd>/, or the newest backup an EtcdBackupConfig keeps in its destination,\n"+
 			"into a throwaway etcd, and check them: every SHA-256, revisions without a gap, every event at its\n"+
 			"revision. The store is opened as the purge or the snapshot function opens it and never written to.\n"+
+			"With --copy-policy it drills the entry's copy that BackupCopyPolicy keeps in its BackupDestination instead.\n"+
 			"With --etcdbrctl it also runs etcd-backup-restore's own restore on the same backups, in a process of\n"+
 			"its own, and compares its store with the drill's at the same revision.\n"+
 			"It exits 1 when the backups do not restore, naming the object at fault.")
 	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill")
 	configName := fs.String("config", "", "the EtcdBackupConfig, as namespace/name, whose newest backup to drill")
+	copyPolicy := fs.String("copy-policy", "", "drill the entry's copy this BackupCopyPolicy keeps (its BackupDestination, the same keys) instead of its bucket")
 	etcd := fs.String("etcd", gardener.EtcdMain, "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
 	output := fs.String("output", "text", "text or json")
@@ -57,6 +59,8 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 		return fmt.Errorf("%w: drill: --output is text or json, not %q", errUsage, *output)
 	case *etcd == "":
 		return fmt.Errorf("%w: drill: --etcd is empty", errUsage)
+	case *copyPolicy != "" && *entryName == "":
+		return fmt.Errorf("%w: drill: --copy-policy drills an entry's copy: it needs --entry", errUsage)
 	}
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -88,6 +92,9 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 			return fmt.Errorf("reading BackupEntry %s: %w", *entryName, err)
 		}
 		target = drill.EntryTarget(c, providers, be, *etcd)
+		if *copyPolicy != "" {
+			target = drill.CopyTarget(c, providers, be, *etcd, *copyPolicy)
+		}
 		if *shootEtcd {
 			target = target.WithLive(drill.ShootEtcd(c, gardener.EntryNamespace(be.Name), *etcd))
 		}
@@ -145,7 +152,12 @@ var verdicts = map[string]string{
 // printDrill writes the result for a person.
 func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, err error, now time.Time) {
 	verdict := verdicts[drill.Report(t.Name, now, res, err).Outcome]
-	fmt.Fprintf(out, "drill of %s %s, bucket %s, prefix %s: %s\n", t.Kind, t.Name, bucket, res.Prefix, verdict)
+	if t.Source != "" {
+		bucket = t.Source + ", bucket " + bucket
+	} else {
+		bucket = "bucket " + bucket
+	}
+	fmt.Fprintf(out, "drill of %s %s, %s, prefix %s: %s\n", t.Kind, t.Name, bucket, res.Prefix, verdict)
 	if res.Full != "" {
 		fmt.Fprintf(out, "  full snapshot  %s\n", res.Full)
 		last := "none"
@@ -177,8 +189,10 @@ func printDrill(out io.Writer, t drill.Target, bucket string, res drill.Result, 
 // drillReport is the JSON form of a drill.
 type drillReport struct {
 	// Entry is the BackupEntry drilled; Config the EtcdBackupConfig, as namespace/name.
-	Entry      string `json:"entry,omitempty"`
-	Config     string `json:"config,omitempty"`
+	Entry  string `json:"entry,omitempty"`
+	Config string `json:"config,omitempty"`
+	// Source is copy/<policy> for a drill of the entry's copy (--copy-policy).
+	Source     string `json:"source,omitempty"`
 	Bucket     string `json:"bucket"`
 	Restorable bool   `json:"restorable"`
 	// Outcome is the outcome a RestoreDrill's status would record (Exact, Restorable, ...).
@@ -188,7 +202,7 @@ type drillReport struct {
 }
 
 func printDrillJSON(out io.Writer, t drill.Target, bucket string, res drill.Result, err error) error {
-	r := drillReport{Bucket: bucket, Restorable: err == nil, Outcome: drill.Report(t.Name, time.Now(), res, err).Outcome, Result: res}
+	r := drillReport{Source: t.Source, Bucket: bucket, Restorable: err == nil, Outcome: drill.Report(t.Name, time.Now(), res, err).Outcome, Result: res}
 	if t.Kind == backupv1alpha1.DrilledEtcdBackupConfig {
 		r.Config = t.Name
 	} else {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/replica"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -130,5 +132,82 @@ func TestDrillCommandDrillsAConfig(t *testing.T) {
 		if code, out := run(args...); code != 2 {
 			t.Errorf("drill %v: exit %d, want 2 (usage):\n%s", args, code, out)
 		}
+	}
+}
+
+// `housekeeper drill --entry NAME --copy-policy POLICY` drills the copy the policy keeps of the
+// entry's backups (etcd-backup-restore's, copied by replica.Copy as the copy function copies
+// them) in its destination, and says so; a policy that does not copy the entry is an error
+// naming it; --copy-policy without --entry is a usage mistake.
+func TestDrillCommandDrillsACopy(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube())
+	c := env.Client(t)
+	ctx := context.Background()
+	const entryName = "shoot--team--copied--0b6f5a1e-3c2d-4e8f-9a7b-6c5d4e3f2a12"
+	root := t.TempDir()
+	testenv.BackUpEtcd(t, t.TempDir(), root, "first", entryName+"/etcd-main")
+	if err := os.MkdirAll(filepath.Join(root, "second"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src, err := local.New(root).Open("first", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := local.New(root).Open("second", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := replica.Copy(ctx, src, dst, entryName+"/"); err != nil {
+		t.Fatal(err)
+	}
+	ref := corev1.SecretReference{Namespace: "garden", Name: "credentials"}
+	for _, err := range []error{
+		c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}}),
+		c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "credentials"}}),
+		c.Create(ctx, &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: "first"}, Spec: extensionsv1alpha1.BackupBucketSpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: local.Type}, Region: "local", SecretRef: ref}}),
+		c.Create(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: entryName}, Spec: extensionsv1alpha1.BackupEntrySpec{
+			DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: local.Type}, BucketName: "first", Region: "local", SecretRef: ref}}),
+		c.Create(ctx, &backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "second"},
+			Spec: backupv1alpha1.BackupDestinationSpec{Type: local.Type, Bucket: "second"}}),
+		c.Create(ctx, &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "second-copy"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
+			Buckets: backupv1alpha1.BucketSelection{Names: []string{"first"}}, Destination: "second", Schedule: "@hourly"}}),
+		c.Create(ctx, &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "other-buckets"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
+			Buckets: backupv1alpha1.BucketSelection{Names: []string{"other"}}, Destination: "second", Schedule: "@hourly"}}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.Kube.Kubeconfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := Main(ctx, append([]string{"drill", "--kubeconfig", kubeconfig, "--local-root", root}, args...), &out, &errOut, local.Plugin)
+		return code, out.String() + errOut.String()
+	}
+	code, out := run("--entry", entryName, "--copy-policy", "second-copy")
+	if want := "drill of BackupEntry " + entryName + ", copy/second-copy, bucket second, prefix " + entryName + "/etcd-main/: restorable\n"; code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("drill --copy-policy second-copy: exit %d, output:\n%s\nwant 0 and %q", code, out, want)
+	}
+	code, out = run("--entry", entryName, "--copy-policy", "second-copy", "--output", "json")
+	var report struct {
+		Source, Bucket string
+		Restorable     bool
+	}
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &report); err != nil {
+		t.Fatalf("drill --output json printed no report: %v\n%s", err, out)
+	}
+	if code != 0 || report.Source != "copy/second-copy" || report.Bucket != "second" || !report.Restorable {
+		t.Errorf("drill --copy-policy --output json: exit %d, %+v; want 0, source copy/second-copy, bucket second, restorable", code, report)
+	}
+	code, out = run("--entry", entryName, "--copy-policy", "other-buckets")
+	if want := "no copy of the entry: BackupCopyPolicy other-buckets does not copy BackupEntry " + entryName; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("drill --copy-policy other-buckets: exit %d, output:\n%s\nwant 1 and %q", code, out, want)
+	}
+	if code, out := run("--config", "team/main", "--copy-policy", "second-copy"); code != 2 || !strings.Contains(out, "--copy-policy") {
+		t.Errorf("drill --config --copy-policy: exit %d, want 2 (usage) naming --copy-policy:\n%s", code, out)
 	}
 }

@@ -58,6 +58,10 @@
 // spec.etcd (ConfigTarget); a BackupEntry's is its shoot's etcd-main on the seed (ShootEtcd),
 // where the drill function is given --live-shoot-etcd.
 //
+// The same drill reads the copy a BackupCopyPolicy keeps of a BackupEntry's backups (CopyTarget:
+// its BackupDestination, at the same keys); WithCopy joins a drill of the copy to the drill of
+// the bucket: the same revision must restore the same keys and values, an older one is a lag.
+//
 // A RestoreDrill (backup.housekeeper.dev) runs drills on a schedule. Its pure side: Select,
 // Selection.Selects and SelectsConfig decide which BackupEntries and EtcdBackupConfigs a run
 // drills, MemoryShare what each of its concurrent drills may use, Report makes one drill's answer

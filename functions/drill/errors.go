@@ -41,6 +41,10 @@ var (
 	ErrLiveDiffers = errors.New("the live etcd differs")
 )
 
+// ErrNotCopied: a drill of the copy names a BackupCopyPolicy that does not exist or does not
+// copy the entry: there is no copy to judge.
+var ErrNotCopied = errors.New("no copy of the entry")
+
 // ErrCheck: Options.Check failed on the restored store.
 var ErrCheck = errors.New("check failed")
 

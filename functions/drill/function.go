@@ -151,11 +151,18 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 
 // plan is one run: what to drill and how.
 type plan struct {
-	targets     []Target
+	targets     []planned
 	concurrency int
 	timeout     time.Duration
 	maxAge      time.Duration
 	options     Options
+}
+
+// planned is one target of a run, and the copy of its backups drilled after it (spec.source
+// Both), nil where there is none.
+type planned struct {
+	Target
+	copy *Target
 }
 
 // selected names what the run drills, as its results name them.
@@ -212,11 +219,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 		}
 		for i := range list.Items {
 			if be := &list.Items[i]; sel.Selects(be, entry.ShootPurpose(be)) {
-				t := EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain)
-				if d.ShootEtcds {
-					t = t.WithLive(ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain))
-				}
-				p.targets = append(p.targets, t)
+				p.targets = append(p.targets, d.entryTargets(rd.Spec, be))
 			}
 		}
 	}
@@ -227,11 +230,31 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 		}
 		for i := range list.Items {
 			if cfg := &list.Items[i]; sel.SelectsConfig(cfg) {
-				p.targets = append(p.targets, ConfigTarget(d.Client, d.Providers, cfg))
+				p.targets = append(p.targets, planned{Target: ConfigTarget(d.Client, d.Providers, cfg)})
 			}
 		}
 	}
 	return p, nil
+}
+
+// entryTargets are be's backups as spec.source says: in its bucket, in the copy of
+// spec.copyPolicy, or the bucket's and then the copy's.
+func (d *Driller) entryTargets(spec backupv1alpha1.RestoreDrillSpec, be *extensionsv1alpha1.BackupEntry) planned {
+	withLive := func(t Target) Target {
+		if d.ShootEtcds {
+			t = t.WithLive(ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain))
+		}
+		return t
+	}
+	bucket := withLive(EntryTarget(d.Client, d.Providers, be, gardener.EtcdMain))
+	if spec.Source != backupv1alpha1.DrillCopy && spec.Source != backupv1alpha1.DrillBoth {
+		return planned{Target: bucket}
+	}
+	copied := withLive(CopyTarget(d.Client, d.Providers, be, gardener.EtcdMain, spec.CopyPolicy))
+	if spec.Source == backupv1alpha1.DrillCopy {
+		return planned{Target: copied}
+	}
+	return planned{Target: bucket, copy: &copied}
 }
 
 // drillAll drills p's targets, at most p.concurrency at once, and returns their reports in
@@ -247,7 +270,11 @@ func (d *Driller) drillAll(ctx context.Context, p plan, log *zap.Logger) []backu
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			reports[i] = d.drillOne(ctx, p.targets[i], p, log)
+			t := p.targets[i]
+			reports[i] = d.drillOne(ctx, t.Target, p, log)
+			if t.copy != nil && ctx.Err() == nil {
+				reports[i] = WithCopy(reports[i], d.drillOne(ctx, *t.copy, p, log))
+			}
 		})
 	}
 	wg.Wait()
@@ -274,9 +301,9 @@ func (d *Driller) drillOne(ctx context.Context, t Target, p plan, log *zap.Logge
 		err = fmt.Errorf("the drill did not finish within its timeout %s: %v", p.timeout, err)
 	}
 	report := Report(t.Name, start, res, err)
-	report.Kind = t.Kind
+	report.Kind, report.Source = t.Kind, t.Source
 	d.Metrics.observeDuration(report.Outcome, time.Since(start))
-	log = log.With(zap.String("kind", t.Kind), zap.String("name", t.Name), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
+	log = log.With(zap.String("kind", t.Kind), zap.String("name", t.Name), zap.String("source", t.Source), zap.String("outcome", report.Outcome), zap.Duration("took", time.Since(start)))
 	if err != nil {
 		log.Warn("drill failed", zap.String("object", report.Object), zap.Error(err))
 	} else {

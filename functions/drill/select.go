@@ -18,6 +18,7 @@ import (
 var (
 	errSelection = errors.New("choose the BackupEntries to drill with at most one of selector, purposes or all: true")
 	errNothing   = errors.New("nothing to drill: choose BackupEntries with one of selector, purposes or all: true, EtcdBackupConfigs with configs, or both")
+	errSource    = errors.New("source Copy or Both needs copyPolicy, and copyPolicy needs source Copy or Both")
 )
 
 // Selection is which BackupEntries and EtcdBackupConfigs a RestoreDrill drills, made from its
@@ -34,8 +35,9 @@ type Selection struct {
 }
 
 // Select makes the Selection of spec. It fails on a spec that chooses entries more than one
-// way, or chooses nothing, and on a selector the API server admits but labels cannot evaluate
-// (an In without values).
+// way, or chooses nothing, or a copy without the policy that keeps it (or a policy without a
+// copy), and on a selector the API server admits but labels cannot evaluate (an In without
+// values).
 func Select(spec backupv1alpha1.RestoreDrillSpec) (Selection, error) {
 	chosen := 0
 	for _, set := range []bool{spec.Selector != nil, len(spec.Purposes) > 0, spec.All} {
@@ -48,6 +50,8 @@ func Select(spec backupv1alpha1.RestoreDrillSpec) (Selection, error) {
 		return Selection{}, errSelection
 	case chosen == 0 && spec.Configs == nil:
 		return Selection{}, errNothing
+	case (spec.Source == backupv1alpha1.DrillCopy || spec.Source == backupv1alpha1.DrillBoth) != (spec.CopyPolicy != ""):
+		return Selection{}, errSource
 	}
 	s := Selection{entries: chosen == 1, all: spec.All, purposes: spec.Purposes}
 	if spec.Selector != nil {

@@ -83,6 +83,9 @@ func TestSelectRefuses(t *testing.T) {
 			want: "at most one of selector, purposes or all"},
 		{name: "a config selector's In without values", spec: backupv1alpha1.RestoreDrillSpec{Configs: &backupv1alpha1.ConfigSelection{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}}, want: "configs.selector: "},
+		{name: "a copy without its policy", spec: backupv1alpha1.RestoreDrillSpec{All: true, Source: backupv1alpha1.DrillCopy}, want: "needs copyPolicy"},
+		{name: "both without a policy", spec: backupv1alpha1.RestoreDrillSpec{All: true, Source: backupv1alpha1.DrillBoth}, want: "needs copyPolicy"},
+		{name: "a policy, the bucket drilled", spec: backupv1alpha1.RestoreDrillSpec{All: true, CopyPolicy: "p"}, want: "copyPolicy needs source Copy or Both"},
 		{name: "an In without values", spec: backupv1alpha1.RestoreDrillSpec{Selector: &metav1.LabelSelector{
 			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn}}}}, want: "selector: "},
 	} {

@@ -3,6 +3,7 @@ package drill
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -50,6 +51,44 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 			r.Outcome = backupv1alpha1.OutcomeNotRestorable
 		}
 		r.Object = kube.Truncate(derr.Key, backupv1alpha1.MaxEntryDrillObjectLength)
+	}
+	return r
+}
+
+// WithCopy is the result of a BackupEntry drilled in its bucket (bucket) and then in the copy a
+// BackupCopyPolicy keeps (copied, whose Source names it), as spec.source Both records it: the
+// bucket's result with the copy's beside it (Copy). Where both restored, the copy restored at
+// the bucket's revision must hold the same keys and values (key count and SHA-256), else the
+// entry is NotRestorable, the reason naming the copy; at an older revision the copy lags behind
+// the bucket (Copy.BehindRevisions), which is not a failure: nothing is compared, the two
+// stores being at different revisions. A copy whose own drill did worse than the bucket's
+// (NotRestorable, Error, Unverified) gives the entry its outcome, reason and object.
+func WithCopy(bucket, copied backupv1alpha1.EntryDrillResult) backupv1alpha1.EntryDrillResult {
+	r := bucket
+	c := &backupv1alpha1.CopyDrillResult{Source: copied.Source, Outcome: copied.Outcome, RestoredRevision: copied.RestoredRevision,
+		NewestRestorablePoint: copied.NewestRestorablePoint, Keys: copied.Keys, Hash: copied.Hash, Reason: copied.Reason, Object: copied.Object}
+	r.Copy = c
+	if outcomeRank[copied.Outcome] < outcomeRank[bucket.Outcome] {
+		r.Outcome, r.Object = copied.Outcome, copied.Object
+		r.Reason = kube.Truncate(copied.Source+": "+copied.Reason, backupv1alpha1.MaxEntryDrillReasonLength)
+		return r
+	}
+	if bucket.NewestRestorablePoint == nil || c.NewestRestorablePoint == nil || bucket.RestoredRevision == 0 {
+		return r // one of them did not restore: nothing to compare
+	}
+	switch {
+	case c.RestoredRevision < bucket.RestoredRevision:
+		c.BehindRevisions = bucket.RestoredRevision - c.RestoredRevision
+		c.Reason = kube.Truncate(fmt.Sprintf("the copy restores revision %d, %d behind the bucket's %d: its newest snapshot is older (a lag, not compared)",
+			c.RestoredRevision, c.BehindRevisions, bucket.RestoredRevision), backupv1alpha1.MaxEntryDrillReasonLength)
+	case c.RestoredRevision > bucket.RestoredRevision:
+		c.Reason = fmt.Sprintf("the copy restores revision %d, ahead of the bucket's %d: the bucket lacks snapshots the copy holds (not compared)",
+			c.RestoredRevision, bucket.RestoredRevision)
+	case c.Keys != bucket.Keys || c.Hash != bucket.Hash:
+		c.Reason = fmt.Sprintf("at revision %d the copy restores %d keys, sha256:%s; the bucket %d keys, sha256:%s",
+			c.RestoredRevision, c.Keys, c.Hash, bucket.Keys, bucket.Hash)
+		r.Outcome, r.Object = backupv1alpha1.OutcomeNotRestorable, ""
+		r.Reason = kube.Truncate(copied.Source+" differs from the bucket: "+c.Reason, backupv1alpha1.MaxEntryDrillReasonLength)
 	}
 	return r
 }

@@ -292,3 +292,59 @@ func TestRecordBound(t *testing.T) {
 		t.Errorf("the last success kept is %s, want shoot--p--s063--uid", last)
 	}
 }
+
+// How the drill of the copy joins the bucket's (source Both): a pass at the same revision and
+// hash, a difference, a lag, a copy ahead, and a copy's failure that gives the entry its
+// outcome.
+func TestWithCopy(t *testing.T) {
+	point := metav1.NewTime(time.Date(2026, 11, 27, 2, 55, 0, 0, time.UTC))
+	hash, other := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	restored := func(outcome string, revision, keys int64, hash string) backupv1alpha1.EntryDrillResult {
+		return backupv1alpha1.EntryDrillResult{Entry: "e", Outcome: outcome, RestoredRevision: revision, Keys: keys, Hash: hash, NewestRestorablePoint: &point}
+	}
+	bucket := restored(backupv1alpha1.OutcomeExact, 300, 12, hash)
+	failed := func(outcome, reason, object string) backupv1alpha1.EntryDrillResult {
+		return backupv1alpha1.EntryDrillResult{Entry: "e", Source: "copy/p", Outcome: outcome, Reason: reason, Object: object}
+	}
+	copied := func(r backupv1alpha1.EntryDrillResult) backupv1alpha1.EntryDrillResult {
+		r.Source = "copy/p"
+		return r
+	}
+	for _, tc := range []struct {
+		name                 string
+		bucket, copied       backupv1alpha1.EntryDrillResult
+		outcome, reason, obj string
+		behind               int64
+		copyReason           string
+	}{
+		{name: "the same store", bucket: bucket, copied: copied(restored(backupv1alpha1.OutcomeExact, 300, 12, hash)), outcome: backupv1alpha1.OutcomeExact},
+		{name: "other keys and values", bucket: bucket, copied: copied(restored(backupv1alpha1.OutcomeRestorable, 300, 12, other)),
+			outcome:    backupv1alpha1.OutcomeNotRestorable,
+			reason:     "copy/p differs from the bucket: at revision 300 the copy restores 12 keys, sha256:" + other + "; the bucket 12 keys, sha256:" + hash,
+			copyReason: "at revision 300 the copy restores 12 keys, sha256:" + other + "; the bucket 12 keys, sha256:" + hash},
+		{name: "other keys", bucket: bucket, copied: copied(restored(backupv1alpha1.OutcomeExact, 300, 11, hash)), outcome: backupv1alpha1.OutcomeNotRestorable,
+			reason:     "copy/p differs from the bucket: at revision 300 the copy restores 11 keys, sha256:" + hash + "; the bucket 12 keys, sha256:" + hash,
+			copyReason: "at revision 300 the copy restores 11 keys, sha256:" + hash + "; the bucket 12 keys, sha256:" + hash},
+		{name: "a lag", bucket: bucket, copied: copied(restored(backupv1alpha1.OutcomeExact, 250, 10, other)), outcome: backupv1alpha1.OutcomeExact, behind: 50,
+			copyReason: "the copy restores revision 250, 50 behind the bucket's 300: its newest snapshot is older (a lag, not compared)"},
+		{name: "ahead", bucket: bucket, copied: copied(restored(backupv1alpha1.OutcomeExact, 310, 10, other)), outcome: backupv1alpha1.OutcomeExact,
+			copyReason: "the copy restores revision 310, ahead of the bucket's 300: the bucket lacks snapshots the copy holds (not compared)"},
+		{name: "the copy does not restore", bucket: bucket, copied: failed(backupv1alpha1.OutcomeNotRestorable, "checksum mismatch", "e/etcd-main/v2/Incr-1"),
+			outcome: backupv1alpha1.OutcomeNotRestorable, reason: "copy/p: checksum mismatch", obj: "e/etcd-main/v2/Incr-1", copyReason: "checksum mismatch"},
+		{name: "no copy", bucket: bucket, copied: failed(backupv1alpha1.OutcomeError, "no copy of the entry: BackupCopyPolicy p does not exist", ""),
+			outcome: backupv1alpha1.OutcomeError, reason: "copy/p: no copy of the entry: BackupCopyPolicy p does not exist",
+			copyReason: "no copy of the entry: BackupCopyPolicy p does not exist"},
+		{name: "the bucket does not restore, the copy does", bucket: failed(backupv1alpha1.OutcomeNotRestorable, "truncated", "e/full"),
+			copied: copied(restored(backupv1alpha1.OutcomeExact, 300, 12, hash)), outcome: backupv1alpha1.OutcomeNotRestorable, reason: "truncated", obj: "e/full"},
+	} {
+		r := WithCopy(tc.bucket, tc.copied)
+		if r.Outcome != tc.outcome || r.Reason != tc.reason || r.Object != tc.obj {
+			t.Errorf("%s: %s, %q, object %q; want %s, %q, %q", tc.name, r.Outcome, r.Reason, r.Object, tc.outcome, tc.reason, tc.obj)
+		}
+		c := r.Copy
+		if c == nil || c.Source != "copy/p" || c.Outcome != tc.copied.Outcome || c.BehindRevisions != tc.behind || c.Reason != tc.copyReason ||
+			c.RestoredRevision != tc.copied.RestoredRevision || c.Hash != tc.copied.Hash {
+			t.Errorf("%s: copy %+v, want %s, %d behind, reason %q", tc.name, c, tc.copied.Outcome, tc.behind, tc.copyReason)
+		}
+	}
+}

@@ -7,9 +7,11 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	backupcopy "github.com/housekeeper-dev/housekeeper/functions/copy"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
@@ -26,6 +28,9 @@ type Target struct {
 	// Prefix and Layout are where the backups are and how they are named: Run's.
 	Prefix string
 	Layout Layout
+	// Source is the store drilled where it is not the backups' own: copy/<policy> for a copy
+	// a BackupCopyPolicy keeps (CopyTarget); "" for the bucket or destination they are in.
+	Source string
 	open   func(ctx context.Context) (objectstore.Store, string, error)
 	// etcdbr configures etcdbrctl for the same backups; nil where it does not read them.
 	etcdbr func(ctx context.Context) (*EtcdbrStore, error)
@@ -54,6 +59,66 @@ func EntryTarget(c client.Client, providers objectstore.Registry, be *extensions
 			}
 			return NewEtcdbrStore(w, credentials, prefix, providers)
 		}}
+}
+
+// CopyTarget is the copy of be's etcd backups that the BackupCopyPolicy named policy keeps in
+// its BackupDestination, under the same prefix as in be's bucket; opened as the copy function
+// opens it, and only read. A policy that does not exist, or does not copy be (its bucket not
+// among the policy's, or be not an entry the copy function copies), is ErrNotCopied.
+func CopyTarget(c client.Client, providers objectstore.Registry, be *extensionsv1alpha1.BackupEntry, etcd, policy string) Target {
+	prefix := gardener.EntryPrefix(be.Name) + etcd + "/"
+	return Target{Name: be.Name, Kind: backupv1alpha1.DrilledBackupEntry, Prefix: prefix, Source: CopySource(policy),
+		open: func(ctx context.Context) (objectstore.Store, string, error) {
+			p, err := copyPolicyOf(ctx, c, be, policy)
+			if err != nil {
+				return nil, "", err
+			}
+			store, dest, err := etcdbackup.OpenDestination(ctx, c, providers, p.Spec.Destination)
+			if err != nil {
+				return nil, "", fmt.Errorf("the copy of BackupCopyPolicy %s: %w", policy, err) // its errors name the destination
+			}
+			return store, dest.Spec.Bucket, nil
+		},
+		// The destination's store and credentials, handed to etcdbrctl.
+		etcdbr: func(ctx context.Context) (*EtcdbrStore, error) {
+			p, err := copyPolicyOf(ctx, c, be, policy)
+			if err != nil {
+				return nil, err
+			}
+			_, w, credentials, err := etcdbackup.ReadDestination(ctx, c, p.Spec.Destination)
+			if err != nil {
+				return nil, err
+			}
+			return NewEtcdbrStore(w, credentials, prefix, providers)
+		}}
+}
+
+// CopySource is how a result names the copy the BackupCopyPolicy named policy keeps.
+func CopySource(policy string) string { return "copy/" + policy }
+
+// copyPolicyOf is the BackupCopyPolicy named policy, checked to copy be's backups as the copy
+// function picks them.
+func copyPolicyOf(ctx context.Context, c client.Client, be *extensionsv1alpha1.BackupEntry, policy string) (*backupv1alpha1.BackupCopyPolicy, error) {
+	p := &backupv1alpha1.BackupCopyPolicy{}
+	if err := c.Get(ctx, client.ObjectKey{Name: policy}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: BackupCopyPolicy %s does not exist", ErrNotCopied, policy)
+		}
+		return nil, fmt.Errorf("reading BackupCopyPolicy %s: %w", policy, err)
+	}
+	sel, err := backupcopy.Select(p.Spec.Buckets)
+	if err != nil {
+		return nil, fmt.Errorf("BackupCopyPolicy %s: %w", policy, err)
+	}
+	bucket := &extensionsv1alpha1.BackupBucket{}
+	if err := c.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); err != nil {
+		return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
+	}
+	if !sel.SelectsBucket(bucket) || !backupcopy.SelectsEntry(be) {
+		return nil, fmt.Errorf("%w: BackupCopyPolicy %s does not copy BackupEntry %s (its bucket %s is not among the policy's buckets)",
+			ErrNotCopied, policy, be.Name, be.Spec.BucketName)
+	}
+	return p, nil
 }
 
 // ConfigTarget is cfg's backups in its BackupDestination, opened as the snapshot function

@@ -20,31 +20,11 @@ const keyEndpoint = "endpoint"
 // OpenDestination returns the store of the named BackupDestination, opened with its
 // credentials. What the destination lacks is a problem; API errors are returned as they are.
 func OpenDestination(ctx context.Context, c client.Client, providers objectstore.Registry, name string) (objectstore.Store, *backupv1alpha1.BackupDestination, error) {
-	dest := &backupv1alpha1.BackupDestination{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, problemf(backupv1alpha1.ReasonUnknownDestination, "BackupDestination %q does not exist", name)
-		}
-		return nil, nil, err
+	dest, where, credentials, err := ReadDestination(ctx, c, name)
+	if err != nil {
+		return nil, dest, err
 	}
-	credentials := map[string][]byte{}
-	if ref := dest.Spec.CredentialsSecretRef; ref != nil {
-		secret := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, dest, problemf(backupv1alpha1.ReasonMissingCredentials, "BackupDestination %q: secret %s/%s does not exist", name, ref.Namespace, ref.Name)
-			}
-			return nil, dest, err
-		}
-		credentials = maps.Clone(secret.Data)
-		if credentials == nil {
-			credentials = map[string][]byte{}
-		}
-	}
-	if dest.Spec.Endpoint != "" {
-		credentials[keyEndpoint] = []byte(dest.Spec.Endpoint)
-	}
-	_, store, err := providers.Open(objectstore.Where{Type: dest.Spec.Type, Region: dest.Spec.Region, Bucket: dest.Spec.Bucket}, credentials)
+	_, store, err := providers.Open(where, credentials)
 	if err != nil {
 		reason := backupv1alpha1.ReasonInvalidDestination
 		if errors.Is(err, objectstore.ErrMissingCredentials) || errors.Is(err, objectstore.ErrInvalidCredentials) {
@@ -54,4 +34,35 @@ func OpenDestination(ctx context.Context, c client.Client, providers objectstore
 		return nil, dest, problemf(reason, "BackupDestination %q: %v", name, err)
 	}
 	return store, dest, nil
+}
+
+// ReadDestination reads the named BackupDestination: where its store is and the credentials
+// it is opened with (its secret's data and its endpoint), for OpenDestination and for a tool
+// that opens the store itself (etcd-backup-restore's restore). Errors as OpenDestination's.
+func ReadDestination(ctx context.Context, c client.Client, name string) (*backupv1alpha1.BackupDestination, objectstore.Where, map[string][]byte, error) {
+	dest := &backupv1alpha1.BackupDestination{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, objectstore.Where{}, nil, problemf(backupv1alpha1.ReasonUnknownDestination, "BackupDestination %q does not exist", name)
+		}
+		return nil, objectstore.Where{}, nil, err
+	}
+	credentials := map[string][]byte{}
+	if ref := dest.Spec.CredentialsSecretRef; ref != nil {
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+			if apierrors.IsNotFound(err) {
+				return dest, objectstore.Where{}, nil, problemf(backupv1alpha1.ReasonMissingCredentials, "BackupDestination %q: secret %s/%s does not exist", name, ref.Namespace, ref.Name)
+			}
+			return dest, objectstore.Where{}, nil, err
+		}
+		credentials = maps.Clone(secret.Data)
+		if credentials == nil {
+			credentials = map[string][]byte{}
+		}
+	}
+	if dest.Spec.Endpoint != "" {
+		credentials[keyEndpoint] = []byte(dest.Spec.Endpoint)
+	}
+	return dest, objectstore.Where{Type: dest.Spec.Type, Region: dest.Spec.Region, Bucket: dest.Spec.Bucket}, credentials, nil
 }

@@ -14,7 +14,8 @@
 // failure (#1046). TestDrillAgainstTheLiveEtcd* drill such a backup against its etcd, which keeps
 // running: Exact where the restored store is what it holds at the restored revision,
 // NotRestorable where a delta's value was changed, Unverified once it compacted past the
-// revision. They run as this process's user.
+// revision. TestDrillTheCopy drills such a backup's copy on an S3 server beside the first store.
+// They run as this process's user.
 //
 // BenchmarkDrillRestore (make bench only) restores one large backup with `etcdbrctl restore` and
 // with housekeeper's drill, each as its own process, and prints their time and memory side by

@@ -115,9 +115,10 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 
 {{- define "housekeeper.rules.drill" -}}
 # get: the live RestoreDrill a fire names; list: the BackupEntries and EtcdBackupConfigs it
-# selects; get: a config's BackupDestination, as the snapshot function opens it.
+# selects; get: a config's BackupDestination, as the snapshot function opens it, and for a
+# drill of the copy the BackupCopyPolicy and its destination.
 - apiGroups: ["backup.housekeeper.dev"]
-  resources: ["restoredrills", "backupdestinations"]
+  resources: ["restoredrills", "backupdestinations", "backupcopypolicies"]
   verbs: ["get"]
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["etcdbackupconfigs"]

@@ -120,6 +120,8 @@ type RestoreDrill struct {
 // +kubebuilder:validation:XValidation:rule="[has(self.selector), has(self.purposes), has(self.all) && self.all].filter(x, x).size() <= 1",message="choose the BackupEntries to drill with at most one of selector, purposes or all: true"
 // +kubebuilder:validation:XValidation:rule="has(self.selector) || has(self.purposes) || (has(self.all) && self.all) || has(self.configs)",message="nothing to drill: choose BackupEntries with one of selector, purposes or all: true, EtcdBackupConfigs with configs, or both"
 // +kubebuilder:validation:XValidation:rule="!has(self.timeZone) || !self.schedule.startsWith('@every')",message="timeZone needs a cron schedule"
+// +kubebuilder:validation:XValidation:rule="!has(self.source) || self.source == 'Bucket' || has(self.copyPolicy)",message="source Copy or Both needs copyPolicy: the BackupCopyPolicy whose destination holds the copy"
+// +kubebuilder:validation:XValidation:rule="!has(self.copyPolicy) || (has(self.source) && self.source != 'Bucket')",message="copyPolicy needs source Copy or Both"
 type RestoreDrillSpec struct {
 	// Selector picks the BackupEntries by their labels.
 	// +optional
@@ -139,6 +141,18 @@ type RestoreDrillSpec struct {
 	// drilled too.
 	// +optional
 	Configs *ConfigSelection `json:"configs,omitempty"`
+	// Source is which store a BackupEntry's backups are drilled in: Bucket (the default), the
+	// entry's own bucket; Copy, the copy copyPolicy keeps of them (its BackupDestination, at
+	// <entry>/); Both, the bucket and then the copy, compared. EtcdBackupConfigs are drilled in
+	// their destination whatever it says.
+	// +optional
+	// +kubebuilder:validation:Enum=Bucket;Copy;Both
+	Source string `json:"source,omitempty"`
+	// CopyPolicy names the BackupCopyPolicy whose copy source Copy or Both drills.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CopyPolicy string `json:"copyPolicy,omitempty"`
 	// Schedule is when the drills run, as the NATS server's scheduler reads it: a 6-field cron
 	// expression with seconds first ("0 0 3 * * *": at 03:00), a predefined schedule (@daily,
 	// ...) or "@every <duration>".
@@ -189,6 +203,16 @@ type ConfigSelection struct {
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
+
+// Sources of a RestoreDrill: which store its BackupEntries' drills read.
+const (
+	// DrillBucket: each entry's own bucket.
+	DrillBucket = "Bucket"
+	// DrillCopy: the copy spec.copyPolicy keeps, in its BackupDestination.
+	DrillCopy = "Copy"
+	// DrillBoth: the bucket, then the copy, and the two compared.
+	DrillBoth = "Both"
+)
 
 // Kinds of what a result is about.
 const (
@@ -296,6 +320,52 @@ type EntryDrillResult struct {
 	// backups are; unset when the drill failed before restoring.
 	// +optional
 	Live *LiveComparison `json:"live,omitempty"`
+	// Source is the store drilled when it is not the entry's own bucket: copy/<policy>, the
+	// copy a BackupCopyPolicy keeps (spec.source Copy).
+	// +optional
+	// +kubebuilder:validation:MaxLength=258
+	Source string `json:"source,omitempty"`
+	// Copy is the drill of the copy beside the bucket's (spec.source Both), and how the two
+	// compare. The entry's outcome, reason and object are the copy's where its drill did worse;
+	// NotRestorable where the copy restores other keys or values at the bucket's revision.
+	// +optional
+	Copy *CopyDrillResult `json:"copy,omitempty"`
+}
+
+// CopyDrillResult is the drill of a BackupEntry's copy run after the drill of its bucket, and
+// how the two compare. Restored at the bucket's revision, the copy must hold the same keys and
+// values (else the result is NotRestorable, naming the copy); restored at an older revision,
+// the copy lags behind the bucket: not a failure.
+type CopyDrillResult struct {
+	// Source is copy/<policy>.
+	// +kubebuilder:validation:MaxLength=258
+	Source string `json:"source"`
+	// Outcome is the copy's own drill's: Exact, Restorable, Unverified, NotRestorable or Error.
+	// +kubebuilder:validation:Enum=Exact;Restorable;Unverified;NotRestorable;Error
+	Outcome string `json:"outcome"`
+	// RestoredRevision, NewestRestorablePoint, Keys and Hash are what the copy restored to.
+	// +optional
+	RestoredRevision int64 `json:"restoredRevision,omitempty"`
+	// +optional
+	NewestRestorablePoint *metav1.Time `json:"newestRestorablePoint,omitempty"`
+	// +optional
+	Keys int64 `json:"keys,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Hash string `json:"hash,omitempty"`
+	// BehindRevisions is the bucket's restored revision less the copy's, when the copy
+	// restored an older one: its lag.
+	// +optional
+	BehindRevisions int64 `json:"behindRevisions,omitempty"`
+	// Reason says why the copy's drill failed, how it differs from the bucket's, or why the
+	// two were not compared.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reason string `json:"reason,omitempty"`
+	// Object is the key of the copy's snapshot at fault, when its failure is about one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Object string `json:"object,omitempty"`
 }
 
 // LiveComparison is a drill's restored store beside the live etcd it was backed up from.

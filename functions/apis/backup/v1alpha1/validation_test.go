@@ -210,6 +210,32 @@ func TestValidationOnAPIServer(t *testing.T) {
 		rejected(t, c.Create(ctx, drill("drill-tz-every", func(s *backupv1alpha1.RestoreDrillSpec) { s.Schedule, s.TimeZone = "@every 12h", "Europe/Berlin" })),
 			"timeZone needs a cron schedule")
 	})
+	t.Run("a RestoreDrill's source", func(t *testing.T) {
+		for name, spec := range map[string]func(*backupv1alpha1.RestoreDrillSpec){
+			"drill-source-bucket": func(s *backupv1alpha1.RestoreDrillSpec) { s.Source = backupv1alpha1.DrillBucket },
+			"drill-source-copy": func(s *backupv1alpha1.RestoreDrillSpec) {
+				s.Source, s.CopyPolicy = backupv1alpha1.DrillCopy, "second-copy"
+			},
+			"drill-source-both": func(s *backupv1alpha1.RestoreDrillSpec) {
+				s.Source, s.CopyPolicy = backupv1alpha1.DrillBoth, "second-copy"
+			},
+		} {
+			if err := c.Create(ctx, drill(name, spec)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		rejected(t, c.Create(ctx, drill("drill-copy-no-policy", func(s *backupv1alpha1.RestoreDrillSpec) { s.Source = backupv1alpha1.DrillCopy })),
+			"source Copy or Both needs copyPolicy")
+		rejected(t, c.Create(ctx, drill("drill-both-no-policy", func(s *backupv1alpha1.RestoreDrillSpec) { s.Source = backupv1alpha1.DrillBoth })),
+			"source Copy or Both needs copyPolicy")
+		rejected(t, c.Create(ctx, drill("drill-policy-no-source", func(s *backupv1alpha1.RestoreDrillSpec) { s.CopyPolicy = "second-copy" })),
+			"copyPolicy needs source Copy or Both")
+		rejected(t, c.Create(ctx, drill("drill-policy-bucket", func(s *backupv1alpha1.RestoreDrillSpec) {
+			s.Source, s.CopyPolicy = backupv1alpha1.DrillBucket, "second-copy"
+		})), "copyPolicy needs source Copy or Both")
+		rejected(t, c.Create(ctx, drill("drill-source-unknown", func(s *backupv1alpha1.RestoreDrillSpec) { s.Source, s.CopyPolicy = "Replica", "second-copy" })),
+			`Unsupported value: "Replica"`)
+	})
 	t.Run("a RestoreDrill's bounds", func(t *testing.T) {
 		rejected(t, c.Create(ctx, drill("drill-small-budget", func(s *backupv1alpha1.RestoreDrillSpec) { s.MemoryBudget = quantity("10Mi") })),
 			"memoryBudget 10Mi is below 64Mi, what one drill needs")
