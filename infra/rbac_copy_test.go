@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -37,15 +36,7 @@ func TestRBACIsEnoughForCopies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	applyChartRBAC(ctx, t, admin)
-	cfg := rest.CopyConfig(env.Kube.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + namespace + ":housekeeper-copy",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}
-	c, err := kube.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serviceAccountClient(t, env, "copy")
 
 	const bucketName, entryName = "shoots", "shoot--dev--copied--6f1c2d3e-0000-4000-8000-000000000004"
 	const key = entryName + "/etcd-main/v2/Full-00000000-00000001-1764400000.gz"

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
@@ -37,15 +36,7 @@ func TestRBACIsEnoughForDrills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	applyChartRBAC(ctx, t, admin)
-	cfg := rest.CopyConfig(env.Kube.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + namespace + ":housekeeper-drill",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}
-	c, err := kube.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := serviceAccountClient(t, env, "drill")
 
 	const bucketName, entryName = "drills", "shoot--dev--drilled--6f1c2d3e-0000-4000-8000-000000000003"
 	root := t.TempDir()

@@ -30,7 +30,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
-	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
@@ -51,21 +50,8 @@ func TestRBACIsEnoughForEtcdBackups(t *testing.T) {
 	applyChartRBAC(ctx, t, admin)
 	core, logs := observer.New(zap.InfoLevel)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))
-	as := func(component string) *rest.Config {
-		cfg := rest.CopyConfig(env.Kube.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{
-			UserName: "system:serviceaccount:" + namespace + ":housekeeper-" + component,
-			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-		}
-		return cfg
-	}
-	clientAs := func(component string) client.Client {
-		c, err := kube.NewClient(as(component))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	as := func(component string) *rest.Config { return serviceAccountConfig(env, component) }
+	clientAs := func(component string) client.Client { return serviceAccountClient(t, env, component) }
 	nc, err := nats.Connect(env.NATS.URL)
 	if err != nil {
 		t.Fatal(err)

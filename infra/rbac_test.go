@@ -61,21 +61,8 @@ func TestRBACIsEnough(t *testing.T) {
 	// Everything the components log at warning level or above, to find Forbidden answers.
 	core, logs := observer.New(zap.WarnLevel)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))
-	as := func(component string) *rest.Config {
-		cfg := rest.CopyConfig(env.Kube.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{
-			UserName: "system:serviceaccount:" + namespace + ":housekeeper-" + component,
-			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-		}
-		return cfg
-	}
-	clientAs := func(component string) client.Client {
-		c, err := kube.NewClient(as(component))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	as := func(component string) *rest.Config { return serviceAccountConfig(env, component) }
+	clientAs := func(component string) client.Client { return serviceAccountClient(t, env, component) }
 
 	nc, err := nats.Connect(env.NATS.URL)
 	if err != nil {
@@ -306,6 +293,27 @@ func runAsLeader(ctx context.Context, cfg *rest.Config, run func(context.Context
 
 // applyChartRBAC creates the release's namespace and the chart's ServiceAccounts, roles and
 // bindings (its KEDA rendering) as admin, for a test to act as each workload's account.
+// serviceAccountConfig is env's API server as the chart's ServiceAccount of component
+// (housekeeper-<component>) sees it.
+func serviceAccountConfig(env *testenv.Env, component string) *rest.Config {
+	cfg := rest.CopyConfig(env.Kube.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + namespace + ":housekeeper-" + component,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+	}
+	return cfg
+}
+
+// serviceAccountClient is a client of env's API server as component's ServiceAccount.
+func serviceAccountClient(t *testing.T, env *testenv.Env, component string) client.Client {
+	t.Helper()
+	c, err := kube.NewClient(serviceAccountConfig(env, component))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func applyChartRBAC(ctx context.Context, t *testing.T, admin client.Client) {
 	t.Helper()
 	createNamespace(ctx, t, admin, namespace)
