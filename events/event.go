@@ -160,9 +160,9 @@ func NewEtcdBackupDueEvent(cluster string, config Ref, schedule string, now time
 	return e, nil
 }
 
-// DrillDueData is the data of drill-due events: which RestoreDrill, at which generation the
-// schedule was installed.
-type DrillDueData struct {
+// DueData is the data of drill-due and copy-due events: which cluster-scoped object (a
+// RestoreDrill, a BackupCopyPolicy), at which generation its schedule was installed.
+type DueData struct {
 	Name       string `json:"name"`
 	UID        string `json:"uid"`
 	Generation int64  `json:"generation"`
@@ -172,32 +172,20 @@ type DrillDueData struct {
 // NewDrillDueEvent builds the event a RestoreDrill's schedule fires. Its id derives from the
 // drill's uid and generation: installing the same schedule again is a duplicate.
 func NewDrillDueEvent(cluster string, drill Ref, schedule string, now time.Time) (cloudevents.Event, error) {
-	drill.Kind = KindRestoreDrill
-	id := ID(cluster, drill.UID, strconv.FormatInt(drill.Generation, 10), "drill/due")
-	e := newEvent(cluster, TypeDrillDue, drill, id, now)
-	data := DrillDueData{Name: drill.Name, UID: drill.UID, Generation: drill.Generation, Schedule: schedule}
-	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
-		return cloudevents.Event{}, err
-	}
-	return e, nil
-}
-
-// CopyDueData is the data of copy-due events: which BackupCopyPolicy, at which generation the
-// schedule was installed.
-type CopyDueData struct {
-	Name       string `json:"name"`
-	UID        string `json:"uid"`
-	Generation int64  `json:"generation"`
-	Schedule   string `json:"schedule,omitempty"`
+	return newDueEvent(cluster, KindRestoreDrill, TypeDrillDue, "drill/due", drill, schedule, now)
 }
 
 // NewCopyDueEvent builds the event a BackupCopyPolicy's schedule fires. Its id derives from the
 // policy's uid and generation: installing the same schedule again is a duplicate.
 func NewCopyDueEvent(cluster string, policy Ref, schedule string, now time.Time) (cloudevents.Event, error) {
-	policy.Kind = KindBackupCopyPolicy
-	id := ID(cluster, policy.UID, strconv.FormatInt(policy.Generation, 10), "copy/due")
-	e := newEvent(cluster, TypeCopyDue, policy, id, now)
-	data := CopyDueData{Name: policy.Name, UID: policy.UID, Generation: policy.Generation, Schedule: schedule}
+	return newDueEvent(cluster, KindBackupCopyPolicy, TypeCopyDue, "copy/due", policy, schedule, now)
+}
+
+func newDueEvent(cluster string, kind Kind, eventType, idPurpose string, ref Ref, schedule string, now time.Time) (cloudevents.Event, error) {
+	ref.Kind = kind
+	id := ID(cluster, ref.UID, strconv.FormatInt(ref.Generation, 10), idPurpose)
+	e := newEvent(cluster, eventType, ref, id, now)
+	data := DueData{Name: ref.Name, UID: ref.UID, Generation: ref.Generation, Schedule: schedule}
 	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
 		return cloudevents.Event{}, err
 	}
