@@ -69,9 +69,9 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	var p *problem
 	switch {
 	case errors.As(err, &p):
-		log.Warn("backup not taken", zap.String("reason", p.reason), zap.String("message", p.message))
+		log.Warn("backup not taken", zap.String("reason", p.Reason), zap.String("message", p.Message))
 		return kube.UpdateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
-			kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, p.reason, p.message)
+			kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, p.Reason, p.Message)
 			setNextRun(c, fire)
 		})
 	case err != nil:
