@@ -1,0 +1,62 @@
+package destination
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+)
+
+// Copy is a BackupDestination that holds, or may hold, copies of an entry's backups, under the
+// entry's prefix, and the BackupCopyPolicies that copy them there.
+type Copy struct {
+	Destination string
+	Policies    []string
+}
+
+// CopiesOf returns the BackupDestinations that hold copies of the backups of be, by name: the
+// destination of every BackupCopyPolicy (deleting or not) whose selection includes bucket, be's
+// BackupBucket (nil when there is none), or whose status lists be among its results (the
+// selection may have changed since it copied be). A source- entry has none: the copy function
+// never copies one, and its prefix holds the copies of the live entry without source-. A policy
+// deleted takes its claim with it: its copies are no longer housekeeper's.
+func CopiesOf(ctx context.Context, c client.Reader, be *extensionsv1alpha1.BackupEntry, bucket *extensionsv1alpha1.BackupBucket) ([]Copy, error) {
+	if gardener.IsSourceEntry(be.Name) {
+		return nil, nil
+	}
+	policies := &backupv1alpha1.BackupCopyPolicyList{}
+	if err := c.List(ctx, policies); err != nil {
+		return nil, fmt.Errorf("listing BackupCopyPolicies: %w", err)
+	}
+	byDestination := map[string][]string{}
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		if holds(p, be, bucket) {
+			byDestination[p.Spec.Destination] = append(byDestination[p.Spec.Destination], p.Name)
+		}
+	}
+	copies := make([]Copy, 0, len(byDestination))
+	for _, name := range slices.Sorted(maps.Keys(byDestination)) {
+		copies = append(copies, Copy{Destination: name, Policies: slices.Sorted(slices.Values(byDestination[name]))})
+	}
+	return copies, nil
+}
+
+// holds says whether p's destination holds copies of be's backups.
+func holds(p *backupv1alpha1.BackupCopyPolicy, be *extensionsv1alpha1.BackupEntry, bucket *extensionsv1alpha1.BackupBucket) bool {
+	if slices.ContainsFunc(p.Status.Results, func(r backupv1alpha1.EntryCopyResult) bool { return r.Entry == be.Name }) {
+		return true
+	}
+	if bucket == nil {
+		return false
+	}
+	// A selector labels cannot evaluate selects nothing: the copy function copied nothing with it.
+	sel, err := Select(p.Spec.Buckets)
+	return err == nil && sel.SelectsBucket(bucket)
+}
