@@ -1,0 +1,62 @@
+package destination_test
+
+import (
+	"fmt"
+	"testing"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
+)
+
+// The destinations holding an entry's copies: every policy's whose selection includes the
+// entry's bucket, or whose status lists the entry (its selection changed since), one per
+// destination with its policies; none for a bucket no policy selects, nor for a source- entry,
+// whose prefix holds the live entry's copies.
+func TestCopiesOf(t *testing.T) {
+	const name = "shoot--dev--a--1"
+	policy := func(name, dest string, sel backupv1alpha1.BucketSelection, copied ...string) *backupv1alpha1.BackupCopyPolicy {
+		p := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: sel, Destination: dest, Schedule: "@daily"}}
+		for _, e := range copied {
+			p.Status.Results = append(p.Status.Results, backupv1alpha1.EntryCopyResult{Entry: e, Bucket: "old"})
+		}
+		return p
+	}
+	shoots := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: "shoots", Labels: map[string]string{"copy": "yes"}},
+		Spec: extensionsv1alpha1.BackupBucketSpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "azure"}}}
+	objs := []client.Object{
+		policy("by-name", "second", backupv1alpha1.BucketSelection{Names: []string{"shoots"}}),
+		policy("by-label", "second", backupv1alpha1.BucketSelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"copy": "yes"}}}),
+		policy("other-type", "third", backupv1alpha1.BucketSelection{Types: []string{"aws"}}),
+		policy("copied-before", "fourth", backupv1alpha1.BucketSelection{Names: []string{"elsewhere"}}, name),
+		policy("copied-another", "fifth", backupv1alpha1.BucketSelection{Names: []string{"elsewhere"}}, "shoot--dev--b--2"),
+	}
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme).WithObjects(objs...).Build()
+	for _, tc := range []struct {
+		name   string
+		entry  string
+		bucket *extensionsv1alpha1.BackupBucket
+		want   string
+	}{
+		{"selected and copied before", name, shoots, "[{fourth [copied-before]} {second [by-label by-name]}]"},
+		{"no BackupBucket: what the statuses list", name, nil, "[{fourth [copied-before]}]"},
+		{"a bucket no policy selects", name, &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "[{fourth [copied-before]}]"},
+		{"source- entry: none", gardener.SourcePrefix + name, shoots, "[]"},
+	} {
+		be := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: tc.entry}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: "shoots"}}
+		copies, err := destination.CopiesOf(t.Context(), c, be, tc.bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(copies); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
