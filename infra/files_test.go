@@ -65,6 +65,7 @@ var metricNames = []string{
 	"housekeeper_copy_bytes_total",
 	"housekeeper_copy_verification_failures_total",
 	"housekeeper_copy_entry_lag_seconds",
+	"housekeeper_purge_copies_total",
 }
 
 // gaugesInSeconds are the metrics in seconds that are gauges, not histograms.
@@ -77,7 +78,7 @@ var gaugesInSeconds = map[string]bool{
 
 // metricSources are the files that register metricNames: as metric options, or as the
 // descriptors of a collector.
-var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go"}
+var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go", "../functions/entry/copies.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
