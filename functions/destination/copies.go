@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
@@ -25,13 +27,17 @@ type Copy struct {
 // BackupBucket (nil when there is none), or whose status lists be among its results (the
 // selection may have changed since it copied be). A source- entry has none: the copy function
 // never copies one, and its prefix holds the copies of the live entry without source-. A policy
-// deleted takes its claim with it: its copies are no longer housekeeper's.
+// deleted takes its claim with it: its copies are no longer housekeeper's. Where the
+// BackupCopyPolicy CRD is not installed (etcdBackupConfig.enabled off) there are none.
 func CopiesOf(ctx context.Context, c client.Reader, be *extensionsv1alpha1.BackupEntry, bucket *extensionsv1alpha1.BackupBucket) ([]Copy, error) {
 	if gardener.IsSourceEntry(be.Name) {
 		return nil, nil
 	}
 	policies := &backupv1alpha1.BackupCopyPolicyList{}
-	if err := c.List(ctx, policies); err != nil {
+	switch err := c.List(ctx, policies); {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return nil, nil // the kind is not served: an installation without the CRDs has no copies
+	case err != nil:
 		return nil, fmt.Errorf("listing BackupCopyPolicies: %w", err)
 	}
 	byDestination := map[string][]string{}

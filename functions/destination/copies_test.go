@@ -1,13 +1,17 @@
 package destination_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
@@ -57,6 +61,21 @@ func TestCopiesOf(t *testing.T) {
 		}
 		if got := fmt.Sprint(copies); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+
+	// An installation without housekeeper's CRDs (etcdBackupConfig.enabled off): no copies, and
+	// the purge of the bucket goes on.
+	gk := backupv1alpha1.SchemeGroupVersion.WithKind("BackupCopyPolicy").GroupKind()
+	for _, notServed := range []error{&meta.NoKindMatchError{GroupKind: gk}, apierrors.NewNotFound(backupv1alpha1.SchemeGroupVersion.WithResource("backupcopypolicies").GroupResource(), "")} {
+		c := fake.NewClientBuilder().WithScheme(kube.Scheme).WithInterceptorFuncs(interceptor.Funcs{
+			List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+				return notServed
+			},
+		}).Build()
+		be := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: "shoots"}}
+		if copies, err := destination.CopiesOf(t.Context(), c, be, shoots); err != nil || copies != nil {
+			t.Errorf("BackupCopyPolicies not served (%v): %v, %v; want none and no error", notServed, copies, err)
 		}
 	}
 }
