@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
@@ -28,14 +31,16 @@ import (
 )
 
 // On a real kube-apiserver, an entry of a local bucket that a BackupCopyPolicy copies to a
-// BackupDestination on a real S3 server (versitygw), and a second policy whose destination does
-// not exist. A forged purge of the live neighbour deletes nothing anywhere. With the
+// BackupDestination on a real S3 server (versitygw), a second policy whose destination does
+// not exist, and a third whose destination has object lock, one of the entry's snapshots
+// locked there for an hour. A forged purge of the live neighbour deletes nothing anywhere. With the
 // destination's credentials wrong, the due purge fails: the entry keeps its finalizer, lastError
 // names the destination (and no credential), the failure is counted, the error is an outage's
 // (retried, never dead-lettered), and neither store lost anything: the copy is purged before
 // the bucket. With the credentials right again, the same purge empties the entry's prefix in
 // both stores, verified by listing, leaves the neighbour whose name differs only by the missing
-// "/" in both, and releases the entry; the destination that does not exist delays nothing.
+// "/" in both, and releases the entry; the destination that does not exist delays nothing, and
+// in the locked one the locked snapshot stays, marked for deletion, and delays nothing either.
 func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube(), testenv.WithS3())
 	c := env.Client(t)
@@ -66,6 +71,13 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 		Destination: "second-copy", Schedule: "@daily"}})
 	create(&backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
 		Buckets: backupv1alpha1.BucketSelection{Names: []string{bucketName}}, Destination: "nowhere", Schedule: "@daily"}})
+	// A third copy, in a bucket with object lock, one of the target's snapshots locked for an hour.
+	create(&backupv1alpha1.BackupDestination{ObjectMeta: metav1.ObjectMeta{Name: "locked-copy"},
+		Spec: backupv1alpha1.BackupDestinationSpec{Type: s3.Type, Bucket: "locked-copy", Endpoint: env.S3.Endpoint, Region: stack.S3Region,
+			CredentialsSecretRef: &backupv1alpha1.SecretReference{Namespace: "garden", Name: "locked-copy"}}})
+	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "garden", Name: "locked-copy"}, Data: s3Creds})
+	create(&backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "locked-copy"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
+		Buckets: backupv1alpha1.BucketSelection{Types: []string{local.Type}}, Destination: "locked-copy", Schedule: "@daily"}})
 
 	first, err := local.New(root).Open(bucketName, nil)
 	if err != nil {
@@ -89,6 +101,25 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	raw := env.S3.Client(nil)
+	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("locked-copy"), ObjectLockEnabledForBucket: aws.Bool(true),
+		CreateBucketConfiguration: &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(stack.S3Region)}}); err != nil {
+		t.Fatal(err)
+	}
+	lockedKey := targetKeys[0]
+	for _, k := range slices.Concat(targetKeys, neighbourKeys) {
+		in := &awss3.PutObjectInput{Bucket: aws.String("locked-copy"), Key: aws.String(k), Body: strings.NewReader("snapshot of " + k)}
+		if k == lockedKey {
+			in.ObjectLockMode, in.ObjectLockRetainUntilDate = s3types.ObjectLockModeGovernance, aws.Time(time.Now().Add(time.Hour))
+		}
+		if _, err := raw.PutObject(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lockedCopy, err := objectstore.InRegion(s3.New(), stack.S3Region).Open("locked-copy", withEndpoint)
+	if err != nil {
+		t.Fatal(err)
 	}
 	keysOf := func(store objectstore.Store, prefix string) []string {
 		t.Helper()
@@ -228,6 +259,17 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 		}
 		if n := counted("nowhere", entry.CopyLeft); n != 2 {
 			t.Errorf("the destination that does not exist counted %v times %s, want twice (once a purge)", n, entry.CopyLeft)
+		}
+		// The locked snapshot stays, marked for deletion; the rest of the prefix is gone.
+		if got, want := keysOf(lockedCopy, "shoot--dev--gone"), slices.Sorted(slices.Values(append([]string{lockedKey}, neighbourKeys...))); !slices.Equal(got, want) {
+			t.Errorf("the locked copy holds\n%q\nwant the locked snapshot and the neighbour's\n%q", got, want)
+		}
+		tags, err := raw.GetObjectTagging(ctx, &awss3.GetObjectTaggingInput{Bucket: aws.String("locked-copy"), Key: aws.String(lockedKey)})
+		if err != nil || !slices.ContainsFunc(tags.TagSet, func(tg s3types.Tag) bool { return aws.ToString(tg.Key) == s3.MarkTag }) {
+			t.Errorf("%s in the locked copy is not marked for deletion: %v %v", lockedKey, tags, err)
+		}
+		if n := counted("locked-copy", entry.CopyLocked); n != 2 {
+			t.Errorf("the locked copy counted %v times %s, want twice (once a purge)", n, entry.CopyLocked)
 		}
 	})
 }
