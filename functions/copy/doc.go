@@ -8,5 +8,6 @@
 // The entries' buckets are opened as the purge opens them (entry.Buckets) and only read; the
 // destination is opened as the snapshot function opens it (etcdbackup.OpenDestination). An
 // object the copy holds with other content is reported and kept, never overwritten. An entry
-// being deleted is not copied; its copy stays where it is.
+// being deleted is not copied; its copy stays until the purge that ends the entry's deletion
+// purges it with the entry's bucket (destination.CopiesOf says where the copies are).
 package copy

@@ -1,6 +1,7 @@
 // The purge function: when the NATS server fires a deleted BackupEntry's scheduled purge, it
 // re-checks the entry, deletes every object under the entry's prefix — and never one outside
-// it — with the bucket's credentials, then releases the entry.
+// it — in the BackupDestinations that hold copies of it (copies.go), then in its bucket with
+// the bucket's credentials, then releases the entry.
 
 package entry
 
