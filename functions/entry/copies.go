@@ -101,8 +101,12 @@ func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extension
 	if problem := (*destination.Problem)(nil); errors.As(first, &problem) {
 		classified = gardener.Retryable(first, gardencorev1beta1.ErrorRetryableConfigurationProblem)
 	}
-	return runner.Unavailable(fmt.Errorf("the copies under %s in BackupDestination %s are not purged, so neither is the bucket: %w",
-		prefix, strings.Join(failed, ", "), classified))
+	kind := "BackupDestination"
+	if len(failed) > 1 {
+		kind += "s"
+	}
+	return runner.Unavailable(fmt.Errorf("the copies under %s in %s %s are not purged, so neither is the bucket: %w",
+		prefix, kind, strings.Join(failed, ", "), classified))
 }
 
 // purgeCopy purges prefix in the named BackupDestination and returns the outcome.
