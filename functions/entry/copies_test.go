@@ -1,6 +1,7 @@
 package entry_test
 
 import (
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ import (
 // destination's credentials wrong, the due purge fails: the entry keeps its finalizer, lastError
 // names the destination (and no credential), the failure is counted, the error is an outage's
 // (retried, never dead-lettered), and neither store lost anything: the copy is purged before
-// the bucket. With the credentials right again, the same purge empties the entry's prefix in
+// the bucket; the same with the destination's endpoint unreachable (a stopped store). With the credentials right again, the same purge empties the entry's prefix in
 // both stores, verified by listing, leaves the neighbour whose name differs only by the missing
 // "/" in both, and releases the entry; the destination that does not exist delays nothing, and
 // in the locked one the locked snapshot stays, marked for deletion, and delays nothing either.
@@ -238,6 +239,40 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 		holds(t, "with the destination refusing", true)
 	})
 
+	t.Run("the destination unreachable: the entry waits, an outage's error", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := "http://" + l.Addr().String()
+		l.Close()
+		setEndpoint := func(endpoint string) {
+			t.Helper()
+			dest := &backupv1alpha1.BackupDestination{}
+			if err := c.Get(ctx, client.ObjectKey{Name: "second-copy"}, dest); err != nil {
+				t.Fatal(err)
+			}
+			dest.Spec.Endpoint = endpoint
+			if err := c.Update(ctx, dest); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setEndpoint(closed)
+		defer setEndpoint(env.S3.Endpoint)
+		err = purge(live(target))
+		if class := runner.ClassOf(err); err == nil || class != runner.ClassUnavailable {
+			t.Fatalf("purge with the destination unreachable: %v, class %s; want an error of class %s", err, class, runner.ClassUnavailable)
+		}
+		if be := live(target); be == nil || !controllerutil.ContainsFinalizer(be, entry.Finalizer) ||
+			be.Status.LastError == nil || !strings.Contains(be.Status.LastError.Description, "BackupDestination second-copy") {
+			t.Errorf("the entry %+v: want it kept, its lastError naming BackupDestination second-copy", be)
+		}
+		if n := counted("second-copy", entry.CopyFailed); n != 2 {
+			t.Errorf("%s counted %v times, want twice", entry.CopyFailed, n)
+		}
+		holds(t, "with the destination unreachable", true)
+	})
+
 	t.Run("the destination back: both stores purged under the prefix only, the entry released", func(t *testing.T) {
 		secret := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "second-copy"}, secret); err != nil {
@@ -257,8 +292,8 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 		if n := counted("second-copy", entry.CopyPurged); n != 1 {
 			t.Errorf("%s counted %v times, want once", entry.CopyPurged, n)
 		}
-		if n := counted("nowhere", entry.CopyLeft); n != 2 {
-			t.Errorf("the destination that does not exist counted %v times %s, want twice (once a purge)", n, entry.CopyLeft)
+		if n := counted("nowhere", entry.CopyLeft); n != 3 {
+			t.Errorf("the destination that does not exist counted %v times %s, want 3 (once a purge)", n, entry.CopyLeft)
 		}
 		// The locked snapshot stays, marked for deletion; the rest of the prefix is gone.
 		if got, want := keysOf(lockedCopy, "shoot--dev--gone"), slices.Sorted(slices.Values(append([]string{lockedKey}, neighbourKeys...))); !slices.Equal(got, want) {
@@ -268,8 +303,8 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 		if err != nil || !slices.ContainsFunc(tags.TagSet, func(tg s3types.Tag) bool { return aws.ToString(tg.Key) == s3.MarkTag }) {
 			t.Errorf("%s in the locked copy is not marked for deletion: %v %v", lockedKey, tags, err)
 		}
-		if n := counted("locked-copy", entry.CopyLocked); n != 2 {
-			t.Errorf("the locked copy counted %v times %s, want twice (once a purge)", n, entry.CopyLocked)
+		if n := counted("locked-copy", entry.CopyLocked); n != 3 {
+			t.Errorf("the locked copy counted %v times %s, want 3 (once a purge)", n, entry.CopyLocked)
 		}
 	})
 }
