@@ -22,7 +22,8 @@ import (
 // The destinations holding an entry's copies: every policy's whose selection includes the
 // entry's bucket, or whose status lists the entry (its selection changed since), one per
 // destination with its policies; none for a bucket no policy selects, nor for a source- entry,
-// whose prefix holds the live entry's copies.
+// whose prefix holds the live entry's copies. The BackupBucket is read once, and only when a
+// policy's selection is to be judged.
 func TestCopiesOf(t *testing.T) {
 	const name = "shoot--dev--a--1"
 	policy := func(name, dest string, sel backupv1alpha1.BucketSelection, copied ...string) *backupv1alpha1.BackupCopyPolicy {
@@ -42,25 +43,36 @@ func TestCopiesOf(t *testing.T) {
 		policy("copied-before", "fourth", backupv1alpha1.BucketSelection{Names: []string{"elsewhere"}}, name),
 		policy("copied-another", "fifth", backupv1alpha1.BucketSelection{Names: []string{"elsewhere"}}, "shoot--dev--b--2"),
 	}
-	c := fake.NewClientBuilder().WithScheme(kube.Scheme).WithObjects(objs...).Build()
+	other := &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: "other"},
+		Spec: extensionsv1alpha1.BackupBucketSpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "gcp"}}}
 	for _, tc := range []struct {
-		name   string
-		entry  string
-		bucket *extensionsv1alpha1.BackupBucket
-		want   string
+		name     string
+		entry    string
+		bucket   string
+		policies []client.Object
+		want     string
+		gets     int // BackupBucket reads
 	}{
-		{"selected and copied before", name, shoots, "[{fourth [copied-before]} {second [by-label by-name]}]"},
-		{"no BackupBucket: what the statuses list", name, nil, "[{fourth [copied-before]}]"},
-		{"a bucket no policy selects", name, &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, "[{fourth [copied-before]}]"},
-		{"source- entry: none", gardener.SourcePrefix + name, shoots, "[]"},
+		{"selected and copied before", name, "shoots", objs, "[{fourth [copied-before]} {second [by-label by-name]}]", 1},
+		{"no BackupBucket: what the statuses list", name, "gone", objs, "[{fourth [copied-before]}]", 1},
+		{"a bucket no policy selects", name, "other", objs, "[{fourth [copied-before]}]", 1},
+		{"no policy: the bucket not read", name, "shoots", nil, "[]", 0},
+		{"every policy lists the entry: the bucket not read", name, "shoots", objs[3:4], "[{fourth [copied-before]}]", 0},
+		{"source- entry: none", gardener.SourcePrefix + name, "shoots", objs, "[]", 0},
 	} {
-		be := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: tc.entry}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: "shoots"}}
-		copies, err := destination.CopiesOf(t.Context(), c, be, tc.bucket)
+		gets := 0
+		c := fake.NewClientBuilder().WithScheme(kube.Scheme).WithObjects(append([]client.Object{shoots, other}, tc.policies...)...).
+			WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				gets++
+				return c.Get(ctx, key, obj, opts...)
+			}}).Build()
+		be := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: tc.entry}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: tc.bucket}}
+		copies, err := destination.CopiesOf(t.Context(), c, be)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := fmt.Sprint(copies); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		if got := fmt.Sprint(copies); got != tc.want || gets != tc.gets {
+			t.Errorf("%s: %s, %d reads of the bucket; want %s, %d", tc.name, got, gets, tc.want, tc.gets)
 		}
 	}
 
@@ -74,7 +86,7 @@ func TestCopiesOf(t *testing.T) {
 			},
 		}).Build()
 		be := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: "shoots"}}
-		if copies, err := destination.CopiesOf(t.Context(), c, be, shoots); err != nil || copies != nil {
+		if copies, err := destination.CopiesOf(t.Context(), c, be); err != nil || copies != nil {
 			t.Errorf("BackupCopyPolicies not served (%v): %v, %v; want none and no error", notServed, copies, err)
 		}
 	}

@@ -13,8 +13,6 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
@@ -70,13 +68,7 @@ func (m *CopyMetrics) observe(destination, outcome string) {
 // dead-lettered: a destination's refusal (wrong credentials) waits for an operator to fix it,
 // and the purge goes on then.
 func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) error {
-	bucket := &extensionsv1alpha1.BackupBucket{}
-	if err := p.Client.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); apierrors.IsNotFound(err) {
-		bucket = nil
-	} else if err != nil {
-		return fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
-	}
-	copies, err := destination.CopiesOf(ctx, p.Client, be, bucket)
+	copies, err := destination.CopiesOf(ctx, p.Client, be)
 	if err != nil {
 		return err
 	}
