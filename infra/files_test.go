@@ -69,6 +69,7 @@ var metricNames = []string{
 	"housekeeper_copy_policy_lag_objective_seconds",
 	"housekeeper_copy_policy_last_run_timestamp_seconds",
 	"housekeeper_copy_entry_last_complete_timestamp_seconds",
+	"housekeeper_purge_copies_total",
 }
 
 // gaugesInSeconds are the metrics in seconds that are gauges, not histograms.
@@ -82,7 +83,7 @@ var gaugesInSeconds = map[string]bool{
 
 // metricSources are the files that register metricNames: as metric options, or as the
 // descriptors of a collector.
-var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../bridge/copies.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go"}
+var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../bridge/copies.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go", "../functions/entry/copies.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {

@@ -6,7 +6,8 @@
 // what differs or failed.
 //
 // The entries' buckets are opened as the purge opens them (entry.Buckets) and only read; the
-// destination is opened as the snapshot function opens it (etcdbackup.OpenDestination). An
+// destination is opened as the snapshot function opens it (destination.Open). An
 // object the copy holds with other content is reported and kept, never overwritten. An entry
-// being deleted is not copied; its copy stays where it is.
+// being deleted is not copied; its copy stays until the purge that ends the entry's deletion
+// purges it with the entry's bucket (destination.CopiesOf says where the copies are).
 package copy

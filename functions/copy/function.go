@@ -17,6 +17,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
@@ -207,11 +208,11 @@ func (e *invalidPolicy) Unwrap() error { return e.err }
 // plan opens p's destination and picks the entries it copies now: those of the selected
 // buckets, each under its prefix.
 func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) ([]target, objectstore.Store, error) {
-	sel, err := Select(p.Spec.Buckets)
+	sel, err := destination.Select(p.Spec.Buckets)
 	if err != nil {
 		return nil, nil, &invalidPolicy{err}
 	}
-	dst, dest, err := etcdbackup.OpenDestination(ctx, c.Client, c.Providers, p.Spec.Destination)
+	dst, dest, err := destination.Open(ctx, c.Client, c.Providers, p.Spec.Destination)
 	if _, bad := etcdbackup.ProblemReason(err); bad {
 		return nil, nil, &invalidPolicy{err}
 	}
@@ -243,7 +244,7 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 	}
 	var targets []target
 	for i := range entries.Items {
-		if be := &entries.Items[i]; selected[be.Spec.BucketName] && SelectsEntry(be) {
+		if be := &entries.Items[i]; selected[be.Spec.BucketName] && destination.SelectsEntry(be) {
 			targets = append(targets, target{entry: be, prefix: gardener.EntryPrefix(be.Name)})
 		}
 	}

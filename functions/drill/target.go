@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
-	backupcopy "github.com/housekeeper-dev/housekeeper/functions/copy"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
@@ -73,7 +73,7 @@ func CopyTarget(c client.Client, providers objectstore.Registry, be *extensionsv
 			if err != nil {
 				return nil, "", err
 			}
-			store, dest, err := etcdbackup.OpenDestination(ctx, c, providers, p.Spec.Destination)
+			store, dest, err := destination.Open(ctx, c, providers, p.Spec.Destination)
 			if err != nil {
 				return nil, "", fmt.Errorf("the copy of BackupCopyPolicy %s: %w", policy, err) // its errors name the destination
 			}
@@ -85,7 +85,7 @@ func CopyTarget(c client.Client, providers objectstore.Registry, be *extensionsv
 			if err != nil {
 				return nil, err
 			}
-			_, w, credentials, err := etcdbackup.ReadDestination(ctx, c, p.Spec.Destination)
+			_, w, credentials, err := destination.Read(ctx, c, p.Spec.Destination)
 			if err != nil {
 				return nil, err
 			}
@@ -106,7 +106,7 @@ func copyPolicyOf(ctx context.Context, c client.Client, be *extensionsv1alpha1.B
 		}
 		return nil, fmt.Errorf("reading BackupCopyPolicy %s: %w", policy, err)
 	}
-	sel, err := backupcopy.Select(p.Spec.Buckets)
+	sel, err := destination.Select(p.Spec.Buckets)
 	if err != nil {
 		return nil, fmt.Errorf("BackupCopyPolicy %s: %w", policy, err)
 	}
@@ -114,7 +114,7 @@ func copyPolicyOf(ctx context.Context, c client.Client, be *extensionsv1alpha1.B
 	if err := c.Get(ctx, client.ObjectKey{Name: be.Spec.BucketName}, bucket); err != nil {
 		return nil, fmt.Errorf("reading BackupBucket %s: %w", be.Spec.BucketName, err)
 	}
-	if !sel.SelectsBucket(bucket) || !backupcopy.SelectsEntry(be) {
+	if !sel.SelectsBucket(bucket) || !destination.SelectsEntry(be) {
 		return nil, fmt.Errorf("%w: BackupCopyPolicy %s does not copy BackupEntry %s (its bucket %s is not among the policy's buckets)",
 			ErrNotCopied, policy, be.Name, be.Spec.BucketName)
 	}
@@ -127,7 +127,7 @@ func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1
 	return Target{Name: cfg.Namespace + "/" + cfg.Name, Kind: backupv1alpha1.DrilledEtcdBackupConfig,
 		Prefix: etcdbackup.Prefix(cfg), Layout: LayoutSnapshots,
 		open: func(ctx context.Context) (objectstore.Store, string, error) {
-			store, dest, err := etcdbackup.OpenDestination(ctx, c, providers, cfg.Spec.Destination)
+			store, dest, err := destination.Open(ctx, c, providers, cfg.Spec.Destination)
 			if err != nil {
 				return nil, "", err // its errors name the destination
 			}

@@ -62,16 +62,19 @@ var Definition = runner.Definition{
 			if d.Config != nil {
 				metadata = kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.FirstEventSettled, d.Log)
 			}
-			return newReconciler(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log), nil
+			return newReconciler(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, NewCopyMetrics(d.Metrics)), nil
 		}
 	},
 }
 
 // newReconciler returns the entry function's handler. metadata is a cache configured by
-// MetadataCacheOptions, or nil to read everything from the API server.
-func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
+// MetadataCacheOptions, or nil to read everything from the API server; copies count the purges
+// of the copies of the entries it purges itself.
+func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, copies *CopyMetrics) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
+	purger := newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))
+	purger.Copies = copies
 	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
-		Purger: newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))}
+		Purger: purger}
 	return &gardener.Reconciler[*extensionsv1alpha1.BackupEntry]{
 		StatusWriter: StatusWriter(c, log),
 		Scope:        scope,

@@ -1,6 +1,7 @@
 // The purge function: when the NATS server fires a deleted BackupEntry's scheduled purge, it
 // re-checks the entry, deletes every object under the entry's prefix — and never one outside
-// it — with the bucket's credentials, then releases the entry.
+// it — in the BackupDestinations that hold copies of it (copies.go), then in its bucket with
+// the bucket's credentials, then releases the entry.
 
 package entry
 
@@ -50,6 +51,8 @@ type Purger struct {
 	KeyRetries int
 	// Verified counts the outcomes of verify purges; nil counts nothing.
 	Verified *VerifyMetrics
+	// Copies counts the purges of entries' copies (purgeCopies); nil counts nothing.
+	Copies *CopyMetrics
 
 	stores openStores
 }
@@ -72,6 +75,7 @@ var PurgeDefinition = runner.Definition{
 			}
 			p := newPurger(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log)
 			p.Verified = NewVerifyMetrics(d.Metrics)
+			p.Copies = NewCopyMetrics(d.Metrics)
 			return p, nil
 		}
 	},
@@ -153,7 +157,8 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 }
 
 // purgeDue deletes the backups of be, a live entry checked as Handle checks it: deleting, with
-// our finalizer, this installation's, not migrated, and due. It leaves the release of be to
+// our finalizer, this installation's, not migrated, and due: their copies in BackupDestinations
+// (purgeCopies), then the bucket's. It leaves the release of be to
 // its caller, and returns what the purge-completed event says (nil: nothing was purged, the
 // prefix being a live entry's). The purge function calls it when a scheduled purge fires; the
 // entry function when the entry it has just read is due already (Actuator.Delete).
@@ -164,6 +169,10 @@ func (p *Purger) purgeDue(ctx context.Context, log *zap.Logger, be *extensionsv1
 	} else if live != "" {
 		log.Info("not purging: the prefix belongs to a live entry in the same bucket; releasing", zap.String("liveEntry", live))
 		return nil, nil
+	}
+	// The copies first: the bucket stays whole until none is left (purgeCopies).
+	if err := p.purgeCopies(ctx, log, be, prefix); err != nil {
+		return nil, err
 	}
 	purged, err := p.purge(ctx, log, be, prefix)
 	if err != nil {

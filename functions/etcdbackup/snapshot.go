@@ -15,6 +15,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
@@ -71,9 +72,9 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	var p *problem
 	switch {
 	case errors.As(err, &p):
-		log.Warn("backup not taken", zap.String("reason", p.reason), zap.String("message", p.message))
+		log.Warn("backup not taken", zap.String("reason", p.Reason), zap.String("message", p.Message))
 		return kube.UpdateStatus(ctx, s.Client, key, newConfig, func(c *backupv1alpha1.EtcdBackupConfig) {
-			kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, p.reason, p.message)
+			kube.SetCondition(&c.Status.Conditions, c.Generation, backupv1alpha1.ConditionBackupSucceeded, false, p.Reason, p.Message)
 			setNextRun(c, fire)
 		})
 	case err != nil:
@@ -126,7 +127,7 @@ func (s *Snapshotter) backup(ctx context.Context, cfg *backupv1alpha1.EtcdBackup
 		// The CRD defaults and bounds keep; a config from elsewhere may still lack it.
 		return nil, nil, problemf(backupv1alpha1.ReasonInvalidConfig, "spec.keep is %d: at least 1", cfg.Spec.Keep)
 	}
-	store, _, err := OpenDestination(ctx, s.Client, s.Providers, cfg.Spec.Destination)
+	store, _, err := destination.Open(ctx, s.Client, s.Providers, cfg.Spec.Destination)
 	if err != nil {
 		return nil, nil, err
 	}

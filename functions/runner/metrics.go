@@ -35,16 +35,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		// Several functions in one process (the forwarder) share the collectors.
-		m.handled = register(reg, m.handled)
-		m.failed = register(reg, m.failed)
-		m.duration = register(reg, m.duration)
-		m.inFlight = register(reg, m.inFlight)
+		m.handled = Register(reg, m.handled)
+		m.failed = Register(reg, m.failed)
+		m.duration = Register(reg, m.duration)
+		m.inFlight = Register(reg, m.inFlight)
 	}
 	return m
 }
 
-// register registers c, or returns the collector registered before it under the same name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+// Register registers c with reg, or returns the collector registered before it under the same
+// name: several functions in one process share their collectors.
+func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	err := reg.Register(c)
 	var registered prometheus.AlreadyRegisteredError
 	switch {

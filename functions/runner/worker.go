@@ -41,7 +41,7 @@ func NewWorker(js jetstream.JetStream, fn Function, reg prometheus.Registerer, o
 	// for a few of those went to another replica.
 	waits := newWaiting(fn.Name, 3*o.backoffMax+time.Minute)
 	if reg != nil {
-		waits = register(reg, waits)
+		waits = Register(reg, waits)
 	}
 	return &Worker{fn: fn, js: js, opts: o, metrics: newMetrics(reg), log: o.log.With(zap.String("function", fn.Name)), objects: newKeyLock(),
 		waiting: waits}, nil

@@ -1,5 +1,5 @@
 {{/* Each component's cluster-wide rules: the verbs its code uses (bridge/*.go,
-functions/gardener, functions/{bucket,entry,etcdbackup,drill,copy}). */}}
+functions/gardener, functions/destination, functions/{bucket,entry,etcdbackup,drill,copy}). */}}
 
 {{/* The bridge: list + watch only (informers). Secrets: objects are announced again when their
 spec.secretRef secret appears or changes; it keeps only a digest of the data, never the values,
@@ -57,6 +57,14 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
   verbs: ["get"]
+# ... and its copies, as for the purge function: which BackupCopyPolicies copied the entry, and
+# their BackupDestinations.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupcopypolicies"]
+  verbs: ["list"]
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupdestinations"]
+  verbs: ["get"]
 # Is the shoot's control-plane namespace there, and is it the entry's shoot's? list/watch: the
 # function's cache of namespace metadata.
 - apiGroups: [""]
@@ -78,11 +86,21 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupentries/status"]
   verbs: ["patch"]
-# The bucket's type and credentials open the store (the entry's own secret may be gone).
+# The bucket's type and credentials open the store (the entry's own secret may be gone); its
+# labels and type say which BackupCopyPolicies select it.
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
   verbs: ["get"]
-# get: the bucket's credentials; patch: release the finalizer on the entry's spec.secretRef.
+# The entry's copies are purged with it: list: the BackupCopyPolicies that select its bucket or
+# list it; get: their BackupDestinations, opened with their credentials.
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupcopypolicies"]
+  verbs: ["list"]
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["backupdestinations"]
+  verbs: ["get"]
+# get: the bucket's credentials and the destinations' (any namespace); patch: release the
+# finalizer on the entry's spec.secretRef.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "patch"]

@@ -1,4 +1,4 @@
-package copy
+package destination
 
 import (
 	"fmt"

@@ -1,8 +1,9 @@
-package etcdbackup
+package destination
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,10 +18,34 @@ import (
 // endpoint from; a destination's spec.endpoint is passed to them as that key.
 const keyEndpoint = "endpoint"
 
-// OpenDestination returns the store of the named BackupDestination, opened with its
-// credentials. What the destination lacks is a problem; API errors are returned as they are.
-func OpenDestination(ctx context.Context, c client.Client, providers objectstore.Registry, name string) (objectstore.Store, *backupv1alpha1.BackupDestination, error) {
-	dest, where, credentials, err := ReadDestination(ctx, c, name)
+// Problem is what a BackupDestination lacks to be opened: the destination itself, its
+// credentials, or what its provider needs. It is bad input, to be reported with its Reason (a
+// condition reason: backupv1alpha1.ReasonUnknownDestination, ReasonMissingCredentials,
+// ReasonInvalidDestination) rather than retried as it is. Its message never holds a credential.
+type Problem struct {
+	Reason  string
+	Message string
+}
+
+func (p *Problem) Error() string { return p.Reason + ": " + p.Message }
+
+func problemf(reason, format string, args ...any) *Problem {
+	return &Problem{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrNoDestination: the BackupDestination named does not exist (a Problem of reason
+// ReasonUnknownDestination).
+var ErrNoDestination = errors.New("no such BackupDestination")
+
+// Is makes a Problem of reason ReasonUnknownDestination ErrNoDestination.
+func (p *Problem) Is(target error) bool {
+	return target == ErrNoDestination && p.Reason == backupv1alpha1.ReasonUnknownDestination
+}
+
+// Open returns the store of the named BackupDestination, opened with its credentials. What the
+// destination lacks is a *Problem; API errors are returned as they are.
+func Open(ctx context.Context, c client.Reader, providers objectstore.Registry, name string) (objectstore.Store, *backupv1alpha1.BackupDestination, error) {
+	dest, where, credentials, err := Read(ctx, c, name)
 	if err != nil {
 		return nil, dest, err
 	}
@@ -36,10 +61,10 @@ func OpenDestination(ctx context.Context, c client.Client, providers objectstore
 	return store, dest, nil
 }
 
-// ReadDestination reads the named BackupDestination: where its store is and the credentials
-// it is opened with (its secret's data and its endpoint), for OpenDestination and for a tool
-// that opens the store itself (etcd-backup-restore's restore). Errors as OpenDestination's.
-func ReadDestination(ctx context.Context, c client.Client, name string) (*backupv1alpha1.BackupDestination, objectstore.Where, map[string][]byte, error) {
+// Read reads the named BackupDestination: where its store is and the credentials it is opened
+// with (its secret's data and its endpoint), for Open and for a tool that opens the store
+// itself (etcd-backup-restore's restore). Errors as Open's.
+func Read(ctx context.Context, c client.Reader, name string) (*backupv1alpha1.BackupDestination, objectstore.Where, map[string][]byte, error) {
 	dest := &backupv1alpha1.BackupDestination{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
 		if apierrors.IsNotFound(err) {
