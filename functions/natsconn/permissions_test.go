@@ -30,7 +30,7 @@ var rights = []struct {
 }{
 	// The bridge re-drives transient dead letters (housekeeper.redrive.*, deleting them), and
 	// nothing else of the functions'.
-	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x",
+	{events.IdentityBridge, []string{"housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x", "housekeeper.copy.due.x",
 		"housekeeper.schedule.drill.x", "housekeeper.schedule.retry.entry.x",
 		"housekeeper.schedule.purge.x", "housekeeper-deadletter.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.entry", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER",
@@ -51,6 +51,10 @@ var rights = []struct {
 	// The drill function only reads: it publishes nothing of its own, not even a schedule.
 	{"drill", []string{"housekeeper.drill.due.x", "housekeeper.schedule.drill.x", "housekeeper.restoredrill.created.x",
 		"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"}, "housekeeper-deadletter.drill"},
+	// The copy function publishes nothing of its own either: the schedule function installs its
+	// policies' schedules, the server fires them.
+	{"copy", []string{"housekeeper.copy.due.x", "housekeeper.schedule.copy.x", "housekeeper.backupcopypolicy.created.x",
+		"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"}, "housekeeper-deadletter.copy"},
 	// The forwarder consumes every function's consumer and does none of their work.
 	{events.IdentityForward, []string{"housekeeper.schedule.purge.x", "housekeeper.purge.scheduled.x", "housekeeper.purge.completed.x",
 		"housekeeper.schedule.etcdbackup.x", "housekeeper.unschedule.etcdbackup.x", "housekeeper.schedule.drill.x", "housekeeper.purge.due.x",
@@ -58,7 +62,7 @@ var rights = []struct {
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.purge"},
 	{events.IdentitySetup, []string{"housekeeper.backupentry.created.x", "housekeeper.redrive.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER"}, "$JS.API.STREAM.INFO.HOUSEKEEPER"},
-	{events.IdentityOperator, []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x",
+	{events.IdentityOperator, []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x", "housekeeper.copy.due.x",
 		"housekeeper.schedule.purge.x", "housekeeper.schedule.retry.entry.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER", "$JS.API.STREAM.UPDATE.HOUSEKEEPER", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER"},
 		"housekeeper.redrive.entry"},

@@ -22,7 +22,7 @@ type Deployable struct {
 // registry and the linked providers.) All serve /healthz, /readyz and
 // /metrics (and in http mode the CloudEvents) on :8080.
 func Deployables() []Deployable {
-	const fn = "housekeeper's functions (bucket, entry, purge, schedule, snapshot, drill), setup and operators' tool"
+	const fn = "housekeeper's functions (bucket, entry, purge, schedule, snapshot, drill, copy), setup and operators' tool"
 	return []Deployable{
 		{"housekeeper-bridge", "./bridge/cmd/housekeeper-bridge", "/usr/local/bin/housekeeper-bridge",
 			"housekeeper's bridge: BackupBucket and BackupEntry changes as CloudEvents on NATS JetStream"},
