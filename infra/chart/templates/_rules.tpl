@@ -58,7 +58,7 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
   resources: ["backupbuckets"]
   verbs: ["get"]
 # ... and its copies, as for the purge function: which BackupCopyPolicies copied the entry, and
-# their BackupDestinations.
+# their BackupDestinations (kept with etcdBackupConfig.enabled off, as the purge's).
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupcopypolicies"]
   verbs: ["list"]
@@ -92,7 +92,9 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
   resources: ["backupbuckets"]
   verbs: ["get"]
 # The entry's copies are purged with it: list: the BackupCopyPolicies that select its bucket or
-# list it; get: their BackupDestinations, opened with their credentials.
+# list it; get: their BackupDestinations, opened with their credentials. Kept with
+# etcdBackupConfig.enabled off: the CRDs outlive the feature, and copies made while it was on
+# are purged with their entries all the same.
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupcopypolicies"]
   verbs: ["list"]
