@@ -59,11 +59,7 @@ func (c *copyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{p.Name}, labels...)...)
 		}
-		objective := backupv1alpha1.DefaultLagObjective
-		if o := p.Spec.LagObjective; o != nil && o.Duration > 0 {
-			objective = o.Duration
-		}
-		gauge(c.objective, objective.Seconds())
+		gauge(c.objective, p.Spec.EffectiveLagObjective().Seconds())
 		s := p.Status
 		if s.LastRun != nil {
 			gauge(c.lastRun, seconds(s.LastRun.Time))

@@ -71,11 +71,7 @@ func (c *drillCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{d.Name}, labels...)...)
 		}
-		maxAge := backupv1alpha1.DefaultMaxRestorableAge
-		if a := d.Spec.MaxRestorableAge; a != nil && a.Duration > 0 {
-			maxAge = a.Duration
-		}
-		gauge(c.maxAge, maxAge.Seconds())
+		gauge(c.maxAge, d.Spec.EffectiveMaxRestorableAge().Seconds())
 		s := d.Status
 		if s.LastRun != nil {
 			gauge(c.lastRun, seconds(s.LastRun.Time))

@@ -116,10 +116,7 @@ func (c *Copier) Handle(ctx context.Context, e cloudevents.Event) error {
 // run copies what p selects and writes its status.
 func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fire runner.Fire, log *zap.Logger) error {
 	key := client.ObjectKeyFromObject(p)
-	objective := backupv1alpha1.DefaultLagObjective
-	if o := p.Spec.LagObjective; o != nil && o.Duration > 0 {
-		objective = o.Duration
-	}
+	objective := p.Spec.EffectiveLagObjective()
 	targets, dst, err := c.plan(ctx, p)
 	var invalid *invalidPolicy
 	switch {

@@ -186,7 +186,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 	p := plan{
 		concurrency: int(rd.Spec.Concurrency),
 		timeout:     backupv1alpha1.DefaultDrillTimeout,
-		maxAge:      backupv1alpha1.DefaultMaxRestorableAge,
+		maxAge:      rd.Spec.EffectiveMaxRestorableAge(),
 		// etcd's own logs are left out, as `housekeeper drill` leaves them: a failure's error
 		// says what failed.
 		options: Options{WorkDir: d.WorkDir, Etcdbrctl: d.Etcdbrctl},
@@ -199,9 +199,6 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 	}
 	if t := rd.Spec.Timeout; t != nil && t.Duration > 0 {
 		p.timeout = t.Duration
-	}
-	if a := rd.Spec.MaxRestorableAge; a != nil && a.Duration > 0 {
-		p.maxAge = a.Duration
 	}
 	sel, err := Select(rd.Spec)
 	if err != nil {

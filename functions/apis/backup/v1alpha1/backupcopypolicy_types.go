@@ -116,6 +116,15 @@ type BackupCopyPolicySpec struct {
 	Concurrency int32 `json:"concurrency,omitempty"`
 }
 
+// EffectiveLagObjective is spec.lagObjective, or DefaultLagObjective where unset: the copy
+// function counts entries behind by it and the bridge exports it for the alert.
+func (s BackupCopyPolicySpec) EffectiveLagObjective() time.Duration {
+	if o := s.LagObjective; o != nil && o.Duration > 0 {
+		return o.Duration
+	}
+	return DefaultLagObjective
+}
+
 // BucketSelection picks BackupBuckets. Each field set narrows the choice: a bucket is picked
 // when it matches every one of them.
 //

@@ -75,6 +75,15 @@ const (
 // Passed says whether a drill with outcome passed: Exact or Restorable.
 func Passed(outcome string) bool { return outcome == OutcomeExact || outcome == OutcomeRestorable }
 
+// EffectiveMaxRestorableAge is spec.maxRestorableAge, or DefaultMaxRestorableAge where unset: the
+// drill function counts stale entries by it and the bridge exports it for the alert.
+func (s RestoreDrillSpec) EffectiveMaxRestorableAge() time.Duration {
+	if a := s.MaxRestorableAge; a != nil && a.Duration > 0 {
+		return a.Duration
+	}
+	return DefaultMaxRestorableAge
+}
+
 // Outcomes of comparing a drill's restored store with the live etcd.
 const (
 	// LiveMatches: the live etcd holds the restored store at the restored revision (its
