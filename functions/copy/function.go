@@ -87,6 +87,17 @@ func (c *Copier) Handle(ctx context.Context, e cloudevents.Event) error {
 		return nil // deleting, or a new policy of the same name with a schedule of its own
 	}
 	onDemand := e.Type() != events.TypeCopyDue
+	if p.FailedOver() {
+		// Nothing is copied to the destination; its event carries out the fail-over, a run
+		// asked for now included.
+		if err := c.failOver(ctx, p, c.Log.With(zap.String("backupCopyPolicy", ref.Name))); err != nil {
+			return err
+		}
+		if onDemand {
+			return c.done(ctx, p)
+		}
+		return nil
+	}
 	var fire runner.Fire
 	if onDemand {
 		if p.Annotations[gardener.AnnotationOperation] != RunNow {
@@ -117,7 +128,7 @@ func (c *Copier) Handle(ctx context.Context, e cloudevents.Event) error {
 func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fire runner.Fire, log *zap.Logger) error {
 	key := client.ObjectKeyFromObject(p)
 	objective := p.Spec.EffectiveLagObjective()
-	targets, dst, err := c.plan(ctx, p)
+	targets, dst, _, err := c.plan(ctx, p)
 	var invalid *invalidPolicy
 	switch {
 	case errors.As(err, &invalid):
@@ -204,21 +215,21 @@ func (e *invalidPolicy) Unwrap() error { return e.err }
 
 // plan opens p's destination and picks the entries it copies now: those of the selected
 // buckets, each under its prefix.
-func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) ([]target, objectstore.Store, error) {
+func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) ([]target, objectstore.Store, *backupv1alpha1.BackupDestination, error) {
 	sel, err := destination.Select(p.Spec.Buckets)
 	if err != nil {
-		return nil, nil, &invalidPolicy{err}
+		return nil, nil, nil, &invalidPolicy{err}
 	}
 	dst, dest, err := destination.Open(ctx, c.Client, c.Providers, p.Spec.Destination)
 	if _, bad := etcdbackup.ProblemReason(err); bad {
-		return nil, nil, &invalidPolicy{err}
+		return nil, nil, nil, &invalidPolicy{err}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening BackupDestination %s: %w", p.Spec.Destination, err)
+		return nil, nil, nil, fmt.Errorf("opening BackupDestination %s: %w", p.Spec.Destination, err)
 	}
 	buckets := &extensionsv1alpha1.BackupBucketList{}
 	if err := c.Client.List(ctx, buckets); err != nil {
-		return nil, nil, fmt.Errorf("listing BackupBuckets: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing BackupBuckets: %w", err)
 	}
 	selected := map[string]bool{}
 	for i := range buckets.Items {
@@ -228,16 +239,16 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 		}
 		// The first store is only read: a copy into a selected bucket would write to it.
 		if b.Spec.Type == dest.Spec.Type && b.Name == dest.Spec.Bucket {
-			return nil, nil, &invalidPolicy{fmt.Errorf("%w: BackupDestination %s is the bucket of the selected BackupBucket %s", ErrDestinationSelected, dest.Name, b.Name)}
+			return nil, nil, nil, &invalidPolicy{fmt.Errorf("%w: BackupDestination %s is the bucket of the selected BackupBucket %s", ErrDestinationSelected, dest.Name, b.Name)}
 		}
 		selected[b.Name] = true
 	}
 	if len(selected) == 0 {
-		return nil, dst, nil
+		return nil, dst, dest, nil
 	}
 	entries := &extensionsv1alpha1.BackupEntryList{}
 	if err := c.Client.List(ctx, entries); err != nil {
-		return nil, nil, fmt.Errorf("listing BackupEntries: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing BackupEntries: %w", err)
 	}
 	var targets []target
 	for i := range entries.Items {
@@ -245,7 +256,7 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 			targets = append(targets, target{entry: be, prefix: gardener.EntryPrefix(be.Name)})
 		}
 	}
-	return targets, dst, nil
+	return targets, dst, dest, nil
 }
 
 // copyAll copies targets to dst, at most concurrency entries at once, and returns their results

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -125,10 +126,25 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 	if err != nil {
 		return gardener.Reconciliation{}, err
 	}
+	var done gardener.Reconciliation
+	switch policy, err := destination.FailOverOf(ctx, a.Client, e); {
+	case err != nil:
+		return gardener.Reconciliation{}, err
+	case policy != nil:
+		data, why, err := a.failOver(ctx, e, policy)
+		switch {
+		case err != nil:
+			return gardener.Reconciliation{}, err
+		case data != nil:
+			want, wi, done.Description = data, nil, failedOverDescription(policy)
+		default:
+			done.Description = "BackupEntry reconciled; " + why
+		}
+	}
 	err = a.writeSecret(ctx, ref, e.Name, want, wi)
 	switch {
 	case err == nil:
-		return gardener.Reconciliation{}, nil
+		return done, nil
 	case apierrors.IsNotFound(err): // the namespace went away since it was read
 		return waitsForNamespace(ref, "does not exist"), nil
 	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):

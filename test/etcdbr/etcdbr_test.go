@@ -15,7 +15,8 @@
 // running: Exact where the restored store is what it holds at the restored revision,
 // NotRestorable where a delta's value was changed, Unverified once it compacted past the
 // revision. TestDrillTheCopy drills such a backup's copy on an S3 server beside the first store.
-// They run as this process's user.
+// They run as this process's user. TestFailOverToTheCopy fails a running etcd's backups over to
+// their copy and back, etcd-backup-restore following the secret.
 //
 // BenchmarkDrillRestore (make bench only) restores one large backup with `etcdbrctl restore` and
 // with housekeeper's drill, each as its own process, and prints their time and memory side by
@@ -478,8 +479,14 @@ func (f *fixture) drillCommand(t *testing.T, s shoot, revision int64) {
 // etcdbrctl restore, configured from its etcd-backup secret, and returns the keys it holds.
 func (f *fixture) restore(t *testing.T, provider string, s shoot) map[string]string {
 	t.Helper()
+	return f.restoreIn(t, provider, s, "restore")
+}
+
+// restoreIn is restore into its own directory, name, under the shoot's.
+func (f *fixture) restoreIn(t *testing.T, provider string, s shoot, name string) map[string]string {
+	t.Helper()
 	ctx := context.Background()
-	dir := filepath.Join(f.dir, s.entry, "restore")
+	dir := filepath.Join(f.dir, s.entry, name)
 	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "data", "new.etcd"))
 	if err != nil {
 		t.Fatal(err)
@@ -584,14 +591,20 @@ func (f *fixture) providerConfig(provider string) *runtime.RawExtension {
 // etcd-backup secret.
 func (f *fixture) bucket(t *testing.T, provider string, s shoot) objectstore.Store {
 	t.Helper()
-	secret := f.secret(t, s)
+	data := f.secret(t, s).Data
+	return f.storeOf(t, provider, string(data[entry.DataKeyBucketName]), data)
+}
+
+// storeOf opens bucketName through housekeeper's provider with data, an etcd-backup secret's.
+func (f *fixture) storeOf(t *testing.T, provider, bucketName string, data map[string][]byte) objectstore.Store {
+	t.Helper()
 	// The region etcd-backup-restore reads (aws, openstack), as the bucket function opens it.
-	w := objectstore.Where{Type: provider, Region: string(secret.Data["region"]), Bucket: string(secret.Data[entry.DataKeyBucketName]), Config: f.configs[provider]}
-	_, bucketStore, err := f.providers.Open(w, secret.Data)
+	w := objectstore.Where{Type: provider, Region: string(data["region"]), Bucket: bucketName, Config: f.configs[provider]}
+	_, store, err := f.providers.Open(w, data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bucketStore
+	return store
 }
 
 // backupStore is etcd-backup-restore's store configured from the shoot's etcd-backup secret,

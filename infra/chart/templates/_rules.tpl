@@ -58,7 +58,8 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
   resources: ["backupbuckets"]
   verbs: ["get"]
 # ... and its copies, as for the purge function: which BackupCopyPolicies copied the entry, and
-# their BackupDestinations (kept with etcdBackupConfig.enabled off, as the purge's).
+# their BackupDestinations (kept with etcdBackupConfig.enabled off, as the purge's). The same
+# reads point etcd-backup at a destination while a policy has failed over the entry's bucket.
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupcopypolicies"]
   verbs: ["list"]
@@ -179,9 +180,11 @@ and watches only the namespaces spec.secretRef names, known at run time (a Clust
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
   verbs: ["get", "list"]
+# patch: a fail-over, and the return from it, ask each entry's reconcile
+# (gardener.cloud/operation), which points its etcd-backup at the destination or back.
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupentries"]
-  verbs: ["list"]
+  verbs: ["list", "patch"]
 # get: the buckets' credentials and the destination's; never written.
 - apiGroups: [""]
   resources: ["secrets"]

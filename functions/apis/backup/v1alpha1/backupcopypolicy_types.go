@@ -33,6 +33,21 @@ const (
 	// ConditionWithinLagObjective: no copied entry is further behind its source than
 	// spec.lagObjective (True), or how many are.
 	ConditionWithinLagObjective = "WithinLagObjective"
+	// ConditionFailedOver: the entries' etcd-backup secrets point at the destination (True,
+	// reason FailedOver or Returning), or at their buckets (False, reason Returned).
+	ConditionFailedOver = "FailedOver"
+)
+
+// Phases of a fail-over (status.failOver.phase), also the FailedOver condition's reasons.
+const (
+	// FailOverActive: spec.failOver is set; etcd-backup-restore backs up into the destination
+	// and nothing is copied to it.
+	FailOverActive = "FailedOver"
+	// FailOverReturning: spec.failOver was unset; what was written to the destination is being
+	// copied back to the buckets, and the secrets keep pointing at the destination until it is.
+	FailOverReturning = "Returning"
+	// FailOverReturned: the copy back is done and the secrets point at the buckets again.
+	FailOverReturned = "Returned"
 )
 
 // Reasons of the CopiesSucceeded and WithinLagObjective conditions.
@@ -57,7 +72,8 @@ const (
 // the BackupBuckets it selects, in a BackupDestination: on a schedule (and on demand, with the
 // annotation gardener.cloud/operation: reconcile), every object under each entry's prefix that
 // the copy lacks is copied under the same key and verified; an object the copy holds with
-// other content is reported and kept. The first store is only read.
+// other content is reported and kept. The first store is only read, but for the return from a
+// fail-over (spec.failOver).
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -69,6 +85,7 @@ const (
 // +kubebuilder:printcolumn:name="Behind",type=integer,JSONPath=`.status.behind`
 // +kubebuilder:printcolumn:name="Last",type=date,JSONPath=`.status.lastRun`
 // +kubebuilder:printcolumn:name="Succeeded",type=string,JSONPath=`.status.conditions[?(@.type=="CopiesSucceeded")].status`
+// +kubebuilder:printcolumn:name="Fail-over",type=string,JSONPath=`.status.failOver.phase`
 // +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextRun`,priority=1
 type BackupCopyPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -114,6 +131,22 @@ type BackupCopyPolicySpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=32
 	Concurrency int32 `json:"concurrency,omitempty"`
+	// FailOver, set when the selected buckets are lost, points every selected entry's
+	// etcd-backup secret at the destination: etcd-backup-restore backs up into the copy and
+	// restores from it once gardenlet's next reconcile of the shoot has redeployed its etcd.
+	// Only entries whose provider type is the destination's can be switched (gardenlet takes the
+	// provider from the seed's backup settings, the bucket from the secret); the others keep
+	// their bucket and the FailedOver condition names them. Unset it to return: what was written
+	// to the destination meanwhile is copied back to each bucket, then the secrets point at the
+	// buckets again.
+	// +optional
+	FailOver bool `json:"failOver,omitempty"`
+}
+
+// FailedOver says whether the selected entries' etcd-backup secrets point at the destination:
+// while spec.failOver is set, and after it is unset until the copy back is done.
+func (p *BackupCopyPolicy) FailedOver() bool {
+	return p.Spec.FailOver || p.Status.FailOver != nil
 }
 
 // EffectiveLagObjective is spec.lagObjective, or DefaultLagObjective where unset: the copy
@@ -155,7 +188,7 @@ type BackupCopyPolicyStatus struct {
 	// ObservedGeneration is the generation the schedule was last installed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Scheduled, CopiesSucceeded and WithinLagObjective.
+	// Conditions: Scheduled, CopiesSucceeded, WithinLagObjective and FailedOver.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -182,6 +215,19 @@ type BackupCopyPolicyStatus struct {
 	// +listMapKey=entry
 	// +kubebuilder:validation:MaxItems=200
 	Results []EntryCopyResult `json:"results,omitempty"`
+	// FailOver is set while the entries' etcd-backup secrets point at the destination.
+	// +optional
+	FailOver *FailOverStatus `json:"failOver,omitempty"`
+}
+
+// FailOverStatus is a fail-over to the destination, as the copy function carries it out.
+type FailOverStatus struct {
+	// Since is when the copy function first saw spec.failOver set.
+	Since metav1.Time `json:"since"`
+	// Phase is FailedOver while spec.failOver is set, Returning once it is unset and until
+	// what was written to the destination is copied back to the buckets.
+	// +kubebuilder:validation:Enum=FailedOver;Returning
+	Phase string `json:"phase"`
 }
 
 // EntryCopyResult is the last copy of one BackupEntry's backups.
