@@ -19,14 +19,15 @@ import (
 
 // realRestore runs etcd-backup-restore's restore of the backups res was replayed from, where
 // opts configure it, and compares its store with the replay's in work/data at res.Revision.
-// Not configured, or for backups it does not read, res.RealRestore says why it was not run.
+// For backups it does not read res.RealRestore is NotApplicable; not configured, NotRun: both
+// say why.
 func realRestore(ctx context.Context, lg *zap.Logger, opts Options, work string, quota int64, maxRequest uint, res *Result) error {
 	switch {
+	case opts.Layout != LayoutEtcdBackupRestore:
+		res.RealRestore = &RealRestore{Outcome: RealRestoreNotApplicable, NotRun: "the snapshot function's backups are not in etcd-backup-restore's layout"}
+		return nil
 	case opts.Etcdbrctl == nil:
 		res.RealRestore = &RealRestore{Outcome: RealRestoreNotRun, NotRun: "no etcdbrctl configured"}
-		return nil
-	case opts.Layout != LayoutEtcdBackupRestore:
-		res.RealRestore = &RealRestore{Outcome: RealRestoreNotRun, NotRun: "the snapshot function's backups are not in etcd-backup-restore's layout"}
 		return nil
 	case opts.EtcdbrStore == nil:
 		res.RealRestore = &RealRestore{Outcome: RealRestoreNotRun, NotRun: "no store configuration for etcdbrctl"}

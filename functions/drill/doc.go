@@ -37,7 +37,9 @@
 // (ErrRealRestoreFailed, with its exit code and last error messages) the backups are not
 // restorable by it — as when its embedded etcd revokes a lease that expired during the restore and
 // skips a write (etcd-backup-restore#1045), which the replay, keeping leases alive, does not.
-// Without it, Result.RealRestore says it was not run.
+// Without it, Result.RealRestore says it was not run (RealRestoreNotRun); for the snapshot
+// function's backups, which etcd-backup-restore does not read and etcdutl's snapshot restore
+// restores as the replay does, that it does not apply (RealRestoreNotApplicable).
 //
 // Given Options.Live, the running etcd the backups are of, the drill compares the restored store
 // with it at the restored revision (Result.Live), only reading it: its HashKV at that revision
@@ -46,9 +48,12 @@
 // hashes cannot decide — the live etcd keeps more history than the copy, or they differ, as
 // they do when the deltas' puts on leases restore without them — it reads every key at that
 // revision on both sides, a page of 1,000 at a time, and compares keys, values and mod
-// revisions. Equal, the live etcd Matches and the result is Exact: the backups restore to what
-// the cluster held at that revision (by HashKV, with the history since the live compaction; key
-// by key, the state at that revision), and etcd-backup-restore's restore, where it ran, agreed.
+// revisions. Equal, the live etcd Matches: the backups restore to what the cluster held at that
+// revision (by HashKV, with the history since the live compaction; key by key, the state at
+// that revision). The result is Exact only where the restore that runs on the day restored the
+// same store too: etcd-backup-restore's, run and agreeing, or for the snapshot function's
+// backups etcdutl's snapshot restore, which the replay runs; a match without
+// etcd-backup-restore's restore is Restorable, the reason saying why it was not run (Report).
 // Different, ErrLiveDiffers names the revision and up to 10 keys, never values: NotRestorable.
 // A live etcd compacted past the restored revision (the backups are older than its compaction
 // retention) leaves nothing to compare: Compacted, and the result Unverified, not a pass.

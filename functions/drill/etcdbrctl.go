@@ -135,7 +135,7 @@ type RealRestore struct {
 	Outcome string `json:"outcome"`
 	// Tool is etcd-backup-restore and its version; "" when it was not run.
 	Tool string `json:"tool,omitempty"`
-	// NotRun says why it was not run; "" when it was.
+	// NotRun says why it was not run (NotRun, NotApplicable); "" when it was.
 	NotRun string `json:"notRun,omitempty"`
 	// Revision is the revision of the store it restored.
 	Revision int64 `json:"revision,omitempty"`
@@ -165,8 +165,13 @@ const (
 	RealRestoreFails = "Fails"
 	// RealRestoreNotCompared: the drill could not run it or read its store (ErrDrill).
 	RealRestoreNotCompared = "NotCompared"
-	// RealRestoreNotRun: not configured, or not for these backups (NotRun says which).
+	// RealRestoreNotRun: not configured for these backups, which it reads (NotRun says what
+	// is missing): the replay stands alone.
 	RealRestoreNotRun = "NotRun"
+	// RealRestoreNotApplicable: not for these backups, which it does not read (the snapshot
+	// function's full snapshots: NotRun says so), which etcdutl's snapshot restore restores,
+	// as the replay does.
+	RealRestoreNotApplicable = "NotApplicable"
 )
 
 // Summary says in one line what the real restore found, for a status.
@@ -176,6 +181,8 @@ func (r *RealRestore) Summary() string {
 		return ""
 	case r.Outcome == RealRestoreNotRun:
 		return "etcd-backup-restore's restore not run: " + r.NotRun
+	case r.Outcome == RealRestoreNotApplicable:
+		return "etcd-backup-restore's restore does not apply: " + r.NotRun
 	case r.Outcome == RealRestoreAgrees:
 		return fmt.Sprintf("%s agrees: it restores the same %s keys and values at revision %s", r.Tool, thousands(r.Keys), thousands(r.Revision))
 	case r.Outcome == RealRestoreDiffers:

@@ -51,7 +51,7 @@ var Definition = runner.Definition{
 			dr := &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
 				Memory: NewMemoryGate(limit), ShootEtcds: *shootEtcds}
 			if *etcdbrctl == "" {
-				d.Log.Warn("no --etcdbrctl: drills do not run etcd-backup-restore's own restore, and their results say so")
+				d.Log.Warn("no --etcdbrctl: drills do not run etcd-backup-restore's own restore, and their results say so: no BackupEntry's is Exact")
 				return dr, nil
 			}
 			if dr.Etcdbrctl, err = NewEtcdbrctl(ctx, *etcdbrctl); err != nil {

@@ -16,10 +16,15 @@ import (
 
 // Report is the drill of the BackupEntry named entry, started at start, as a RestoreDrill's
 // status records it: res and err as Run returned them. A drill that restored is Exact where the
-// live etcd matched (Result.Live), Unverified where it had compacted past the restored
-// revision, else Restorable. A failure the backup is at fault for (Error.AboutTheBackup: a
-// live etcd that differs too) is NotRestorable; any other — the store unreachable, the drill's
-// own etcd, its timeout, a caller's check — is Error: the drill could not judge.
+// live etcd matched (Result.Live) and the restore that runs on the day restored the same store:
+// etcd-backup-restore's, which must have run and agreed (Result.RealRestore), or, for backups it
+// does not read (RealRestoreNotApplicable: the snapshot function's full snapshots), etcdutl's
+// snapshot restore, which the replay runs. Matched without etcd-backup-restore's restore, it is
+// Restorable, the reason saying why that did not run. Unverified where the live etcd had
+// compacted past the restored revision, else Restorable. A failure the backup is at fault for
+// (Error.AboutTheBackup: a live etcd that differs, etcd-backup-restore's restore that differs or
+// fails, too) is NotRestorable; any other — the store unreachable, the drill's own etcd, its
+// timeout, a caller's check — is Error: the drill could not judge.
 func Report(entry string, start time.Time, res Result, err error) backupv1alpha1.EntryDrillResult {
 	r := backupv1alpha1.EntryDrillResult{
 		Entry:    entry,
@@ -36,8 +41,14 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		r.Keys, r.Bytes, r.Hash = res.Keys, res.DBSize, res.KVSHA256
 		switch {
 		case r.Live == nil:
-		case r.Live.Outcome == backupv1alpha1.LiveMatches:
+		case r.Live.Outcome == backupv1alpha1.LiveMatches && realRestoreAgreed(res.RealRestore):
 			r.Outcome = backupv1alpha1.OutcomeExact
+		case r.Live.Outcome == backupv1alpha1.LiveMatches:
+			why := "etcd-backup-restore's restore was not run"
+			if res.RealRestore != nil && res.RealRestore.NotRun != "" {
+				why += ": " + res.RealRestore.NotRun
+			}
+			r.Reason = kube.Truncate("the live etcd matched, but "+why, backupv1alpha1.MaxEntryDrillReasonLength)
 		case r.Live.Outcome == backupv1alpha1.LiveCompacted:
 			r.Outcome, r.Reason = backupv1alpha1.OutcomeUnverified, r.Live.Reason
 		}
@@ -53,6 +64,12 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		r.Object = kube.Truncate(derr.Key, backupv1alpha1.MaxEntryDrillObjectLength)
 	}
 	return r
+}
+
+// realRestoreAgreed says whether the restore that runs on the day restored what the replay did:
+// etcd-backup-restore's agreed, or it does not apply and the replay ran that restore itself.
+func realRestoreAgreed(rr *RealRestore) bool {
+	return rr != nil && (rr.Outcome == RealRestoreAgrees || rr.Outcome == RealRestoreNotApplicable)
 }
 
 // WithCopy is the result of a BackupEntry drilled in its bucket (bucket) and then in the copy a

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 // How Run's answer becomes an entry's result: the outcome, what is kept of a success, and
@@ -36,11 +37,28 @@ func TestReport(t *testing.T) {
 		r.Live = &l
 		return r
 	}
+	// withReal is with(l) and etcd-backup-restore's restore rr.
+	withReal := func(l Live, rr RealRestore) Result {
+		r := with(l)
+		r.RealRestore = &rr
+		return r
+	}
 	success := func(outcome string, live *backupv1alpha1.LiveComparison) backupv1alpha1.EntryDrillResult {
 		return backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: outcome,
 			Duration: metav1.Duration{Duration: 42 * time.Second}, RestoredRevision: 300, NewestRestorablePoint: &metav1.Time{Time: point},
 			Keys: 1234, Bytes: 8 << 20, Hash: strings.Repeat("ab", 32), Live: live}
 	}
+	// withSummary is r with rr's summary.
+	withSummary := func(r backupv1alpha1.EntryDrillResult, rr RealRestore) backupv1alpha1.EntryDrillResult {
+		r.RealRestore = kube.Truncate(rr.Summary(), backupv1alpha1.MaxEntryDrillReasonLength)
+		return r
+	}
+	matches := Live{Outcome: backupv1alpha1.LiveMatches, Revision: 320, BehindRevisions: 20, BehindSeconds: 300, HashKV: 7, OurHashKV: 7, Reason: "HashKV"}
+	matchesStatus := &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveMatches, Revision: 320, BehindRevisions: 20, BehindSeconds: 300, Reason: "HashKV"}
+	agrees := RealRestore{Outcome: RealRestoreAgrees, Tool: "etcd-backup-restore v0.44.1", Revision: 300, Keys: 1234, Agrees: true}
+	disagrees := RealRestore{Outcome: RealRestoreDiffers, Tool: "etcd-backup-restore v0.44.1", Revision: 300, Keys: 1233, Missing: []string{"/registry/a"}}
+	noEtcdbrctl := RealRestore{Outcome: RealRestoreNotRun, NotRun: "no etcdbrctl configured"}
+	notApplicable := RealRestore{Outcome: RealRestoreNotApplicable, NotRun: "the snapshot function's backups are not in etcd-backup-restore's layout"}
 	const compacted = "the live etcd has compacted past revision 300"
 	differs := Live{Outcome: backupv1alpha1.LiveDiffers, Revision: 310, BehindRevisions: 10, BehindSeconds: 300, Changed: []string{"/registry/a"},
 		Reason: "at revision 300 it holds 1 key with another value or mod revision: /registry/a"}
@@ -56,10 +74,25 @@ func TestReport(t *testing.T) {
 			want: backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: backupv1alpha1.OutcomeRestorable,
 				Duration: metav1.Duration{Duration: 42 * time.Second}, RestoredRevision: 300, NewestRestorablePoint: &metav1.Time{Time: point},
 				Keys: 1234, Bytes: 8 << 20, Hash: strings.Repeat("ab", 32)}},
-		{name: "the live etcd matches: Exact", entry: entry,
-			res: with(Live{Outcome: backupv1alpha1.LiveMatches, Revision: 320, BehindRevisions: 20, BehindSeconds: 300, HashKV: 7, OurHashKV: 7, Reason: "HashKV"}),
-			want: success(backupv1alpha1.OutcomeExact, &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveMatches, Revision: 320,
-				BehindRevisions: 20, BehindSeconds: 300, Reason: "HashKV"})},
+		{name: "the live etcd matches and etcd-backup-restore's restore agrees: Exact", entry: entry,
+			res: withReal(matches, agrees), want: withSummary(success(backupv1alpha1.OutcomeExact, matchesStatus), agrees)},
+		{name: "the live etcd matches, etcd-backup-restore's restore not run: Restorable, the reason says why", entry: entry,
+			res: withReal(matches, noEtcdbrctl), want: withSummary(success(backupv1alpha1.OutcomeRestorable, matchesStatus), noEtcdbrctl),
+			reason: "the live etcd matched, but etcd-backup-restore's restore was not run: no etcdbrctl configured"},
+		{name: "the live etcd matches, without a word of etcd-backup-restore's restore: Restorable", entry: entry,
+			res: with(matches), want: success(backupv1alpha1.OutcomeRestorable, matchesStatus),
+			reason: "the live etcd matched, but etcd-backup-restore's restore was not run"},
+		{name: "the live etcd matches, etcd-backup-restore's restore not run for a long reason: cut", entry: entry,
+			res:    withReal(matches, RealRestore{Outcome: RealRestoreNotRun, NotRun: strings.Repeat("é", 600)}),
+			want:   withSummary(success(backupv1alpha1.OutcomeRestorable, matchesStatus), RealRestore{Outcome: RealRestoreNotRun, NotRun: strings.Repeat("é", 600)}),
+			reason: "the live etcd matched, but etcd-backup-restore's restore was not run: éé"},
+		{name: "an EtcdBackupConfig's backups, which etcd-backup-restore does not read, match the live etcd: Exact", entry: entry,
+			res: withReal(matches, notApplicable), want: withSummary(success(backupv1alpha1.OutcomeExact, matchesStatus), notApplicable)},
+		{name: "etcd-backup-restore's restore differs: the backup is at fault", entry: entry, res: withReal(matches, disagrees),
+			err: &Error{Err: ErrRealRestoreDiffers, Detail: "etcd-backup-restore v0.44.1 restores revision 300 without 1 key that the backups hold: /registry/a"},
+			want: withSummary(backupv1alpha1.EntryDrillResult{Entry: entry, Shoot: "shoot--dev--app", Outcome: backupv1alpha1.OutcomeNotRestorable,
+				Duration: metav1.Duration{Duration: 42 * time.Second}, Live: matchesStatus}, disagrees),
+			reason: "the real restore differs: etcd-backup-restore v0.44.1 restores revision 300 without 1 key"},
 		{name: "the live etcd compacted past the revision: Unverified, with its reason", entry: entry,
 			res: with(Live{Outcome: backupv1alpha1.LiveCompacted, Revision: 900, BehindRevisions: 600, BehindSeconds: 7200, Reason: compacted}),
 			want: success(backupv1alpha1.OutcomeUnverified, &backupv1alpha1.LiveComparison{Outcome: backupv1alpha1.LiveCompacted, Revision: 900,
@@ -121,7 +154,7 @@ func TestReport(t *testing.T) {
 		if !strings.HasPrefix(got.Reason, tc.reason) {
 			t.Errorf("%s: reason %q, want it to start with %q", tc.name, got.Reason, tc.reason)
 		}
-		if (tc.err == nil && got.Outcome != backupv1alpha1.OutcomeUnverified) != (got.Reason == "") {
+		if (tc.err == nil && tc.reason == "") != (got.Reason == "") {
 			t.Errorf("%s: reason %q for error %v", tc.name, got.Reason, tc.err)
 		}
 		tc.want.Time = metav1.NewTime(start)

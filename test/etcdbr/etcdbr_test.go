@@ -12,11 +12,11 @@
 // configured: its restore and the drill's replay agree; where its embedded etcd revokes a lease
 // mid-restore, the drill names the keys it lost (etcd-backup-restore#1045) or reports its
 // failure (#1046). TestDrillAgainstTheLiveEtcd* drill such a backup against its etcd, which keeps
-// running: Exact where the restored store is what it holds at the restored revision,
-// NotRestorable where a delta's value was changed, Unverified once it compacted past the
-// revision. TestDrillTheCopy drills such a backup's copy on an S3 server beside the first store.
-// They run as this process's user. TestFailOverToTheCopy fails a running etcd's backups over to
-// their copy and back, etcd-backup-restore following the secret.
+// running: Exact where the restored store is what it holds at the restored revision and
+// etcdbrctl's restore agrees, NotRestorable where a delta's value was changed, Unverified once it
+// compacted past the revision. TestDrillTheCopy drills such a backup's copy on an S3 server
+// beside the first store. They run as this process's user. TestFailOverToTheCopy fails a running
+// etcd's backups over to their copy and back, etcd-backup-restore following the secret.
 //
 // BenchmarkDrillRestore (make bench only) restores one large backup with `etcdbrctl restore` and
 // with housekeeper's drill, each as its own process, and prints their time and memory side by

@@ -122,7 +122,7 @@ func TestDrillAgainstTheLiveEtcd(t *testing.T) {
 	})
 
 	// The live etcd compacts; the drill compacts its restored copy alike before it hashes.
-	t.Run("the live etcd compacted before the restored revision: Exact", func(t *testing.T) {
+	t.Run("the live etcd compacted before the restored revision: Matches", func(t *testing.T) {
 		const compactAt = 10 // in the full snapshot's revisions: the deltas' history stays
 		if _, err := live.Compact(ctx, compactAt, clientv3.WithCompactPhysical()); err != nil {
 			t.Fatal(err)
@@ -193,7 +193,8 @@ func changeDelta(t *testing.T, bucket, key, from, to string) {
 
 // A delta's put on a lease restores without it, as etcd-backup-restore's restore does: the
 // restored store's HashKV is not the live etcd's though it holds the same keys, values and mod
-// revisions. The drill compares them key by key and finds them equal: Exact.
+// revisions. The drill compares them key by key and finds them equal; etcd-backup-restore's
+// restore agrees: Exact. Without that restore, the live match alone is Restorable.
 func TestDrillAgainstTheLiveEtcdKeyByKey(t *testing.T) {
 	ctx := context.Background()
 	b := backUpForRealRestore(t,
@@ -215,7 +216,8 @@ func TestDrillAgainstTheLiveEtcdKeyByKey(t *testing.T) {
 			}
 			return resp.Header.Revision
 		})
-	res, err := b.drillWith(t, b.bucket, drill.Options{Live: drill.LiveEndpoints([]string{b.live.ClientURL}, nil)})
+	res, err := b.drillWith(t, b.bucket, b.etcdbrOptions(t, pinnedEtcdbrctl(t), b.store.Home,
+		drill.Options{Live: drill.LiveEndpoints([]string{b.live.ClientURL}, nil)}))
 	if err != nil {
 		t.Fatalf("drill: %v", err)
 	}
@@ -228,7 +230,13 @@ func TestDrillAgainstTheLiveEtcdKeyByKey(t *testing.T) {
 	if l.Reason != want {
 		t.Errorf("reason %q\nwant   %q", l.Reason, want)
 	}
-	if report := drill.Report("shoot--drill--live", time.Now(), res, err); report.Outcome != backupv1alpha1.OutcomeExact {
-		t.Errorf("report %s, want Exact", report.Outcome)
+	if report := drill.Report("shoot--drill--live", time.Now(), res, err); report.Outcome != backupv1alpha1.OutcomeExact || res.RealRestore.Outcome != drill.RealRestoreAgrees {
+		t.Errorf("report %s (%s), real restore %s; want Exact, Agrees", report.Outcome, report.Reason, res.RealRestore.Outcome)
+	}
+	// The same drill without etcdbrctl: the replay and the live etcd alone.
+	res.RealRestore = &drill.RealRestore{Outcome: drill.RealRestoreNotRun, NotRun: "no etcdbrctl configured"}
+	want = "the live etcd matched, but etcd-backup-restore's restore was not run: no etcdbrctl configured"
+	if report := drill.Report("shoot--drill--live", time.Now(), res, err); report.Outcome != backupv1alpha1.OutcomeRestorable || report.Reason != want {
+		t.Errorf("without etcdbrctl: report %s, %q; want Restorable, %q", report.Outcome, report.Reason, want)
 	}
 }

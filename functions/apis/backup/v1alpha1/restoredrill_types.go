@@ -53,12 +53,15 @@ const (
 
 // Outcomes of one entry's drill.
 const (
-	// OutcomeExact: the entry's latest chain of snapshots restored and checked out, etcd-backup-
-	// restore's own restore (where run) agreed, and the live etcd holds the same store at the
-	// restored revision (live.outcome Matches).
+	// OutcomeExact: the entry's latest chain of snapshots restored and checked out, the live
+	// etcd holds the same store at the restored revision (live.outcome Matches), and the
+	// restore that runs on the day restored it too: for a BackupEntry etcd-backup-restore's
+	// own, which ran and agreed; for an EtcdBackupConfig etcdutl's snapshot restore, which the
+	// drill runs itself.
 	OutcomeExact = "Exact"
 	// OutcomeRestorable: the entry's latest chain of snapshots restored and checked out; the
-	// live etcd was not compared (live.outcome says why).
+	// live etcd was not compared (live.outcome says why), or it matched but etcd-backup-
+	// restore's restore was not run (the reason says why).
 	OutcomeRestorable = "Restorable"
 	// OutcomeUnverified: the backups restored, but the live etcd, reachable, could no longer
 	// be compared at the restored revision (live.outcome Compacted): not a pass.
@@ -284,9 +287,11 @@ type EntryDrillResult struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Shoot string `json:"shoot,omitempty"`
-	// Outcome: Exact (restored, and the live etcd holds the same store), Restorable (restored,
-	// not compared with the live etcd), Unverified (restored, the live etcd no longer holds the
-	// revision), NotRestorable (the backup is at fault) or Error (the drill could not judge).
+	// Outcome: Exact (restored, the live etcd holds the same store, and for a BackupEntry
+	// etcd-backup-restore's own restore agreed), Restorable (restored; the live etcd not
+	// compared, or etcd-backup-restore's restore not run), Unverified (restored, the live etcd
+	// no longer holds the revision), NotRestorable (the backup is at fault) or Error (the drill
+	// could not judge).
 	// +kubebuilder:validation:Enum=Exact;Restorable;Unverified;NotRestorable;Error
 	Outcome string `json:"outcome"`
 	// Time is when the drill started.
@@ -312,12 +317,13 @@ type EntryDrillResult struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Hash string `json:"hash,omitempty"`
-	// Reason says why the drill failed.
+	// Reason says why the drill failed, or why it passed Restorable rather than Exact where
+	// the live etcd matched.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Reason string `json:"reason,omitempty"`
 	// RealRestore says whether etcd-backup-restore's own restore, run on the same backups,
-	// restored the same keys and values, or why it was not run.
+	// restored the same keys and values, or why it was not run or does not apply.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	RealRestore string `json:"realRestore,omitempty"`
