@@ -2,6 +2,7 @@ package destination
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,21 @@ import (
 // keyEndpoint is the credential key both the azure and the aws provider read a service
 // endpoint from; a destination's spec.endpoint is passed to them as that key.
 const keyEndpoint = "endpoint"
+
+// keyRegion is the credential key etcd-backup-restore's Swift store reads its region from, as
+// provider-openstack adds it to an entry's etcd-backup; an openstack destination's spec.region
+// is passed as that key too (the provider itself takes it from Where.Region).
+const keyRegion = "region"
+
+// gcpConfig is the providerConfig of a gcp BackupBucket that sets the endpoint: the gcs
+// provider reads its endpoint override from there (Where.Config), not from the credentials.
+type gcpConfig struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Store      struct {
+		EndpointOverride string `json:"endpointOverride"`
+	} `json:"store"`
+}
 
 // Problem is what a BackupDestination lacks to be opened: the destination itself, its
 // credentials, or what its provider needs. It is bad input, to be reported with its Reason (a
@@ -62,8 +78,9 @@ func Open(ctx context.Context, c client.Reader, providers objectstore.Registry, 
 }
 
 // Read reads the named BackupDestination: where its store is and the credentials it is opened
-// with (its secret's data and its endpoint), for Open and for a tool that opens the store
-// itself (etcd-backup-restore's restore). Errors as Open's.
+// with (its secret's data and its endpoint; a gcp destination's endpoint is Where.Config, as a
+// gcp BackupBucket's providerConfig; an openstack destination's region is in both), for Open
+// and for a tool that opens the store itself (etcd-backup-restore's restore). Errors as Open's.
 func Read(ctx context.Context, c client.Reader, name string) (*backupv1alpha1.BackupDestination, objectstore.Where, map[string][]byte, error) {
 	dest := &backupv1alpha1.BackupDestination{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
@@ -86,8 +103,28 @@ func Read(ctx context.Context, c client.Reader, name string) (*backupv1alpha1.Ba
 			credentials = map[string][]byte{}
 		}
 	}
-	if dest.Spec.Endpoint != "" {
-		credentials[keyEndpoint] = []byte(dest.Spec.Endpoint)
+	where := objectstore.Where{Type: dest.Spec.Type, Region: dest.Spec.Region, Bucket: dest.Spec.Bucket}
+	switch dest.Spec.Type {
+	case backupv1alpha1.DestinationGCP:
+		// A destination has no providerConfig: spec.endpoint stands for the one a gcp
+		// BackupBucket would have, which the gcs provider and etcd-backup-restore's store read.
+		if dest.Spec.Endpoint != "" {
+			cfg := gcpConfig{APIVersion: "gcp.provider.extensions.gardener.cloud/v1alpha1", Kind: "BackupBucketConfig"}
+			cfg.Store.EndpointOverride = dest.Spec.Endpoint
+			config, err := json.Marshal(cfg)
+			if err != nil {
+				return dest, objectstore.Where{}, nil, err
+			}
+			where.Config = config
+		}
+	case backupv1alpha1.DestinationOpenStack:
+		if dest.Spec.Region != "" {
+			credentials[keyRegion] = []byte(dest.Spec.Region)
+		}
+	default:
+		if dest.Spec.Endpoint != "" {
+			credentials[keyEndpoint] = []byte(dest.Spec.Endpoint)
+		}
 	}
-	return dest, objectstore.Where{Type: dest.Spec.Type, Region: dest.Spec.Region, Bucket: dest.Spec.Bucket}, credentials, nil
+	return dest, where, credentials, nil
 }

@@ -45,6 +45,8 @@ func TestValidationOnAPIServer(t *testing.T) {
 			s.Endpoint = "http://127.0.0.1:9000"
 		}),
 		dest("local-a", "local", func(s *backupv1alpha1.BackupDestinationSpec) { s.CredentialsSecretRef = nil }),
+		dest("gcs-a", "gcp", func(s *backupv1alpha1.BackupDestinationSpec) { s.Endpoint = "http://127.0.0.1:4443" }),
+		dest("swift-a", "openstack", func(s *backupv1alpha1.BackupDestinationSpec) { s.Region = "RegionOne" }),
 	} {
 		if err := c.Create(ctx, d); err != nil {
 			t.Fatalf("creating BackupDestination %s: %v", d.Name, err)
@@ -63,7 +65,14 @@ func TestValidationOnAPIServer(t *testing.T) {
 		"credentialsSecretRef is required")
 	rejected(t, c.Create(ctx, dest("gcs", "gcs", nil)), "Unsupported value")
 	rejected(t, c.Create(ctx, dest("bad-bucket", "azure", func(s *backupv1alpha1.BackupDestinationSpec) { s.Bucket = "Etcd_Backups" })), "spec.bucket")
-	rejected(t, c.Create(ctx, dest("azure-region", "azure", func(s *backupv1alpha1.BackupDestinationSpec) { s.Region = "westeurope" })), "region is only for type aws")
+	rejected(t, c.Create(ctx, dest("azure-region", "azure", func(s *backupv1alpha1.BackupDestinationSpec) { s.Region = "westeurope" })), "region is only for types aws and openstack")
+	rejected(t, c.Create(ctx, dest("gcs-region", "gcp", func(s *backupv1alpha1.BackupDestinationSpec) { s.Region = "europe-west1" })), "region is only for types aws and openstack")
+	for _, typ := range []string{"gcp", "openstack"} {
+		rejected(t, c.Create(ctx, dest(typ+"-b", typ, func(s *backupv1alpha1.BackupDestinationSpec) { s.CredentialsSecretRef = nil })),
+			"credentialsSecretRef is required for every type but local")
+	}
+	rejected(t, c.Create(ctx, dest("swift-endpoint", "openstack", func(s *backupv1alpha1.BackupDestinationSpec) { s.Endpoint = "https://swift.example.com" })),
+		"endpoint is not for type openstack")
 
 	config := func(name string, mutate func(*backupv1alpha1.EtcdBackupConfigSpec)) *backupv1alpha1.EtcdBackupConfig {
 		cfg := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name},
