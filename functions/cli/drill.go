@@ -25,7 +25,7 @@ var errNotRestorable = errors.New("the backups do not restore")
 
 // runDrill drills one BackupEntry's or EtcdBackupConfig's backups now and prints the result.
 func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objectstore.Plugin) error {
-	fs := newFlags("drill", "(--entry NAME [--etcd NAME] [--copy-policy NAME] | --config NAMESPACE/NAME) [--etcdbrctl FILE] [--kubeconfig FILE] [--work-dir DIR] [--output text|json]",
+	fs := newFlags("drill", "(--entry NAME [--etcd NAME] [--copy-policy NAME] | --config NAMESPACE/NAME) [--etcdbrctl FILE] [--kubeconfig FILE] [--work-dir DIR] [--keep DIR] [--output text|json]",
 		"Restore a BackupEntry's latest full snapshot and the delta snapshots after it, as etcd-backup-restore\n"+
 			"lays them out under <entry>/<etcd>/, or the newest backup an EtcdBackupConfig keeps in its destination,\n"+
 			"into a throwaway etcd, and check them: every SHA-256, revisions without a gap, every event at its\n"+
@@ -33,12 +33,17 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 			"With --copy-policy it drills the entry's copy that BackupCopyPolicy keeps in its BackupDestination instead.\n"+
 			"With --etcdbrctl it also runs etcd-backup-restore's own restore on the same backups, in a process of\n"+
 			"its own, and compares its store with the drill's at the same revision.\n"+
+			"With --keep DIR, a drill of an entry's etcd-main that passes (exact or restorable) keeps the objects it\n"+
+			"proved, as stored, under DIR/<bucket>/<entry>/etcd-main/v2/, its result in DIR/<entry>.drill.json, and\n"+
+			"prints the --backup-data-path to give `gardenadm restore`; it keeps nothing of a drill that fails, and\n"+
+			"refuses a DIR that holds a set for the entry already.\n"+
 			"It exits 1 when the backups do not restore, naming the object at fault.")
 	entryName := fs.String("entry", "", "the BackupEntry whose backups to drill")
 	configName := fs.String("config", "", "the EtcdBackupConfig, as namespace/name, whose newest backup to drill")
 	copyPolicy := fs.String("copy-policy", "", "drill the entry's copy this BackupCopyPolicy keeps (its BackupDestination, the same keys) instead of its bucket")
 	etcd := fs.String("etcd", gardener.EtcdMain, "the etcd under the entry's prefix: etcd-druid backs up etcd-main")
 	workDir := fs.String("work-dir", "", "where the throwaway etcd's files go (default: the temporary directory); it needs about twice the snapshot's size")
+	keepDir := fs.String("keep", "", "keep the snapshots a passing drill proved under this directory, for gardenadm restore --backup-data-path (etcd-main of an entry only)")
 	output := fs.String("output", "text", "text or json")
 	etcdbrctlPath := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl: run its restore too and compare (empty: not run, and the result says so)")
 	shootEtcd := fs.Bool("live-shoot-etcd", false, "compare an entry's drill with its shoot's running etcd (etcd-druid's Etcd in the shoot's namespace, its client service and TLS secrets: run it in the seed); a config's drill is compared with its etcd always")
@@ -61,6 +66,10 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 		return fmt.Errorf("%w: drill: --etcd is empty", errUsage)
 	case *copyPolicy != "" && *entryName == "":
 		return fmt.Errorf("%w: drill: --copy-policy drills an entry's copy: it needs --entry", errUsage)
+	case *keepDir != "" && *entryName == "":
+		return fmt.Errorf("%w: drill: --keep keeps an entry's etcd-backup-restore snapshots for gardenadm restore: it needs --entry", errUsage)
+	case *keepDir != "" && *etcd != gardener.EtcdMain:
+		return fmt.Errorf("%w: drill: --keep keeps %s's snapshots, which gardenadm restores, not --etcd %s", errUsage, gardener.EtcdMain, *etcd)
 	}
 	if err := kubeOpts.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -109,23 +118,60 @@ func runDrill(ctx context.Context, args []string, out io.Writer, plugins []objec
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", target.Kind, target.Name, err)
 	}
+	var src drill.Source = store
+	var keeper *drill.Keeper
+	if *keepDir != "" {
+		if keeper, err = drill.NewKeeper(*keepDir, bucket, target.Prefix); err != nil {
+			return fmt.Errorf("--keep: %w", err)
+		}
+		defer keeper.Discard()
+		src = keeper.Source(store)
+	}
 	var res drill.Result
 	if opts, err = target.Options(ctx, opts); err == nil {
-		res, err = drill.Run(ctx, store, target.Prefix, opts)
+		res, err = drill.Run(ctx, src, target.Prefix, opts)
+	}
+	var kept *drill.Kept
+	var keepErr error
+	if keeper != nil {
+		k, kerr := keeper.Keep(res, err, func(k drill.Kept) ([]byte, error) {
+			var b strings.Builder
+			perr := printDrillJSON(&b, target, bucket, res, err, &k, nil)
+			return []byte(b.String()), perr
+		})
+		if kerr == nil {
+			kept = &k
+		}
+		keepErr = kerr
 	}
 	var derr *drill.Error
 	broken := errors.As(err, &derr) && derr.AboutTheBackup()
 	if *output == "json" {
-		if perr := printDrillJSON(out, target, bucket, res, err); perr != nil {
+		if perr := printDrillJSON(out, target, bucket, res, err, kept, keepErr); perr != nil {
 			return perr
 		}
 	} else {
 		printDrill(out, target, bucket, res, err, time.Now())
+		printKept(out, kept, keepErr)
 	}
 	if broken {
 		return fmt.Errorf("%w: %v", errNotRestorable, err)
 	}
+	if err == nil && keepErr != nil {
+		return fmt.Errorf("--keep: %w", keepErr)
+	}
 	return err
+}
+
+// printKept says what --keep kept and how gardenadm restores from it, or why it kept nothing.
+func printKept(out io.Writer, kept *drill.Kept, err error) {
+	switch {
+	case kept != nil:
+		fmt.Fprintf(out, "  kept           %d objects in %s, the result in %s\n", len(kept.Objects), kept.BackupDataPath, kept.ResultFile)
+		fmt.Fprintf(out, "  restore with   gardenadm restore --backup-data-path %s\n", kept.BackupDataPath)
+	case err != nil:
+		fmt.Fprintf(out, "  keep           %v\n", err)
+	}
 }
 
 // parseConfigName reads --config's namespace/name; "" is no config.
@@ -199,10 +245,16 @@ type drillReport struct {
 	Outcome string       `json:"outcome"`
 	Error   string       `json:"error,omitempty"`
 	Result  drill.Result `json:"result"`
+	// Kept is the set --keep kept; NotKept why it kept none.
+	Kept    *drill.Kept `json:"kept,omitempty"`
+	NotKept string      `json:"notKept,omitempty"`
 }
 
-func printDrillJSON(out io.Writer, t drill.Target, bucket string, res drill.Result, err error) error {
-	r := drillReport{Source: t.Source, Bucket: bucket, Restorable: err == nil, Outcome: drill.Report(t.Name, time.Now(), res, err).Outcome, Result: res}
+func printDrillJSON(out io.Writer, t drill.Target, bucket string, res drill.Result, err error, kept *drill.Kept, keepErr error) error {
+	r := drillReport{Source: t.Source, Bucket: bucket, Restorable: err == nil, Outcome: drill.Report(t.Name, time.Now(), res, err).Outcome, Result: res, Kept: kept}
+	if keepErr != nil {
+		r.NotKept = keepErr.Error()
+	}
 	if t.Kind == backupv1alpha1.DrilledEtcdBackupConfig {
 		r.Config = t.Name
 	} else {

@@ -204,11 +204,45 @@ func TestDrillCommandDrillsACopy(t *testing.T) {
 	if code != 0 || report.Source != "copy/second-copy" || report.Bucket != "second" || !report.Restorable {
 		t.Errorf("drill --copy-policy --output json: exit %d, %+v; want 0, source copy/second-copy, bucket second, restorable", code, report)
 	}
+	// --keep keeps the copy's set as it keeps the bucket's, under the destination's bucket.
+	keep := filepath.Join(t.TempDir(), "keep")
+	code, out = run("--entry", entryName, "--copy-policy", "second-copy", "--keep", keep)
+	dataPath := filepath.Join(keep, "second", entryName, "etcd-main", "v2")
+	if want := "  restore with   gardenadm restore --backup-data-path " + dataPath + "\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("drill --copy-policy --keep: exit %d, output:\n%s\nwant 0 and %q", code, out, want)
+	}
+	kept, err := os.ReadDir(dataPath)
+	if err != nil || len(kept) == 0 {
+		t.Errorf("drill --copy-policy --keep kept %v in %s (%v), want the snapshots", kept, dataPath, err)
+	}
+	if _, err := os.Stat(filepath.Join(keep, entryName+".drill.json")); err != nil {
+		t.Errorf("drill --copy-policy --keep wrote no result beside the set: %v", err)
+	}
 	code, out = run("--entry", entryName, "--copy-policy", "other-buckets")
 	if want := "no copy of the entry: BackupCopyPolicy other-buckets does not copy BackupEntry " + entryName; code != 1 || !strings.Contains(out, want) {
 		t.Errorf("drill --copy-policy other-buckets: exit %d, output:\n%s\nwant 1 and %q", code, out, want)
 	}
 	if code, out := run("--config", "team/main", "--copy-policy", "second-copy"); code != 2 || !strings.Contains(out, "--copy-policy") {
 		t.Errorf("drill --config --copy-policy: exit %d, want 2 (usage) naming --copy-policy:\n%s", code, out)
+	}
+}
+
+// --keep keeps an entry's etcd-main, which gardenadm restores: with --config or another
+// --etcd it is a usage mistake, found before anything is read. drill --help shows it.
+func TestDrillKeepUsage(t *testing.T) {
+	var help, helpErr bytes.Buffer
+	if code := Main(context.Background(), []string{"drill", "--help"}, &help, &helpErr); code != 0 ||
+		!strings.Contains(help.String(), "  -keep ") || !strings.Contains(help.String(), "gardenadm restore") {
+		t.Errorf("drill --help: exit %d, it does not show --keep and gardenadm restore:\n%s%s", code, help.String(), helpErr.String())
+	}
+	for _, args := range [][]string{
+		{"--config", "team/main", "--keep", t.TempDir()},
+		{"--entry", "shoot--team--a--0b6f5a1e", "--etcd", "etcd-events", "--keep", t.TempDir()},
+	} {
+		var out, errOut bytes.Buffer
+		code := Main(context.Background(), append([]string{"drill"}, args...), &out, &errOut, local.Plugin)
+		if code != 2 || !strings.Contains(errOut.String(), "--keep") {
+			t.Errorf("drill %v: exit %d, output:\n%s%s\nwant 2 (usage) naming --keep", args, code, out.String(), errOut.String())
+		}
 	}
 }

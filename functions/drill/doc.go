@@ -75,6 +75,13 @@
 // into the status, which the bridge exports as metrics; its own (Metrics) time the drills. Its
 // MemoryGate holds the runs to the container's memory.
 //
+// A Keeper keeps what a drill proved, for a self-hosted shoot's `gardenadm restore
+// --backup-data-path`: the drill reads its source through Keeper.Source, which copies each
+// object, as stored, into the keep directory as it is read, and Keeper.Keep moves the chain of
+// a drill that passed (Exact or Restorable) to <dir>/<bucket>/<key>, the layout
+// etcd-backup-restore's Local provider reads with <dir> as its root, its result beside it; of a
+// drill that did not pass it keeps nothing.
+//
 // The drill never writes to the source, nor to the live etcd. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.
 // The rest of its memory is the throwaway etcd's: its index of every key (it grows with the

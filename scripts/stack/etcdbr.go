@@ -198,6 +198,19 @@ func (b *EtcdBR) RestoreCommand(ctx context.Context, store *BackupStore, m *Etcd
 	return cmd, nil
 }
 
+// Initialize runs `etcdbrctl initialize` with args, its environment this process's with env
+// added, as an init container runs it (gardenadm's etcdbrctl-initialize): it checks the data
+// directory args name and restores it from the store they name where it is missing or corrupt.
+// The caller prepares the directories.
+func (b *EtcdBR) Initialize(ctx context.Context, args, env []string) error {
+	cmd := b.command(ctx, "etcdbrctl", append([]string{"initialize"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("etcdbrctl initialize (see its log): %w", err)
+	}
+	return nil
+}
+
 // ownedDir creates dir (0700; missing parents 0755, so RunAs can reach it) and, with RunAs,
 // hands it to that user, as a pod's volume is writable by the user of its containers.
 func (b *EtcdBR) ownedDir(dir string) error {

@@ -15,7 +15,9 @@
 // running: Exact where the restored store is what it holds at the restored revision and
 // etcdbrctl's restore agrees, NotRestorable where a delta's value was changed, Unverified once it
 // compacted past the revision. TestDrillTheCopy drills such a backup's copy on an S3 server
-// beside the first store. They run as this process's user. TestFailOverToTheCopy fails a running
+// beside the first store. TestDrillKeepsASetGardenadmRestores keeps the set a drill proved
+// (`housekeeper drill --keep`) and restores it with `etcdbrctl initialize` as gardenadm restore
+// does. They run as this process's user. TestFailOverToTheCopy fails a running
 // etcd's backups over to their copy and back, etcd-backup-restore following the secret.
 //
 // BenchmarkDrillRestore (make bench only) restores one large backup with `etcdbrctl restore` and
