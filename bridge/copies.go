@@ -15,7 +15,7 @@ type copyCollector struct {
 	// policies is the BackupCopyPolicy informer's store while it is synced and running, else nil.
 	policies func() cache.Store
 
-	entries, objective, lastRun, lastComplete *prometheus.Desc
+	entries, objective, lastRun, lastComplete, failedOver *prometheus.Desc
 }
 
 // The states of housekeeper_copy_policy_entries, one per count in a BackupCopyPolicy's status.
@@ -40,6 +40,9 @@ func newCopyCollector(policies func() cache.Store) *copyCollector {
 		lastComplete: prometheus.NewDesc("housekeeper_copy_entry_last_complete_timestamp_seconds",
 			"When the last run that found every object of the entry in the copy, verified, started (status.results[].lastComplete); absent before the first.",
 			[]string{"policy", "entry"}, nil),
+		failedOver: prometheus.NewDesc("housekeeper_copy_policy_failed_over",
+			"1 while the BackupCopyPolicy has failed over (spec.failOver, or a return whose copy back is not done): its entries' etcd-backup secrets point at the destination and nothing is copied; else 0.",
+			[]string{"policy"}, nil),
 	}
 }
 
@@ -48,6 +51,7 @@ func (c *copyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.objective
 	ch <- c.lastRun
 	ch <- c.lastComplete
+	ch <- c.failedOver
 }
 
 func (c *copyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -60,6 +64,11 @@ func (c *copyCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, append([]string{p.Name}, labels...)...)
 		}
 		gauge(c.objective, p.Spec.EffectiveLagObjective().Seconds())
+		failedOver := 0.0
+		if p.FailedOver() {
+			failedOver = 1
+		}
+		gauge(c.failedOver, failedOver)
 		s := p.Status
 		if s.LastRun != nil {
 			gauge(c.lastRun, seconds(s.LastRun.Time))

@@ -31,6 +31,12 @@ func TestBridgeExportsBackupCopyPolicyStatus(t *testing.T) {
 	hourly := newPolicy("hourly")
 	hourly.Spec.LagObjective = &metav1.Duration{Duration: 6 * time.Hour}
 	h.create(hourly)
+	returning := newPolicy("returning") // failed over, its copy back not done
+	h.create(returning)
+	returning.Status.FailOver = &backupv1alpha1.FailOverStatus{Since: metav1.Now(), Phase: backupv1alpha1.FailOverReturning}
+	if err := h.c.Status().Update(ctx, returning); err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().Truncate(time.Second)
 	done := metav1.NewTime(now.Add(-time.Hour))
 	hourly.Status = backupv1alpha1.BackupCopyPolicyStatus{LastRun: &metav1.Time{Time: now}, Entries: 3, Failed: 1, Behind: 2,
@@ -54,6 +60,8 @@ func TestBridgeExportsBackupCopyPolicyStatus(t *testing.T) {
 		`housekeeper_copy_policy_entries{policy="fresh",state="behind"}`:                         "0",
 		`housekeeper_copy_entry_last_complete_timestamp_seconds{entry="copied",policy="hourly"}`: strconv.FormatInt(done.Unix(), 10),
 		`housekeeper_copy_entry_last_complete_timestamp_seconds{entry="never",policy="hourly"}`:  "",
+		`housekeeper_copy_policy_failed_over{policy="hourly"}`:                                   "0",
+		`housekeeper_copy_policy_failed_over{policy="returning"}`:                                "1",
 	})
 
 	if err := h.c.Delete(ctx, hourly); err != nil {

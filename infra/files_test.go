@@ -69,6 +69,7 @@ var metricNames = []string{
 	"housekeeper_copy_policy_lag_objective_seconds",
 	"housekeeper_copy_policy_last_run_timestamp_seconds",
 	"housekeeper_copy_entry_last_complete_timestamp_seconds",
+	"housekeeper_copy_policy_failed_over",
 	"housekeeper_purge_copies_total",
 }
 

@@ -80,6 +80,8 @@ const (
 //   - a BackupCopyPolicy whose status counts an entry failed and behind, its last complete copy
 //     two days old, fires HousekeeperCopyFailed and HousekeeperCopyBehind at once, from the
 //     bridge's series, and they keep firing while no copy runs; the policy deleted, they resolve;
+//   - a BackupCopyPolicy failed over fires HousekeeperFailedOver, not HousekeeperCopyBehind, its
+//     copies stopped two days ago; the policy deleted, it resolves;
 //   - no other alert fires on a healthy installation (the bridge leads, nothing backs up, the
 //     one entry a RestoreDrill selects restores).
 func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
@@ -307,24 +309,46 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 		v := w.value("bridge", `housekeeper_copy_policy_entries{policy="lagging", state="behind"}`)
 		return v == 1, fmt.Sprint(v)
 	})
+	// A BackupCopyPolicy failed over, its copies stopped on purpose two days ago: it fires
+	// HousekeeperFailedOver, and HousekeeperCopyBehind keeps quiet for it.
+	failedOver := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "failed-over"},
+		Spec: backupv1alpha1.BackupCopyPolicySpec{Buckets: backupv1alpha1.BucketSelection{Names: []string{"lost"}},
+			Destination: "monitoring-copy", Schedule: "@daily", FailOver: true}}
+	mustCreate(ctx, t, c, failedOver)
+	failedOver.Status = backupv1alpha1.BackupCopyPolicyStatus{LastRun: &twoDaysAgo, Entries: 1,
+		Results:  []backupv1alpha1.EntryCopyResult{{Entry: "shoot--dev--lost", Bucket: "lost", Time: twoDaysAgo, Complete: true, LastComplete: &twoDaysAgo}},
+		FailOver: &backupv1alpha1.FailOverStatus{Since: metav1.Now(), Phase: backupv1alpha1.FailOverActive}}
+	if err := c.Status().Update(ctx, failedOver); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the failed-over policy exported by the bridge", func() (bool, string) {
+		v := w.value("bridge", `housekeeper_copy_policy_failed_over{policy="failed-over"}`)
+		return v == 1, fmt.Sprint(v)
+	})
 	firing := map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperNoRestorableBackup": rules.StateFiring,
-		"HousekeeperDrillFailed": rules.StateFiring, "HousekeeperCopyFailed": rules.StateFiring, "HousekeeperCopyBehind": rules.StateFiring}
+		"HousekeeperDrillFailed": rules.StateFiring, "HousekeeperCopyFailed": rules.StateFiring, "HousekeeperCopyBehind": rules.StateFiring,
+		"HousekeeperFailedOver": rules.StateFiring}
 
 	// Healthy but for the dead letter, the stale drill and the broken backup: they fire at once
 	// (their rules have no for:), nothing else does.
 	w.scrape()
 	w.expect(firing)
-	// The drill that restored its entry is no part of HousekeeperDrillFailed: only the broken is.
-	for _, r := range w.rules {
-		if r.Name() != "HousekeeperDrillFailed" {
-			continue
-		}
-		var failed []string
-		for _, a := range r.ActiveAlerts() {
-			failed = append(failed, a.Labels.Get("drill")+" "+a.Labels.Get("entry"))
-		}
-		if want := []string{"broken " + brokenEntry.Name}; !slices.Equal(failed, want) {
-			t.Errorf("HousekeeperDrillFailed fires for %q, want %q", failed, want)
+	// The drill that restored its entry is no part of HousekeeperDrillFailed: only the broken is;
+	// the policy failed over is no part of HousekeeperCopyBehind, only of HousekeeperFailedOver.
+	for name, want := range map[string][]string{"HousekeeperDrillFailed": {"broken " + brokenEntry.Name},
+		"HousekeeperCopyBehind": {"lagging"}, "HousekeeperFailedOver": {"failed-over"}} {
+		for _, r := range w.rules {
+			if r.Name() != name {
+				continue
+			}
+			var active []string
+			for _, a := range r.ActiveAlerts() {
+				active = append(active, strings.TrimSpace(a.Labels.Get("drill")+" "+a.Labels.Get("entry")+" "+a.Labels.Get("policy")))
+			}
+			slices.Sort(active)
+			if !slices.Equal(active, want) {
+				t.Errorf("%s fires for %q, want %q", name, active, want)
+			}
 		}
 	}
 
@@ -342,7 +366,7 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 	w.hold(75 * time.Minute)
 	w.expect(map[string]rules.AlertState{"HousekeeperDeadLetters": rules.StateFiring, "HousekeeperPurgeOverdue": rules.StateFiring,
 		"HousekeeperNoRestorableBackup": rules.StateFiring, "HousekeeperDrillFailed": rules.StateFiring,
-		"HousekeeperCopyFailed": rules.StateFiring, "HousekeeperCopyBehind": rules.StateFiring})
+		"HousekeeperCopyFailed": rules.StateFiring, "HousekeeperCopyBehind": rules.StateFiring, "HousekeeperFailedOver": rules.StateFiring})
 
 	// Resolved as it happens: the server fires the purge, the purge function purges; the
 	// operator creates the missing namespace and retries the dead letter.
@@ -368,14 +392,16 @@ func TestAlertsAndDashboardOnLiveMetrics(t *testing.T) {
 			return v == -1, fmt.Sprint(v)
 		})
 	}
-	// The lagging policy deleted: its series go with it.
-	if err := c.Delete(ctx, lagging); err != nil {
-		t.Fatal(err)
+	// The lagging and the failed-over policy deleted: their series go with them.
+	for _, p := range []*backupv1alpha1.BackupCopyPolicy{lagging, failedOver} {
+		if err := c.Delete(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("the deleted policy "+p.Name+"'s series gone from the bridge", func() (bool, string) {
+			v := w.value("bridge", fmt.Sprintf(`housekeeper_copy_policy_entries{policy=%q}`, p.Name))
+			return v == -1, fmt.Sprint(v)
+		})
 	}
-	w.eventually("the deleted policy's series gone from the bridge", func() (bool, string) {
-		v := w.value("bridge", `housekeeper_copy_policy_entries{policy="lagging"}`)
-		return v == -1, fmt.Sprint(v)
-	})
 	w.scrape()
 	w.expect(nil)
 	w.scrape()
