@@ -2,8 +2,9 @@
 // kube-apiserver and etcd, nats-server with JetStream, Azurite, an S3 server, a GCS server,
 // the bridge and every function — applies the examples, runs a real etcd with etcd-backup-restore for each
 // example shoot, saving full and delta snapshots through the shoot's etcd-backup secret, and
-// shows a live status table until the purge of the deleted example has completed and a restore
-// drill has restored every live shoot's backups and the example EtcdBackupConfig's newest.
+// shows a live status table until the purge of the deleted example has completed, a restore
+// drill has restored every live shoot's backups and the example EtcdBackupConfig's newest, and
+// the example BackupCopyPolicy's last run found its entries wholly in the copy.
 package localstack
 
 import (
@@ -47,7 +48,7 @@ const Cluster = "local"
 var scope = gardener.Scope{Types: gardener.ImplementedTypes, Classes: []string{"shoot"}}
 
 // Done is printed once every example is Succeeded and the deleted one is purged.
-const Done = "all examples Succeeded, purge completed, every live shoot and etcd backup restored by a drill"
+const Done = "all examples Succeeded, purge completed, every live shoot and etcd backup restored by a drill, the copies complete"
 
 // Options configure Run.
 type Options struct {

@@ -84,6 +84,11 @@ func runsTheExamples(t *testing.T, natsNodes int) {
 	if !regexp.MustCompile(`etcd-backups/main\s+Exact\s+\S+\s+revision [1-9]\d*, `).MatchString(last) {
 		t.Errorf("final status shows no exact drill of etcd-backups/main:\n%s", last)
 	}
+	// The example BackupCopyPolicy copied the live Azure entry's snapshots to the second store.
+	if !regexp.MustCompile(`(?m)^\s+second-copy → example-local\s.*1 entries: 0 failed`).MatchString(last) ||
+		!regexp.MustCompile(`shoot--dev--alpha--5d1c9e2a\s+complete\s+\d+ objects, .*newest (Full|Incr)-`).MatchString(last) {
+		t.Errorf("final status shows no complete copy of shoot--dev--alpha--5d1c9e2a:\n%s", last)
+	}
 	// Listed as a BackupEntry, that is: a drill's last run may have restored it before it went.
 	if regexp.MustCompile(`(?m)^\s*BackupEntry\s+shoot--dev--gamma--2a9e61d0\s`).MatchString(last) {
 		t.Errorf("the deleted entry is still listed:\n%s", last)

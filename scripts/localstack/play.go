@@ -216,7 +216,7 @@ func (s *session) finished(ctx context.Context, rows []row, doomed []string) boo
 	for _, c := range configs.Items {
 		live = append(live, c.Namespace+"/"+c.Name)
 	}
-	return s.drilled(ctx, live)
+	return s.drilled(ctx, live) && s.copied(ctx)
 }
 
 type row struct {
@@ -295,6 +295,7 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 	_ = tw.Flush()
 	s.renderEtcdBackups(out)
 	s.renderDrills(out)
+	s.renderCopies(out)
 	fmt.Fprintln(out, "\nSCHEDULED PURGES")
 	if len(purges) == 0 {
 		fmt.Fprintln(out, "  none")
