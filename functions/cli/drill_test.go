@@ -18,6 +18,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -102,7 +103,7 @@ func TestDrillCommandDrillsAConfig(t *testing.T) {
 		t.Errorf("drill --etcdbrctl of a missing file: exit %d, output:\n%s\nwant 2 (usage), naming --etcdbrctl", code, out)
 	}
 
-	key := etcdbackup.Key(cfg, fire.At)
+	key := destination.ConfigKey(cfg, fire.At)
 	path := filepath.Join(root, "backups", filepath.FromSlash(key))
 	info, err := os.Stat(path)
 	if err != nil {

@@ -5,7 +5,7 @@
 // entry in the policy's status and as metrics what was copied, how far behind the copy is, and
 // what differs or failed.
 //
-// The entries' buckets are opened as the purge opens them (entry.Buckets) and only read; the
+// The entries' buckets are opened as the purge opens them (gardener.Buckets) and only read; the
 // destination is opened as the snapshot function opens it (destination.Open). An
 // object the copy holds with other content is reported and kept, never overwritten. An entry
 // being deleted is not copied; its copy stays until the purge that ends the entry's deletion

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -117,7 +116,7 @@ func (c *Copier) failOver(ctx context.Context, p *backupv1alpha1.BackupCopyPolic
 // concurrency entries at once; the results are in the targets' order.
 func (c *Copier) copyBack(ctx context.Context, targets []target, src objectstore.Store, concurrency int, log *zap.Logger) []Copied {
 	results := make([]Copied, len(targets))
-	buckets := &runStores{buckets: entry.Buckets{Client: c.Client, Providers: c.Providers}}
+	buckets := &runStores{buckets: gardener.Buckets{Client: c.Client, Providers: c.Providers}}
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	for i, t := range targets {

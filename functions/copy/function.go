@@ -18,8 +18,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -221,7 +219,7 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 		return nil, nil, nil, &invalidPolicy{err}
 	}
 	dst, dest, err := destination.Open(ctx, c.Client, c.Providers, p.Spec.Destination)
-	if _, bad := etcdbackup.ProblemReason(err); bad {
+	if _, bad := destination.ProblemReason(err); bad {
 		return nil, nil, nil, &invalidPolicy{err}
 	}
 	if err != nil {
@@ -264,7 +262,7 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 func (c *Copier) copyAll(ctx context.Context, policy string, targets []target, dst objectstore.Store, concurrency int,
 	prior map[string]*backupv1alpha1.EntryCopyResult, log *zap.Logger) []backupv1alpha1.EntryCopyResult {
 	results := make([]backupv1alpha1.EntryCopyResult, len(targets))
-	sources := &runStores{buckets: entry.Buckets{Client: c.Client, Providers: c.Providers}}
+	sources := &runStores{buckets: gardener.Buckets{Client: c.Client, Providers: c.Providers}}
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -304,7 +302,7 @@ func (c *Copier) copyOne(ctx context.Context, t target, sources *runStores, dst 
 
 // runStores opens each bucket once per run, however many of its entries are copied.
 type runStores struct {
-	buckets entry.Buckets
+	buckets gardener.Buckets
 	mu      sync.Mutex
 	opened  map[string]*openedStore
 }
@@ -315,7 +313,7 @@ type openedStore struct {
 	err   error
 }
 
-// open opens be's bucket as the purge does (entry.Buckets), once per bucket.
+// open opens be's bucket as the purge does (gardener.Buckets), once per bucket.
 func (s *runStores) open(ctx context.Context, be *extensionsv1alpha1.BackupEntry) (objectstore.Store, error) {
 	s.mu.Lock()
 	if s.opened == nil {

@@ -45,8 +45,20 @@ type Problem struct {
 
 func (p *Problem) Error() string { return p.Reason + ": " + p.Message }
 
-func problemf(reason, format string, args ...any) *Problem {
+// Problemf is a Problem of reason with a formatted message.
+func Problemf(reason, format string, args ...any) *Problem {
 	return &Problem{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// ProblemReason is the condition reason of err when it is bad input (a Problem: a destination
+// missing, its credentials missing or refused, a config or its etcd unusable as they are), to
+// be reported rather than retried; ok is false for any other error.
+func ProblemReason(err error) (reason string, ok bool) {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p.Reason, true
+	}
+	return "", false
 }
 
 // ErrNoDestination: the BackupDestination named does not exist (a Problem of reason
@@ -72,7 +84,7 @@ func Open(ctx context.Context, c client.Reader, providers objectstore.Registry, 
 			reason = backupv1alpha1.ReasonMissingCredentials
 		}
 		// Providers name the credential key at fault, never its value.
-		return nil, dest, problemf(reason, "BackupDestination %q: %v", name, err)
+		return nil, dest, Problemf(reason, "BackupDestination %q: %v", name, err)
 	}
 	return store, dest, nil
 }
@@ -85,7 +97,7 @@ func Read(ctx context.Context, c client.Reader, name string) (*backupv1alpha1.Ba
 	dest := &backupv1alpha1.BackupDestination{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, dest); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, objectstore.Where{}, nil, problemf(backupv1alpha1.ReasonUnknownDestination, "BackupDestination %q does not exist", name)
+			return nil, objectstore.Where{}, nil, Problemf(backupv1alpha1.ReasonUnknownDestination, "BackupDestination %q does not exist", name)
 		}
 		return nil, objectstore.Where{}, nil, err
 	}
@@ -94,7 +106,7 @@ func Read(ctx context.Context, c client.Reader, name string) (*backupv1alpha1.Ba
 		secret := &corev1.Secret{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
 			if apierrors.IsNotFound(err) {
-				return dest, objectstore.Where{}, nil, problemf(backupv1alpha1.ReasonMissingCredentials, "BackupDestination %q: secret %s/%s does not exist", name, ref.Namespace, ref.Name)
+				return dest, objectstore.Where{}, nil, Problemf(backupv1alpha1.ReasonMissingCredentials, "BackupDestination %q: secret %s/%s does not exist", name, ref.Namespace, ref.Name)
 			}
 			return dest, objectstore.Where{}, nil, err
 		}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 )
 
 // Snapshot kinds as etcd-backup-restore names them.
@@ -191,7 +191,7 @@ func (l Layout) latest(prefix string, keys []string) (Chain, error) {
 func LatestBackup(prefix string, keys []string) (Chain, error) {
 	var newest Snapshot
 	for _, k := range keys {
-		if t, ok := etcdbackup.BackupTime(prefix, k); ok && (newest.Key == "" || t.After(newest.CreatedOn)) {
+		if t, ok := destination.ConfigBackupTime(prefix, k); ok && (newest.Key == "" || t.After(newest.CreatedOn)) {
 			newest = Snapshot{Key: k, Kind: KindFull, CreatedOn: t}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -87,7 +88,7 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 	if err := c.Delete(ctx, deleting); err != nil {
 		t.Fatal(err)
 	}
-	cutKey := etcdbackup.Key(cut, backupFire.At)
+	cutKey := destination.ConfigKey(cut, backupFire.At)
 	path := filepath.Join(root, bucketName, filepath.FromSlash(cutKey))
 	info, err := os.Stat(path)
 	if err != nil {

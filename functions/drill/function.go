@@ -22,7 +22,6 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -215,7 +214,7 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 			return p, fmt.Errorf("listing BackupEntries: %w", err)
 		}
 		for i := range list.Items {
-			if be := &list.Items[i]; sel.Selects(be, entry.ShootPurpose(be)) {
+			if be := &list.Items[i]; sel.Selects(be, gardener.ShootPurpose(be)) {
 				p.targets = append(p.targets, d.entryTargets(rd.Spec, be))
 			}
 		}

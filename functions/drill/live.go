@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdconn"
 )
 
 // LiveEtcd is the running etcd whose backups a drill restores. The drill only reads it: its
@@ -31,10 +31,10 @@ type LiveEtcdFunc func(ctx context.Context) (*clientv3.Client, string, error)
 func (f LiveEtcdFunc) Connect(ctx context.Context) (*clientv3.Client, string, error) { return f(ctx) }
 
 // LiveEndpoints is the etcd at endpoints, spoken to with tlsConfig (nil: plain text), connected
-// to as the snapshot function connects to an EtcdBackupConfig's (etcdbackup.DialEtcd).
+// to as the snapshot function connects to an EtcdBackupConfig's (etcdconn.Dial).
 func LiveEndpoints(endpoints []string, tlsConfig *tls.Config) LiveEtcd {
 	return LiveEtcdFunc(func(ctx context.Context) (*clientv3.Client, string, error) {
-		return etcdbackup.DialEtcd(ctx, endpoints, tlsConfig, zap.NewNop())
+		return etcdconn.Dial(ctx, endpoints, tlsConfig, zap.NewNop())
 	})
 }
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdconn"
 )
 
 // EtcdKind is etcd-druid's Etcd resource, read as unstructured: housekeeper does not link
@@ -40,7 +40,7 @@ func ShootEtcd(c client.Client, namespace, etcd string) LiveEtcd {
 		if err != nil {
 			return nil, "", err
 		}
-		return etcdbackup.DialEtcd(ctx, []string{endpoint}, tlsConfig, zap.NewNop())
+		return etcdconn.Dial(ctx, []string{endpoint}, tlsConfig, zap.NewNop())
 	})
 }
 
@@ -92,7 +92,7 @@ func shootEtcdClient(ctx context.Context, c client.Client, namespace, etcd strin
 		return "", nil, fmt.Errorf("the secrets %s/%s (%s) and %s/%s (%s, %s) do not hold the etcd's CA and a client certificate",
 			namespace, caName, caKey, namespace, clientName, certificateDataKey, privateKeyDataKey)
 	}
-	t, err := etcdbackup.ClientTLS(ca[caKey], cert[certificateDataKey], cert[privateKeyDataKey])
+	t, err := etcdconn.ClientTLS(ca[caKey], cert[certificateDataKey], cert[privateKeyDataKey])
 	if err != nil {
 		return "", nil, fmt.Errorf("the etcd's TLS from %s/%s and %s/%s: %w", namespace, caName, namespace, clientName, err)
 	}

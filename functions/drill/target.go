@@ -12,8 +12,7 @@ import (
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
-	"github.com/housekeeper-dev/housekeeper/functions/entry"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdconn"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
@@ -42,7 +41,7 @@ type Target struct {
 // opened as the purge opens it.
 func EntryTarget(c client.Client, providers objectstore.Registry, be *extensionsv1alpha1.BackupEntry, etcd string) Target {
 	prefix := gardener.EntryPrefix(be.Name) + etcd + "/"
-	buckets := entry.Buckets{Client: c, Providers: providers}
+	buckets := gardener.Buckets{Client: c, Providers: providers}
 	return Target{Name: be.Name, Kind: backupv1alpha1.DrilledBackupEntry, Prefix: prefix,
 		open: func(ctx context.Context) (objectstore.Store, string, error) {
 			store, err := buckets.Open(ctx, be)
@@ -125,7 +124,7 @@ func copyPolicyOf(ctx context.Context, c client.Client, be *extensionsv1alpha1.B
 // opens it; the live etcd is cfg's, connected to as the snapshot function connects.
 func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1alpha1.EtcdBackupConfig) Target {
 	return Target{Name: cfg.Namespace + "/" + cfg.Name, Kind: backupv1alpha1.DrilledEtcdBackupConfig,
-		Prefix: etcdbackup.Prefix(cfg), Layout: LayoutSnapshots,
+		Prefix: destination.ConfigPrefix(cfg), Layout: LayoutSnapshots,
 		open: func(ctx context.Context) (objectstore.Store, string, error) {
 			store, dest, err := destination.Open(ctx, c, providers, cfg.Spec.Destination)
 			if err != nil {
@@ -134,7 +133,7 @@ func ConfigTarget(c client.Client, providers objectstore.Registry, cfg *backupv1
 			return store, dest.Spec.Bucket, nil
 		},
 		live: LiveEtcdFunc(func(ctx context.Context) (*clientv3.Client, string, error) {
-			return etcdbackup.ConnectEtcd(ctx, c, cfg, zap.NewNop())
+			return etcdconn.Connect(ctx, c, cfg, zap.NewNop())
 		})}
 }
 

@@ -222,7 +222,7 @@ func (tc reconcileRow) run(t *testing.T) {
 		t.Errorf("bucketName %q, hostPath %q", after.Data["bucketName"], after.Data[local.KeyHostPath])
 	}
 	if tc.purp {
-		if got := entry.RecordedPurpose(liveEntry(t, c, fastEntry)); got != "production" {
+		if got := gardener.RecordedPurpose(liveEntry(t, c, fastEntry)); got != "production" {
 			t.Errorf("recorded purpose %q, want production", got)
 		}
 	}

@@ -237,7 +237,7 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 		return nil
 	}
 	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: data.BucketName}}
-	store, err := Buckets{Client: p.Client, Providers: p.Providers}.openBucket(ctx, ref, bucket)
+	store, err := gardener.Buckets{Client: p.Client, Providers: p.Providers}.OpenWith(ctx, ref, bucket)
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,6 @@ const (
 	AnnotationRetention = "housekeeper.dev/retention"
 	// AnnotationForceDeletion=true purges at once, as gardenlet's force-deletion does.
 	AnnotationForceDeletion = "backupentry.core.gardener.cloud/force-deletion"
-	// AnnotationShootPurpose is the purpose of the entry's shoot, for platforms without
-	// Gardener; under gardenlet the purpose recorded from the shoot's Cluster applies.
-	AnnotationShootPurpose = "shoot.gardener.cloud/purpose"
 )
 
 // Retention says how long a deleted entry's backups are kept before they are purged.
@@ -52,7 +49,7 @@ func (r Retention) Of(e *extensionsv1alpha1.BackupEntry) (time.Duration, error) 
 		}
 		return d, nil
 	}
-	if d, ok := r.ByPurpose[ShootPurpose(e)]; ok {
+	if d, ok := r.ByPurpose[gardener.ShootPurpose(e)]; ok {
 		return d, nil
 	}
 	return r.Default, nil

@@ -1,20 +1,20 @@
 package entry
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 )
 
 func entryWith(name string, annotations map[string]string, purpose string) *extensionsv1alpha1.BackupEntry {
 	e := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}}
 	if purpose != "" {
-		raw, _ := json.Marshal(providerStatus{APIVersion: providerStatusAPIVersion, Kind: providerStatusKind, ShootPurpose: purpose})
-		e.Status.ProviderStatus = &runtime.RawExtension{Raw: raw}
+		e.Status.ProviderStatus, _ = gardener.PurposeStatus(purpose)
 	}
 	return e
 }
@@ -36,7 +36,7 @@ func TestRetentionOf(t *testing.T) {
 		{"force-deletion garbage is no force", entryWith(name, map[string]string{AnnotationForceDeletion: "yes please"}, ""), 72 * time.Hour},
 		{"annotation", entryWith(name, map[string]string{AnnotationRetention: "5m"}, "production"), 5 * time.Minute},
 		{"purpose recorded from the shoot's Cluster", entryWith(name, nil, "evaluation"), time.Hour},
-		{"purpose annotation wins over the recorded one", entryWith(name, map[string]string{AnnotationShootPurpose: "production"}, "evaluation"), 30 * 24 * time.Hour},
+		{"purpose annotation wins over the recorded one", entryWith(name, map[string]string{gardener.AnnotationShootPurpose: "production"}, "evaluation"), 30 * 24 * time.Hour},
 		{"unknown purpose: default", entryWith(name, nil, "testing"), 72 * time.Hour},
 	} {
 		got, err := r.Of(tc.entry)
@@ -52,7 +52,7 @@ func TestRetentionOf(t *testing.T) {
 func TestRecordedPurposeIgnoresForeignProviderStatus(t *testing.T) {
 	e := entryWith("shoot--dev--app--1", nil, "")
 	e.Status.ProviderStatus = &runtime.RawExtension{Raw: []byte(`{"apiVersion":"azure.provider.extensions.gardener.cloud/v1alpha1","kind":"BackupStatus","shootPurpose":"evaluation"}`)}
-	if p := RecordedPurpose(e); p != "" {
+	if p := gardener.RecordedPurpose(e); p != "" {
 		t.Errorf("purpose %q read from another provider's status", p)
 	}
 }
@@ -66,10 +66,10 @@ func TestShootPurpose(t *testing.T) {
 	}{
 		{"none known", entryWith(name, nil, ""), ""},
 		{"recorded from the shoot's Cluster", entryWith(name, nil, "evaluation"), "evaluation"},
-		{"the annotation wins", entryWith(name, map[string]string{AnnotationShootPurpose: "production"}, "evaluation"), "production"},
-		{"an empty annotation is a purpose of none", entryWith(name, map[string]string{AnnotationShootPurpose: ""}, "evaluation"), ""},
+		{"the annotation wins", entryWith(name, map[string]string{gardener.AnnotationShootPurpose: "production"}, "evaluation"), "production"},
+		{"an empty annotation is a purpose of none", entryWith(name, map[string]string{gardener.AnnotationShootPurpose: ""}, "evaluation"), ""},
 	} {
-		if got := ShootPurpose(tc.entry); got != tc.want {
+		if got := gardener.ShootPurpose(tc.entry); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.what, got, tc.want)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -91,7 +92,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 	for i := range dueRedrive {
 		dueCfgs[i] = newCfg(fmt.Sprintf("future-fire-%d", i))
 		for h := range 3 {
-			key := etcdbackup.Key(dueCfgs[i], ahead.Add(time.Duration(h)*time.Hour))
+			key := destination.ConfigKey(dueCfgs[i], ahead.Add(time.Duration(h)*time.Hour))
 			if err := objectstore.PutBytes(ctx, dest.store, key, []byte("a backup")); err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +206,7 @@ func TestForgedEtcdBackupEvents(t *testing.T) {
 			if err := pipeline.Acked(infos[etcdbackup.SnapshotDefinition.Name], dueForged[i]); err != nil {
 				t.Fatal(err)
 			}
-			keys := listAll(t, dest.store, etcdbackup.Prefix(dueCfgs[i]))
+			keys := listAll(t, dest.store, destination.ConfigPrefix(dueCfgs[i]))
 			for _, k := range originals[i] {
 				if !slices.Contains(keys, k) {
 					t.Errorf("backup %s was deleted by the forged due event (stream sequence %d on %s); backups now: %q", k, dueForged[i].Seq, dueForged[i].Subject, keys)

@@ -17,8 +17,8 @@ import (
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
-// destination is a BackupDestination of one provider with its store, created in the API.
-type destination struct {
+// testDestination is a BackupDestination of one provider with its store, created in the API.
+type testDestination struct {
 	obj   *backupv1alpha1.BackupDestination
 	store objectstore.Store
 }
@@ -30,7 +30,7 @@ func providers(t testing.TB) (objectstore.Registry, string) {
 }
 
 // newDestination creates bucket on the provider typ of env and a BackupDestination for it.
-func newDestination(t testing.TB, env *testenv.Env, c client.Client, reg objectstore.Registry, typ, bucket string) destination {
+func newDestination(t testing.TB, env *testenv.Env, c client.Client, reg objectstore.Registry, typ, bucket string) testDestination {
 	t.Helper()
 	ctx := context.Background()
 	spec := backupv1alpha1.BackupDestinationSpec{Type: typ, Bucket: bucket}
@@ -73,7 +73,7 @@ func newDestination(t testing.TB, env *testenv.Env, c client.Client, reg objects
 	if err := store.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return destination{obj: d, store: store}
+	return testDestination{obj: d, store: store}
 }
 
 func createNamespaces(t testing.TB, c client.Client, names ...string) {

@@ -16,6 +16,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
+	"github.com/housekeeper-dev/housekeeper/functions/etcdconn"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
@@ -131,7 +132,7 @@ func (s *Snapshotter) backup(ctx context.Context, cfg *backupv1alpha1.EtcdBackup
 	if err != nil {
 		return nil, nil, err
 	}
-	key := Key(cfg, at)
+	key := destination.ConfigKey(cfg, at)
 	backup, err := s.existing(ctx, store, cfg, key)
 	if err != nil {
 		return nil, nil, err
@@ -162,13 +163,13 @@ func (s *Snapshotter) existing(ctx context.Context, store objectstore.Store, cfg
 	if last := cfg.Status.LastBackup; last != nil && last.Key == key {
 		return last.DeepCopy(), nil
 	}
-	t, _ := BackupTime(Prefix(cfg), key)
+	t, _ := destination.ConfigBackupTime(destination.ConfigPrefix(cfg), key)
 	return &backupv1alpha1.Backup{Key: key, Time: kube.Time(t), Size: info.Size}, nil
 }
 
 // stream pipes etcd's snapshot into the store, hashing on the way, and checks what arrived.
 func (s *Snapshotter) stream(ctx context.Context, store objectstore.Store, cfg *backupv1alpha1.EtcdBackupConfig, key string, at time.Time, log *zap.Logger) (*backupv1alpha1.Backup, error) {
-	cli, _, err := ConnectEtcd(ctx, s.Client, cfg, log)
+	cli, _, err := etcdconn.Connect(ctx, s.Client, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +226,7 @@ func storeError(err error) error {
 // rotate deletes the backups beyond spec.keep under the config's prefix, oldest first, and
 // returns those kept. Only keys that are exactly backups of this config are considered.
 func rotate(ctx context.Context, store objectstore.Store, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) ([]backupv1alpha1.BackupReference, error) {
-	prefix := Prefix(cfg)
+	prefix := destination.ConfigPrefix(cfg)
 	var keys []string
 	if err := store.List(ctx, prefix, func(page []string) error {
 		keys = append(keys, page...)

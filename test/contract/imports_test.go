@@ -53,3 +53,30 @@ func TestFunctionsDoNotImportTheBridge(t *testing.T) {
 		}
 	}
 }
+
+// The functions stand on one floor: none imports another (what two of them share lives below
+// them: destination, gardener, etcdconn, objectstore, runner), so each builds, changes and is
+// reasoned about alone. The functions are the packages functions/all registers.
+func TestFunctionsAreOnOneFloor(t *testing.T) {
+	var functions []string
+	for _, imp := range goList(t, "-f", `{{join .Imports " "}}`, module+"/functions/all") {
+		if strings.HasPrefix(imp, module+"/functions/") && imp != module+"/functions/runner" {
+			functions = append(functions, imp)
+		}
+	}
+	if len(functions) < 5 {
+		t.Fatalf("functions/all registers %d function packages: %v", len(functions), functions)
+	}
+	isFunction := map[string]bool{}
+	for _, f := range functions {
+		isFunction[f] = true
+	}
+	for _, p := range goList(t, append([]string{"-f", `{{.ImportPath}}:{{join .Imports ","}}`}, functions...)...) {
+		name, imports, _ := strings.Cut(p, ":")
+		for _, imp := range strings.Split(imports, ",") {
+			if isFunction[imp] {
+				t.Errorf("the function %s imports the function %s", name, imp)
+			}
+		}
+	}
+}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
-	"github.com/housekeeper-dev/housekeeper/functions/etcdbackup"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv/pipeline"
 )
@@ -37,8 +37,8 @@ func TestBackupsGoOnAcrossAStreamLeaderKill(t *testing.T) {
 	}
 	ticks := func() []time.Time {
 		var at []time.Time
-		for _, key := range listKeys(t, store, etcdbackup.Prefix(cfg)) {
-			name := strings.TrimPrefix(key, etcdbackup.Prefix(cfg))
+		for _, key := range listKeys(t, store, destination.ConfigPrefix(cfg)) {
+			name := strings.TrimPrefix(key, destination.ConfigPrefix(cfg))
 			if strings.HasPrefix(name, ".") && strings.Contains(name, ".upload-") {
 				continue // the local store's file of an upload in flight
 			}

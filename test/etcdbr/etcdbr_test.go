@@ -412,7 +412,7 @@ func (f *fixture) drill(t *testing.T, s shoot, written map[string]string, object
 	if err := f.Client.Get(ctx, client.ObjectKey{Name: s.entry}, be); err != nil {
 		t.Fatal(err)
 	}
-	store, err := entry.Buckets{Client: f.Client, Providers: f.providers}.Open(ctx, be)
+	store, err := gardener.Buckets{Client: f.Client, Providers: f.providers}.Open(ctx, be)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package etcdbackup
+// Package etcdconn connects to an etcd housekeeper reads: an EtcdBackupConfig's (Connect), for
+// the snapshot function that backs it up and the drill that holds a restore against it, and
+// any other by its endpoints and TLS (Dial, ClientTLS), such as a shoot's etcd-main. Its
+// errors name the endpoints and what failed, never the TLS material; what the config holds
+// wrong is a destination.Problem.
+package etcdconn
 
 import (
 	"context"
@@ -17,26 +22,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 )
 
 // etcdTimeout bounds connecting to etcd and asking for its status; the snapshot itself is
 // bounded only by the handler's context.
 const etcdTimeout = 10 * time.Second
 
-// ConnectEtcd returns a client for the config's etcd once one of its endpoints answered, and
+// Connect returns a client for the config's etcd once one of its endpoints answered, and
 // that endpoint. Its errors name the endpoints and what failed, never the TLS material.
-func ConnectEtcd(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, string, error) {
-	tlsConfig, err := etcdTLS(ctx, c, cfg)
+func Connect(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig, log *zap.Logger) (*clientv3.Client, string, error) {
+	tlsConfig, err := configTLS(ctx, c, cfg)
 	if err != nil {
 		return nil, "", err
 	}
-	return DialEtcd(ctx, cfg.Spec.Etcd.Endpoints, tlsConfig, log)
+	return Dial(ctx, cfg.Spec.Etcd.Endpoints, tlsConfig, log)
 }
 
-// DialEtcd returns a client for the etcd at endpoints, spoken to with tlsConfig (nil: plain
+// Dial returns a client for the etcd at endpoints, spoken to with tlsConfig (nil: plain
 // text), once one of them answered its status, and that endpoint. An endpoint that does not
 // answer because TLS with it fails is ReasonInvalidTLS, else ReasonEtcdUnreachable.
-func DialEtcd(ctx context.Context, endpoints []string, tlsConfig *tls.Config, log *zap.Logger) (*clientv3.Client, string, error) {
+func Dial(ctx context.Context, endpoints []string, tlsConfig *tls.Config, log *zap.Logger) (*clientv3.Client, string, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: etcdTimeout,
@@ -45,7 +51,7 @@ func DialEtcd(ctx context.Context, endpoints []string, tlsConfig *tls.Config, lo
 		Context:     ctx,
 	})
 	if err != nil {
-		return nil, "", problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", endpoints, err)
+		return nil, "", destination.Problemf(backupv1alpha1.ReasonEtcdUnreachable, "etcd %v: %v", endpoints, err)
 	}
 	var errs []error
 	for _, ep := range endpoints {
@@ -57,7 +63,7 @@ func DialEtcd(ctx context.Context, endpoints []string, tlsConfig *tls.Config, lo
 		}
 		if tlsErr := handshake(ctx, ep, tlsConfig); tlsErr != nil {
 			_ = cli.Close()
-			return nil, "", problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
+			return nil, "", destination.Problemf(backupv1alpha1.ReasonInvalidTLS, "TLS with %s fails: %v", ep, tlsErr)
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
@@ -65,11 +71,11 @@ func DialEtcd(ctx context.Context, endpoints []string, tlsConfig *tls.Config, lo
 	if ctx.Err() != nil {
 		return nil, "", ctx.Err()
 	}
-	return nil, "", problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
+	return nil, "", destination.Problemf(backupv1alpha1.ReasonEtcdUnreachable, "no etcd endpoint answered: %v", errors.Join(errs...))
 }
 
-// etcdTLS builds the client TLS configuration from spec.etcd.tlsSecretRef: nil without one.
-func etcdTLS(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig) (*tls.Config, error) {
+// configTLS builds the client TLS configuration from spec.etcd.tlsSecretRef: nil without one.
+func configTLS(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBackupConfig) (*tls.Config, error) {
 	ref := cfg.Spec.Etcd.TLSSecretRef
 	if ref == nil {
 		return nil, nil
@@ -77,20 +83,20 @@ func etcdTLS(ctx context.Context, c client.Client, cfg *backupv1alpha1.EtcdBacku
 	secret := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: cfg.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s does not exist", cfg.Namespace, ref.Name)
+			return nil, destination.Problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s does not exist", cfg.Namespace, ref.Name)
 		}
 		return nil, err
 	}
 	t, err := ClientTLS(secret.Data[backupv1alpha1.TLSKeyCA], secret.Data[backupv1alpha1.TLSKeyCert], secret.Data[backupv1alpha1.TLSKeyKey])
 	switch {
 	case errors.Is(err, ErrNoPEMCertificate):
-		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s holds no PEM certificate", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCA)
+		return nil, destination.Problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s holds no PEM certificate", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCA)
 	case errors.Is(err, ErrKeyPair):
-		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s are not a usable certificate and key", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+		return nil, destination.Problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s are not a usable certificate and key", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
 	case errors.Is(err, ErrHalfKeyPair):
-		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s go together", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
+		return nil, destination.Problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s: %s and %s go together", cfg.Namespace, ref.Name, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
 	case errors.Is(err, ErrNoTLSMaterial):
-		return nil, problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s has none of %s, %s, %s", cfg.Namespace, ref.Name,
+		return nil, destination.Problemf(backupv1alpha1.ReasonInvalidTLS, "TLS secret %s/%s has none of %s, %s, %s", cfg.Namespace, ref.Name,
 			backupv1alpha1.TLSKeyCA, backupv1alpha1.TLSKeyCert, backupv1alpha1.TLSKeyKey)
 	}
 	return t, err
