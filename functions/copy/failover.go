@@ -9,7 +9,6 @@ package copy
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,27 +116,17 @@ func (c *Copier) failOver(ctx context.Context, p *backupv1alpha1.BackupCopyPolic
 func (c *Copier) copyBack(ctx context.Context, targets []target, src objectstore.Store, concurrency int, log *zap.Logger) []Copied {
 	results := make([]Copied, len(targets))
 	buckets := &runStores{buckets: gardener.Buckets{Client: c.Client, Providers: c.Providers}}
-	slots := make(chan struct{}, concurrency)
-	var wg sync.WaitGroup
-	for i, t := range targets {
-		slots <- struct{}{}
-		if ctx.Err() != nil {
-			break
+	eachTarget(ctx, targets, concurrency, func(i int, t target) {
+		be := t.entry
+		results[i] = Copied{Entry: be.Name, Bucket: be.Spec.BucketName}
+		bucket, err := buckets.open(ctx, be)
+		if err != nil {
+			results[i].Err = fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
+			return
 		}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			be := t.entry
-			results[i] = Copied{Entry: be.Name, Bucket: be.Spec.BucketName}
-			bucket, err := buckets.open(ctx, be)
-			if err != nil {
-				results[i].Err = fmt.Errorf("opening the bucket %s: %w", be.Spec.BucketName, err)
-				return
-			}
-			results[i].Report, results[i].Err = replica.Copy(ctx, src, bucket, t.prefix,
-				replica.WithLogger(log.With(zap.String("entry", be.Name), zap.String("bucket", be.Spec.BucketName))))
-		})
-	}
-	wg.Wait()
+		results[i].Report, results[i].Err = replica.Copy(ctx, src, bucket, t.prefix,
+			replica.WithLogger(log.With(zap.String("entry", be.Name), zap.String("bucket", be.Spec.BucketName))))
+	})
 	return results
 }
 

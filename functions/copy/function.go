@@ -263,6 +263,17 @@ func (c *Copier) copyAll(ctx context.Context, policy string, targets []target, d
 	prior map[string]*backupv1alpha1.EntryCopyResult, log *zap.Logger) []backupv1alpha1.EntryCopyResult {
 	results := make([]backupv1alpha1.EntryCopyResult, len(targets))
 	sources := &runStores{buckets: gardener.Buckets{Client: c.Client, Providers: c.Providers}}
+	eachTarget(ctx, targets, concurrency, func(i int, t target) {
+		copied := c.copyOne(ctx, t, sources, dst, log)
+		results[i] = Report(copied, prior[t.entry.Name])
+		c.Metrics.observe(policy, copied, results[i])
+	})
+	return results
+}
+
+// eachTarget calls do for each target, at most concurrency at once, and returns when all are
+// done; once ctx ends, no further target is started.
+func eachTarget(ctx context.Context, targets []target, concurrency int, do func(i int, t target)) {
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	for i, t := range targets {
@@ -272,13 +283,10 @@ func (c *Copier) copyAll(ctx context.Context, policy string, targets []target, d
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			copied := c.copyOne(ctx, t, sources, dst, log)
-			results[i] = Report(copied, prior[t.entry.Name])
-			c.Metrics.observe(policy, copied, results[i])
+			do(i, t)
 		})
 	}
 	wg.Wait()
-	return results
 }
 
 // copyOne copies one entry's prefix from its bucket to dst.
