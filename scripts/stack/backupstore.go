@@ -122,6 +122,28 @@ func (s *BackupStore) Env() []string {
 	return env
 }
 
+// SourceArgs are the store flags of the source of etcdbrctl copy (--source-…).
+func (s *BackupStore) SourceArgs() []string {
+	var args []string
+	for _, a := range s.Args() {
+		args = append(args, "--source-"+strings.TrimPrefix(a, "--"))
+	}
+	return args
+}
+
+// SourceEnv is the store environment of the source of etcdbrctl copy: Env with SOURCE_ before
+// each name, but for a Local store's HOME, which etcd-backup-restore reads unprefixed.
+func (s *BackupStore) SourceEnv() []string {
+	var env []string
+	for _, e := range s.Env() {
+		if !strings.HasPrefix(e, "HOME=") {
+			e = "SOURCE_" + e
+		}
+		env = append(env, e)
+	}
+	return env
+}
+
 // Snapshot is what the name of an object etcd-backup-restore saved says about it:
 // <prefix>/v2/{Full,Incr}-<first revision>-<last revision>-<unix time>[.gz][.final].
 type Snapshot struct {

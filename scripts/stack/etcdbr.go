@@ -211,6 +211,30 @@ func (b *EtcdBR) Initialize(ctx context.Context, args, env []string) error {
 	return nil
 }
 
+// CopyCommand prepares the directories and the stores for `etcdbrctl copy` — etcd-backup-restore's
+// copier, which copies the snapshots of src missing by name at dst — and returns it unstarted,
+// for a caller that measures the process. src and dst must not both be Local (each reads $HOME).
+func (b *EtcdBR) CopyCommand(ctx context.Context, src, dst *BackupStore, tempDir string) (*exec.Cmd, error) {
+	if src.Provider == "Local" && dst.Provider == "Local" {
+		return nil, errors.New("etcdbrctl copy: a Local source and a Local destination would share $HOME")
+	}
+	if err := b.ownedDir(tempDir); err != nil {
+		return nil, err
+	}
+	for _, s := range []*BackupStore{src, dst} {
+		if err := b.prepareStore(s); err != nil {
+			return nil, err
+		}
+	}
+	args := append([]string{"copy",
+		"--snapstore-temp-directory=" + tempDir,
+		"--source-snapstore-temp-directory=" + tempDir,
+	}, append(src.SourceArgs(), dst.Args()...)...)
+	cmd := b.command(ctx, "etcdbrctl", args...)
+	cmd.Env = append(append(os.Environ(), src.SourceEnv()...), dst.Env()...)
+	return cmd, nil
+}
+
 // ownedDir creates dir (0700; missing parents 0755, so RunAs can reach it) and, with RunAs,
 // hands it to that user, as a pod's volume is writable by the user of its containers.
 func (b *EtcdBR) ownedDir(dir string) error {

@@ -48,45 +48,13 @@ const (
 // wall time, CPU seconds and memory of each beside the other. Both must restore the source's last
 // revision and its keys.
 func BenchmarkDrillRestore(b *testing.B) {
-	mb := testenv.EnvInt(b, "HOUSEKEEPER_BENCH_DRILL_MB", 1024)
-	// StartEtcd's etcd has etcd's default backend quota of 2 GiB; the minimum leaves a half of
-	// the keys for the rounds' updates and the other half for their deletes.
-	if mb < 16 || mb > 1536 {
-		b.Fatalf("HOUSEKEEPER_BENCH_DRILL_MB=%d: from 16 to 1536 (the source etcd's 2 GiB quota)", mb)
-	}
+	mb := benchMB(b)
 	dir := b.TempDir()
-	logs, err := os.CreateTemp("", "housekeeper-drill-bench-*.log")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logs.Close()
-	b.Cleanup(func() {
-		if !b.Failed() {
-			_ = os.Remove(logs.Name())
-		}
-	})
-	logf("etcd's and etcdbrctl's logs: %s (kept if the benchmark fails)", logs.Name())
-	etcdbr, err := stack.NewEtcdBR(logs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	drillBin := buildDrillRestore(b, dir)
-	home := filepath.Join(dir, "store")
-	store, err := etcdbr.BackupStore(local.Type, "bench", "shoot--bench--drill/etcd-main",
-		map[string][]byte{local.KeyHostPath: []byte(home)}, filepath.Join(dir, "credentials"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The bucket directory exists before etcdbrctl runs, as etcd-druid's hostPath volume does.
-	if err := os.MkdirAll(filepath.Join(home, store.Container), 0o700); err != nil {
-		b.Fatal(err)
-	}
-	bucket, err := local.New(home).Open(store.Container, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	etcdbr := benchEtcdBR(b, "housekeeper-drill-bench-*.log")
+	drillBin := buildTestCommand(b, dir, "drillrestore")
+	home, store, bucket := benchLocalStore(b, etcdbr, dir)
 
-	src := backUpForBench(b, etcdbr, store, bucket, filepath.Join(dir, "source"), mb)
+	src := backUpForBench(b, etcdbr, store, bucket, filepath.Join(dir, "source"), mb, nil)
 	_ = os.RemoveAll(filepath.Join(dir, "source")) // the snapshots are all the restores read
 
 	for b.Loop() {
@@ -107,17 +75,70 @@ func BenchmarkDrillRestore(b *testing.B) {
 	}
 }
 
-// buildDrillRestore builds test/etcdbr/drillrestore into dir.
-func buildDrillRestore(b *testing.B, dir string) string {
+// benchMB is HOUSEKEEPER_BENCH_DRILL_MB, the MiB of values of the benchmarks' full snapshot
+// (default 1024).
+func benchMB(b *testing.B) int {
+	mb := testenv.EnvInt(b, "HOUSEKEEPER_BENCH_DRILL_MB", 1024)
+	// StartEtcd's etcd has etcd's default backend quota of 2 GiB; the minimum leaves a half of
+	// the keys for the rounds' updates and the other half for their deletes.
+	if mb < 16 || mb > 1536 {
+		b.Fatalf("HOUSEKEEPER_BENCH_DRILL_MB=%d: from 16 to 1536 (the source etcd's 2 GiB quota)", mb)
+	}
+	return mb
+}
+
+// benchEtcdBR runs the pinned etcd and etcdbrctl as this process's user, their logs in a file
+// named by pattern (os.CreateTemp's), kept if the benchmark fails.
+func benchEtcdBR(b *testing.B, pattern string) *stack.EtcdBR {
+	logs, err := os.CreateTemp("", pattern)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = logs.Close()
+		if !b.Failed() {
+			_ = os.Remove(logs.Name())
+		}
+	})
+	logf("etcd's and etcdbrctl's logs: %s (kept if the benchmark fails)", logs.Name())
+	etcdbr, err := stack.NewEtcdBR(logs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return etcdbr
+}
+
+// benchLocalStore is the local store of the benchmarks' backup under dir/store: its home (the
+// directory holding the bucket directory), etcdbrctl's configuration of it and the bucket.
+func benchLocalStore(b *testing.B, etcdbr *stack.EtcdBR, dir string) (string, *stack.BackupStore, objectstore.Store) {
+	home := filepath.Join(dir, "store")
+	store, err := etcdbr.BackupStore(local.Type, "bench", "shoot--bench--drill/etcd-main",
+		map[string][]byte{local.KeyHostPath: []byte(home)}, filepath.Join(dir, "credentials"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The bucket directory exists before etcdbrctl runs, as etcd-druid's hostPath volume does.
+	if err := os.MkdirAll(filepath.Join(home, store.Container), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	bucket, err := local.New(home).Open(store.Container, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return home, store, bucket
+}
+
+// buildTestCommand builds test/etcdbr/<name> into dir.
+func buildTestCommand(b *testing.B, dir, name string) string {
 	root, err := stack.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin := filepath.Join(dir, "drillrestore")
-	build := exec.Command("go", "build", "-o", bin, "./test/etcdbr/drillrestore")
+	bin := filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", bin, "./test/etcdbr/"+name)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building test/etcdbr/drillrestore: %v\n%s", err, out)
+		b.Fatalf("building test/etcdbr/%s: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -135,8 +156,10 @@ type benchSource struct {
 // backUpForBench runs etcd in dataDir, writes mb MiB of values into it, starts `etcdbrctl
 // snapshot` (its full snapshot is taken at start) and then writes rounds of updates, creations
 // and deletes until benchDeltas deltas are saved, each round waiting for the delta that covers
-// it. It stops both and returns what the source held at its last write.
-func backUpForBench(b *testing.B, etcdbr *stack.EtcdBR, store *stack.BackupStore, bucket objectstore.Store, dataDir string, mb int) benchSource {
+// it. Then atRest, if not nil, runs with both still running and idle, given a client of the
+// etcd. It stops both and returns what the source held at its last write.
+func backUpForBench(b *testing.B, etcdbr *stack.EtcdBR, store *stack.BackupStore, bucket objectstore.Store, dataDir string, mb int,
+	atRest func(*clientv3.Client)) benchSource {
 	ctx := context.Background()
 	src := benchSource{mb: mb}
 	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dataDir, "new.etcd"))
@@ -176,6 +199,9 @@ func backUpForBench(b *testing.B, etcdbr *stack.EtcdBR, store *stack.BackupStore
 		saved = waitSnapshots(b, bucket, store.SnapshotPrefix(), "Incr", rev, time.Minute)
 	}
 	src.deltaWait = time.Since(start)
+	if atRest != nil {
+		atRest(c)
+	}
 	st := sourceState(ctx, b, c)
 	src.revision, src.keys = st.revision, st.keys
 	snapshotter.Stop()
@@ -398,10 +424,13 @@ func restoreWithDrill(b *testing.B, bin, home string, store *stack.BackupStore, 
 // procUsage is what one process spent: wall time from start to exit, user + system CPU, its
 // peak RSS as the kernel counts it (rusage), and the peaks of its anonymous and file-backed
 // resident memory sampled from /proc (the latter is bbolt's mmap of the db: page cache the
-// kernel reclaims under pressure, not memory the process holds).
+// kernel reclaims under pressure, not memory the process holds). rusage's peak is at least
+// this process's own at the child's exec (Linux carries the old address space's high-water mark
+// into it); hwm, the last VmHWM sampled, is the child's own (missing what it reached in its last
+// 50 ms, or all of it when it ran for less).
 type procUsage struct {
-	wall, cpu                  time.Duration
-	maxRSS, peakAnon, peakFile uint64 // bytes
+	wall, cpu                       time.Duration
+	maxRSS, peakAnon, peakFile, hwm uint64 // bytes
 }
 
 // measure runs cmd to its end and measures it, sampling /proc/<pid>/status every 50 ms.
@@ -419,8 +448,8 @@ func measure(cmd *exec.Cmd) (procUsage, error) {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if anon, file, ok := residentMemory(cmd.Process.Pid); ok {
-				u.peakAnon, u.peakFile = max(u.peakAnon, anon), max(u.peakFile, file)
+			if anon, file, hwm, ok := residentMemory(cmd.Process.Pid); ok {
+				u.peakAnon, u.peakFile, u.hwm = max(u.peakAnon, anon), max(u.peakFile, file), max(u.hwm, hwm)
 			}
 			select {
 			case <-done:
@@ -442,11 +471,12 @@ func measure(cmd *exec.Cmd) (procUsage, error) {
 	return u, err
 }
 
-// residentMemory reads RssAnon and RssFile + RssShmem of pid; ok is false once it is gone.
-func residentMemory(pid int) (anon, file uint64, ok bool) {
+// residentMemory reads RssAnon, RssFile + RssShmem and VmHWM of pid; ok is false once it is
+// gone.
+func residentMemory(pid int) (anon, file, hwm uint64, ok bool) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -464,9 +494,11 @@ func residentMemory(pid int) (anon, file uint64, ok bool) {
 			anon, ok = kb<<10, true
 		case "RssFile", "RssShmem":
 			file += kb << 10
+		case "VmHWM":
+			hwm = kb << 10
 		}
 	}
-	return anon, file, ok
+	return anon, file, hwm, ok
 }
 
 func printRestoreTable(src benchSource, rows []restoreRow) {
