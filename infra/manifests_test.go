@@ -542,7 +542,7 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 	t.Helper()
 	switch name {
 	case "keda", "knative":
-		return namespace, map[string]any{
+		values := map[string]any{
 			"cluster": "test-seed", "types": []any{"azure", "aws", "gcp"}, "mode": name,
 			"monitoring": map[string]any{"enabled": true}, "vpa": map[string]any{"enabled": true},
 			"retention": map[string]any{"default": "24h", "byPurpose": map[string]any{"production": "168h"}},
@@ -551,6 +551,10 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 			"image":            map[string]any{"pullCredentials": registryConfig},
 			"imagePullSecrets": []any{map[string]any{"name": "registry"}},
 		}
+		if name == "keda" { // Knative runs no init containers without a feature of its own
+			values["drill"] = map[string]any{"etcdBackupRestoreImage": etcdBackupRestoreImage}
+		}
+		return namespace, values
 	case withoutEtcdBackups:
 		// Not among renderings: every check of those expects the five functions.
 		_, values := variant(t, "keda")

@@ -61,6 +61,9 @@ commands:
                          re-drive dead letters to their function
   deadletters discard [--function F] (--seq N[,N...] | --resolved | --all) [--timeout D]
                          remove dead letters, e.g. those whose object converged or is gone
+  copy-binary --to FILE [--from FILE]
+                         copy an executable (this binary without --from) for a pod's init
+                         containers: how the drill's pod gets etcdbrctl from its image
   version                print housekeeper's version (as --version does)
 
 replay and deadletters give up once JetStream has not answered for --timeout (default %s: a
@@ -160,6 +163,8 @@ func run(ctx context.Context, args []string, out io.Writer, providers []objectst
 		return resync(ctx, rest[1:], out, connect)
 	case "drill":
 		return runDrill(ctx, rest[1:], out, providers)
+	case "copy-binary":
+		return runCopyBinary(rest[1:], out)
 	case "deadletters":
 		if len(rest) >= 2 && isHelp(rest[1]) {
 			return helpError(deadLettersHelp)

@@ -22,6 +22,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 		"nats-auth":           {"-out", "-form", "-account-seed"},
 		"setup":               {"-functions", "-stream-replicas", "-max-deliver", "-ack-wait"},
 		"version":             nil,
+		"copy-binary":         {"-from", "-to"},
 		"forward":             {"-function", "-url", "-addr"},
 		"replay":              {"-function", "-since", "-from-seq", "-until", "-timeout"},
 		"resync":              nil,

@@ -3,6 +3,7 @@ package seed
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,16 +14,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
+
+// drilledEntry's prefix holds what etcd-backup-restore wrote backing up a real etcd.
+const drilledEntry = "shoot--dev--drilled--7c1d2"
 
 // drillOnTheNode runs a RestoreDrill of every entry on the node: KEDA wakes the drill
 // function from zero, and in its pod the function holds the run to the memory limit the chart
 // gives its container, which it reads from its cgroup. A memoryBudget above that limit less
-// the process's reserve is refused, naming the limit; the chart's default budget fits, and the
-// entry — whose prefix holds no etcd snapshot — is drilled and found NotRestorable. The drill
-// deleted, its schedule goes.
+// the process's reserve is refused, naming the limit; the chart's default budget fits: the
+// entry whose prefix holds no etcd snapshot is drilled and found NotRestorable, and the entry
+// whose prefix holds etcd-backup-restore's snapshots restores, etcd-backup-restore's own
+// restore agreeing: its etcdbrctl, which the pod's init containers copied from
+// etcd-backup-restore's image (drill.etcdBackupRestoreImage), ran beside the replay. The drill
+// deleted, its schedule goes; the drilled entry is purged.
 func (s *seed) drillOnTheNode(ctx context.Context) {
 	t := s.t
+	s.newEntry(ctx, drilledEntry)
+	testenv.BackUpEtcd(t, t.TempDir(), s.root, bucketName, gardener.EtcdMainPrefix(drilledEntry))
+	chownTree(t, filepath.Join(s.root, bucketName, drilledEntry), 65532)
 	d, err := s.cs.AppsV1().Deployments(s.namespace).Get(ctx, "housekeeper-drill", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -63,18 +75,23 @@ func (s *seed) drillOnTheNode(ctx context.Context) {
 	if err := s.c.Update(ctx, live); err != nil {
 		t.Fatal(err)
 	}
-	s.eventually(2*time.Minute, "the entry drilled within the default budget", func() (bool, string) {
+	s.eventually(2*time.Minute, "the entries drilled within the default budget", func() (bool, string) {
 		live, cond, err := drillCondition()
 		if err != nil || cond == nil {
 			return false, fmt.Sprintf("condition %v, %v", cond, err)
 		}
+		empty, restored := false, false
 		for _, r := range live.Status.Results {
-			if r.Entry == entryName && r.Outcome == backupv1alpha1.OutcomeNotRestorable && strings.Contains(r.Reason, "no full snapshot") {
-				return true, ""
-			}
+			empty = empty || r.Entry == entryName && r.Outcome == backupv1alpha1.OutcomeNotRestorable && strings.Contains(r.Reason, "no full snapshot")
+			restored = restored || r.Entry == drilledEntry && r.Outcome == backupv1alpha1.OutcomeRestorable && strings.Contains(r.RealRestore, " agrees: ")
 		}
-		return false, fmt.Sprintf("%s: %s; results %+v", cond.Reason, cond.Message, live.Status.Results)
+		return empty && restored, fmt.Sprintf("%s: %s; results %+v", cond.Reason, cond.Message, live.Status.Results)
 	})
+	for _, r := range func() []backupv1alpha1.EntryDrillResult { live, _, _ := drillCondition(); return live.Status.Results }() {
+		if r.Entry == drilledEntry {
+			t.Logf("%s drilled on the node: %s, revision %d, %d keys; %s", r.Entry, r.Outcome, r.RestoredRevision, r.Keys, r.RealRestore)
+		}
+	}
 	if err := s.c.Delete(ctx, rd); err != nil {
 		t.Fatal(err)
 	}
@@ -82,4 +99,6 @@ func (s *seed) drillOnTheNode(ctx context.Context) {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(rd), &backupv1alpha1.RestoreDrill{})
 		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
 	})
+	s.deleteWithRetention(ctx, drilledEntry, 0)
+	s.awaitPurged(ctx, drilledEntry, 2*time.Minute)
 }

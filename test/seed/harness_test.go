@@ -255,11 +255,18 @@ func thirdPartyImages(t testing.TB, ctx context.Context) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	etcdbrDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdbrctl := filepath.Join(etcdbrDir, "etcdbrctl")
 	specs := map[string]images.Spec{
 		"nats:" + natsVersion(t): {Binary: natsBin, Path: "/nats-server", Ports: []string{"4222", "6222", "8222"}},
 		kedaImage:                {Binary: kedaBin, Path: "/keda"},
+		// As etcd-backup-restore's image: distroless, etcdbrctl at /etcdbrctl, no shell.
+		etcdBackupRestoreImage(t): {Binary: etcdbrctl, Path: "/etcdbrctl"},
 	}
-	in := stack.Inputs{Text: []string{runtime.GOARCH}, Sources: []string{"scripts/images/*.go"}, Installed: []string{natsBin, kedaBin}}
+	in := stack.Inputs{Text: []string{runtime.GOARCH}, Sources: []string{"scripts/images/*.go"}, Installed: []string{natsBin, kedaBin, etcdbrctl}}
 	for ref, spec := range specs {
 		in.Text = append(in.Text, fmt.Sprintf("%s %+v", ref, spec))
 	}
@@ -283,6 +290,17 @@ func thirdPartyImages(t testing.TB, ctx context.Context) []string {
 		t.Fatal(err)
 	}
 	return []string{tarball}
+}
+
+// etcdBackupRestoreImage is gardener's image of etcd-backup-restore at the pinned version
+// (gardener's image vector, imagevector/containers.yaml: etcd-backup-restore).
+func etcdBackupRestoreImage(t testing.TB) string {
+	t.Helper()
+	v, err := stack.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "europe-docker.pkg.dev/gardener-project/releases/gardener/etcdbrctl:" + v["ETCDBR_VERSION"]
 }
 
 // chartAppVersion is infra/chart/Chart.yaml's appVersion: the images' default tag is v<it>.
@@ -467,6 +485,8 @@ func (s *seed) installHousekeeper(ctx context.Context, issued natsconn.Issued) {
 		// A killed function's events come back after the ack wait: 6 s rather than 30 s.
 		"consumer":  map[string]any{"ackWait": "6s"},
 		"functions": functions,
+		// The drill runs etcd-backup-restore's restore too, from its image.
+		"drill": map[string]any{"etcdBackupRestoreImage": etcdBackupRestoreImage(s.t)},
 	}
 	s.installChart(ctx, s.values)
 	s.awaitJobComplete(ctx, hkNamespace, "app.kubernetes.io/component=setup", 5*time.Minute)

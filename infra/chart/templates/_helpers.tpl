@@ -214,6 +214,68 @@ concurrent drill). */}}
 {{- end }}
 {{- end -}}
 
+{{/* The drill's etcdbrctl (drill.etcdBackupRestoreImage): a volume its init containers fill
+(housekeeper.etcdbrctlInit), mounted read-only where the drill runs it from. */}}
+{{- define "housekeeper.runsEtcdbrctl" -}}
+{{- if and (eq .name "drill") .root.Values.drill.etcdBackupRestoreImage }}true{{ end }}
+{{- end -}}
+
+{{- define "housekeeper.etcdbrctlVolume" -}}
+{{- if include "housekeeper.runsEtcdbrctl" . }}
+- name: etcdbrctl
+  emptyDir: {}
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.etcdbrctlMount" -}}
+{{- if include "housekeeper.runsEtcdbrctl" . }}
+- name: etcdbrctl
+  mountPath: /opt/etcdbrctl
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "housekeeper.etcdbrctlEnv" -}}
+{{- if include "housekeeper.runsEtcdbrctl" . }}
+- name: HOUSEKEEPER_ETCDBRCTL
+  value: /opt/etcdbrctl/etcdbrctl
+{{- end }}
+{{- end -}}
+
+{{/* Two steps, as etcd-backup-restore's image has no shell nor cp: housekeeper's image copies
+housekeeper into the volume, and etcd-backup-restore's image runs that copy to copy its own
+etcdbrctl there (housekeeper copy-binary). */}}
+{{- define "housekeeper.etcdbrctlInit" -}}
+{{- if include "housekeeper.runsEtcdbrctl" . }}
+initContainers:
+  - name: housekeeper-binary
+    image: {{ include "housekeeper.image" .root }}
+    imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+    args: ["copy-binary", "--to", "/opt/etcdbrctl/housekeeper"]
+    volumeMounts:
+      - name: etcdbrctl
+        mountPath: /opt/etcdbrctl
+    resources:
+      requests: {cpu: 10m, memory: 32Mi}
+      limits: {memory: 64Mi}
+    securityContext:
+      {{- include "housekeeper.containerSecurityContext" .root | nindent 6 }}
+  - name: etcdbrctl
+    image: {{ .root.Values.drill.etcdBackupRestoreImage }}
+    imagePullPolicy: IfNotPresent
+    command: ["/opt/etcdbrctl/housekeeper"]
+    args: ["copy-binary", "--from", {{ .root.Values.drill.etcdbrctlPath | quote }}, "--to", "/opt/etcdbrctl/etcdbrctl"]
+    volumeMounts:
+      - name: etcdbrctl
+        mountPath: /opt/etcdbrctl
+    resources:
+      requests: {cpu: 10m, memory: 32Mi}
+      limits: {memory: 64Mi}
+    securityContext:
+      {{- include "housekeeper.containerSecurityContext" .root | nindent 6 }}
+{{- end }}
+{{- end -}}
+
 {{- define "housekeeper.localVolume" -}}
 {{- if and .root.Values.local.hostPath (include "housekeeper.opensStores" .) }}
 - name: local-buckets
@@ -227,7 +289,7 @@ concurrent drill). */}}
 not the name): its NATS identity and, for the functions that open buckets, the local provider's
 directory. */}}
 {{- define "housekeeper.volumes" -}}
-{{- $v := printf "%s%s%s" (include "housekeeper.natsVolume" (dict "root" .root "identity" (.identity | default .name))) (include "housekeeper.localVolume" .) (include "housekeeper.workVolume" .) -}}
+{{- $v := printf "%s%s%s%s" (include "housekeeper.natsVolume" (dict "root" .root "identity" (.identity | default .name))) (include "housekeeper.localVolume" .) (include "housekeeper.workVolume" .) (include "housekeeper.etcdbrctlVolume" .) -}}
 {{- if $v }}
 volumes:
 {{- $v | trim | nindent 2 }}
@@ -235,7 +297,7 @@ volumes:
 {{- end -}}
 
 {{- define "housekeeper.mounts" -}}
-{{- $m := printf "%s%s%s" (include "housekeeper.natsMount" (dict "root" .root)) (include "housekeeper.localMount" .) (include "housekeeper.workMount" .) -}}
+{{- $m := printf "%s%s%s%s" (include "housekeeper.natsMount" (dict "root" .root)) (include "housekeeper.localMount" .) (include "housekeeper.workMount" .) (include "housekeeper.etcdbrctlMount" .) -}}
 {{- if $m }}
 volumeMounts:
 {{- $m | trim | nindent 2 }}
