@@ -235,7 +235,7 @@ type objectDigest struct {
 }
 
 // digests reads every object under prefix in store.
-func digests(b *testing.B, store objectstore.Store, prefix string) map[string]objectDigest {
+func digests(b testing.TB, store objectstore.Store, prefix string) map[string]objectDigest {
 	ctx := context.Background()
 	m := map[string]objectDigest{}
 	for _, k := range listKeys(b, store, prefix) {

@@ -341,7 +341,7 @@ func waitSnapshots(b *testing.B, bucket objectstore.Store, prefix, kind string, 
 	}
 }
 
-func listKeys(b *testing.B, bucket objectstore.Store, prefix string) []string {
+func listKeys(b testing.TB, bucket objectstore.Store, prefix string) []string {
 	var keys []string
 	if err := bucket.List(context.Background(), prefix, func(page []string) error {
 		keys = append(keys, page...)

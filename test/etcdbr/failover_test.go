@@ -3,6 +3,7 @@ package etcdbr_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/local"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore/s3"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
 
 // A fail-over to the copy and back, with etcd-backup-restore following the etcd-backup secret
@@ -35,7 +37,8 @@ import (
 // through the secret holds every key; returned: what was written to the second bucket is copied
 // back, the secret names the first again, etcd-backup-restore goes on there, and a restore from
 // it holds every key of the three phases. An entry of another provider type keeps its bucket
-// throughout and its BackupEntry says why.
+// throughout and its BackupEntry says why; its backups, lost from that bucket, are back from the
+// copy on the other provider after the return.
 func TestFailOverToTheCopy(t *testing.T) {
 	if uid := os.Geteuid(); uid != 0 {
 		t.Fatalf("this test runs etcd-backup-restore and the purge as uid %d, as deployed, which needs root; it runs as uid %d", etcdDruidUser, uid)
@@ -75,6 +78,12 @@ func TestFailOverToTheCopy(t *testing.T) {
 	firstStore := f.bucket(t, s3.Type, target)
 	prefix := target.entry + "/"
 	staysData := f.secret(t, stays).Data
+	// The local entry's backups, which etcd-backup-restore wrote: copied to the S3 copy with the
+	// rest, then lost from the local bucket; the return rebuilds them from the copy.
+	testenv.BackUpEtcd(t, t.TempDir(), f.localRoot, other, gardener.EtcdMainPrefix(stays.entry))
+	localStore := f.bucket(t, local.Type, stays)
+	staysPrefix := stays.entry + "/"
+	staysObjects := digests(t, localStore, staysPrefix)
 
 	etcd := f.runEtcd(t, target)
 	written := map[string]string{}
@@ -95,6 +104,13 @@ func TestFailOverToTheCopy(t *testing.T) {
 	beforeFailOver := keysUnder(t, firstStore, prefix)
 	if copied := keysUnder(t, secondStore, prefix); !slices.Equal(copied, beforeFailOver) {
 		t.Fatalf("the copy holds %v, the first store %v", copied, beforeFailOver)
+	}
+
+	if copied := digests(t, secondStore, staysPrefix); len(staysObjects) == 0 || !maps.Equal(copied, staysObjects) {
+		t.Fatalf("the copy holds %v of the local entry, its bucket %v", copied, staysObjects)
+	}
+	if err := os.RemoveAll(filepath.Join(f.localRoot, other, stays.entry)); err != nil {
+		t.Fatal(err)
 	}
 
 	// Fail over.
@@ -131,6 +147,11 @@ func TestFailOverToTheCopy(t *testing.T) {
 	})
 	if back := keysUnder(t, firstStore, prefix); !isSubset(inCopy, back) {
 		t.Errorf("after the return the first store holds %v, lacking some of the copy's %v", back, inCopy)
+	}
+	// The local entry, which kept its bucket, has the backups it lost back from the copy on
+	// another provider, byte for byte.
+	if back := digests(t, localStore, staysPrefix); !maps.Equal(back, staysObjects) {
+		t.Errorf("after the return the local bucket holds %v of the lost entry, want %v", back, staysObjects)
 	}
 	f.backUpPhase(t, etcd, target, "returned", written)
 	checkRestored(t, f.restoreIn(t, s3.Type, target, "restore-returned"), written)
