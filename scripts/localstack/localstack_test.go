@@ -85,7 +85,8 @@ func runsTheExamples(t *testing.T, natsNodes int) {
 		t.Errorf("final status shows no exact drill of etcd-backups/main:\n%s", last)
 	}
 	// The example BackupCopyPolicy copied the live Azure entry's snapshots to the second store.
-	if !regexp.MustCompile(`(?m)^\s+second-copy → example-local\s.*1 entries: 0 failed`).MatchString(last) ||
+	// (Its last run may predate the deleted entry's deletion and list it too.)
+	if !regexp.MustCompile(`(?m)^\s+second-copy → example-local\s.*\d entries: 0 failed`).MatchString(last) ||
 		!regexp.MustCompile(`shoot--dev--alpha--5d1c9e2a\s+complete\s+\d+ objects, .*newest (Full|Incr)-`).MatchString(last) {
 		t.Errorf("final status shows no complete copy of shoot--dev--alpha--5d1c9e2a:\n%s", last)
 	}
