@@ -24,13 +24,7 @@ func (s *session) renderCopies(out io.Writer) {
 	}
 	fmt.Fprintln(out, "\nCOPIES")
 	for _, p := range list.Items {
-		last, next := "-", "-"
-		if p.Status.LastRun != nil {
-			last = p.Status.LastRun.Local().Format(time.TimeOnly)
-		}
-		if p.Status.NextRun != nil {
-			next = p.Status.NextRun.Local().Format(time.TimeOnly)
-		}
+		last, next := clock(p.Status.LastRun), clock(p.Status.NextRun)
 		status := "pending"
 		for _, t := range []string{backupv1alpha1.ConditionFailedOver, backupv1alpha1.ConditionCopiesSucceeded, backupv1alpha1.ConditionScheduled} {
 			if c := meta.FindStatusCondition(p.Status.Conditions, t); c != nil && (t != backupv1alpha1.ConditionFailedOver || c.Status == "True") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 )
@@ -23,13 +24,7 @@ func (s *session) renderDrills(out io.Writer) {
 	}
 	fmt.Fprintln(out, "\nRESTORE DRILLS")
 	for _, d := range list.Items {
-		last, next := "-", "-"
-		if d.Status.LastRun != nil {
-			last = d.Status.LastRun.Local().Format(time.TimeOnly)
-		}
-		if d.Status.NextRun != nil {
-			next = d.Status.NextRun.Local().Format(time.TimeOnly)
-		}
+		last, next := clock(d.Status.LastRun), clock(d.Status.NextRun)
 		status := "pending"
 		if c := meta.FindStatusCondition(d.Status.Conditions, backupv1alpha1.ConditionDrillsSucceeded); c != nil {
 			status = c.Reason
@@ -48,6 +43,14 @@ func (s *session) renderDrills(out io.Writer) {
 		}
 		_ = tw.Flush()
 	}
+}
+
+// clock is t's local time of day, or "-" for none.
+func clock(t *metav1.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.TimeOnly)
 }
 
 // drillDetail is what a drill restored: the revision and keys, and the age of the newest
