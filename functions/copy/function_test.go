@@ -358,6 +358,72 @@ func TestCopyFunction(t *testing.T) {
 		slices.Sort(wantKeys)
 	})
 
+	// The second store refusing writes (its credentials rotated under the policy), then back; an
+	// object removed from the copy: each run on demand reports what it could not copy, keeps what
+	// is there, and the next run repairs it.
+	t.Run("a refusing destination and a removed object are reported and repaired", func(t *testing.T) {
+		runNow := func(t *testing.T) *backupv1alpha1.BackupCopyPolicy {
+			t.Helper()
+			p := live(t)
+			patch := client.MergeFrom(p.DeepCopy())
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, gardener.AnnotationOperation, copyfn.RunNow)
+			if err := c.Patch(ctx, p, patch); err != nil {
+				t.Fatal(err)
+			}
+			e, err := events.NewObjectEvent("test", events.OpUpdated, kube.Ref(events.KindBackupCopyPolicy, p), []byte(`{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Handle(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			return live(t)
+		}
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "garden", Name: "second-copy"}, secret); err != nil {
+			t.Fatal(err)
+		}
+		good := maps.Clone(secret.Data)
+		secret.Data[s3.KeySecretAccessKey] = []byte("not-the-key")
+		if err := c.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		removed := objects[entryB][0]
+		if failed, err := dst.DeleteKeys(ctx, []string{removed.key}); err != nil || len(failed) != 0 {
+			t.Fatal(err, failed)
+		}
+		p := runNow(t)
+		for _, r := range p.Status.Results {
+			if r.Complete || r.Reason == "" || strings.Contains(r.Reason, "not-the-key") {
+				t.Errorf("with the destination refusing, %s: %+v; want incomplete, the reason without the credential", r.Entry, r)
+			}
+		}
+		condition(t, p, backupv1alpha1.ConditionCopiesSucceeded, metav1.ConditionFalse, backupv1alpha1.ReasonCopiesFailed)
+		t.Logf("with the destination refusing: %s", meta.FindStatusCondition(p.Status.Conditions, backupv1alpha1.ConditionCopiesSucceeded).Message)
+		if got := keys(t, dst); slices.Contains(got, removed.key) || len(got) != len(wantKeys)-1 {
+			t.Errorf("the refusing destination holds %d objects (the removed one: %v), want the %d it held", len(got), slices.Contains(got, removed.key), len(wantKeys)-1)
+		}
+
+		secret.Data = good
+		if err := c.Update(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		p = runNow(t)
+		if r := result(t, p, entryB); !r.Complete || r.Objects != 1 || r.Skipped != int64(len(objects[entryB])) {
+			t.Errorf("with the destination back, %s: %+v; want the removed object copied again, the rest verified", entryB, r)
+		}
+		if r := result(t, p, entryA); !r.Complete || r.Objects != 0 {
+			t.Errorf("with the destination back, %s: %+v", entryA, r)
+		}
+		condition(t, p, backupv1alpha1.ConditionCopiesSucceeded, metav1.ConditionTrue, backupv1alpha1.ReasonAllCopied)
+		if got := keys(t, dst); !slices.Equal(got, wantKeys) {
+			t.Errorf("the copy holds\n%q\nwant\n%q", got, wantKeys)
+		}
+		if got := read(t, dst, removed.key); !bytes.Equal(got, content(removed.key, removed.size)) {
+			t.Errorf("%s copied again with other content", removed.key)
+		}
+	})
+
 	t.Run("forged events copy nothing", func(t *testing.T) {
 		before := live(t)
 		ref := kube.Ref(events.KindBackupCopyPolicy, before)
