@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
@@ -76,6 +80,56 @@ func TestChartFactsAreTheRegistrys(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("infra/chart/files/functions.json is not the registry's facts: run make registry\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The bridge's rules are what it watches: files/bridge.json is bridge.Watched as make registry
+// writes it, and the rendered bridge ClusterRole lists and watches exactly those resources.
+func TestBridgeRulesAreWhatItWatches(t *testing.T) {
+	want, err := bridge.WatchedFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := chart.FS.ReadFile("files/bridge.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("infra/chart/files/bridge.json is not what the bridge watches: run make registry\n%s\nwant\n%s", got, want)
+	}
+	var watched []string
+	for _, g := range bridge.Watched() {
+		for _, r := range g.Resources {
+			watched = append(watched, g.APIGroup+"/"+r)
+		}
+	}
+	slices.Sort(watched)
+	found := false
+	for _, m := range render(t, "keda") {
+		if m.obj.GetKind() != "ClusterRole" || !strings.HasSuffix(m.obj.GetName(), "-bridge") {
+			continue
+		}
+		found = true
+		rules, _, _ := unstructured.NestedSlice(m.obj.Object, "rules")
+		var granted []string
+		for _, r := range rules {
+			r := r.(map[string]any)
+			if verbs := strs(r["verbs"]); !slices.Equal(verbs, []string{"list", "watch"}) {
+				t.Errorf("%s: a rule with verbs %v, want list and watch only", m, verbs)
+			}
+			for _, g := range strs(r["apiGroups"]) {
+				for _, res := range strs(r["resources"]) {
+					granted = append(granted, g+"/"+res)
+				}
+			}
+		}
+		slices.Sort(granted)
+		if !slices.Equal(granted, watched) {
+			t.Errorf("%s grants %v, the bridge watches %v", m, granted, watched)
+		}
+	}
+	if !found {
+		t.Fatal("no bridge ClusterRole rendered")
 	}
 }
 

@@ -1,24 +1,20 @@
 {{/* Each component's cluster-wide rules: the verbs its code uses (bridge/*.go,
 functions/gardener, functions/destination, functions/{bucket,entry,etcdbackup,drill,copy}). */}}
 
-{{/* The bridge: list + watch only (informers). Secrets: objects are announced again when their
-spec.secretRef secret appears or changes; it keeps only a digest of the data, never the values,
-and watches only the namespaces spec.secretRef names, known at run time (a ClusterRole). */}}
+{{/* The bridge: list + watch only (informers), of exactly what it watches: files/bridge.json,
+which `make registry` writes from its table of kinds (bridge.Watched). Gardener's BackupBuckets
+and BackupEntries; housekeeper's own kinds, kept with etcdBackupConfig.enabled off (the CRDs
+outlive the feature, and a bridge that finds a kind served but may not list it would never finish
+its initial lists); namespaces and secrets, the objects' inputs: an entry is announced again when
+its shoot namespace appears, an object when its spec.secretRef secret appears or changes (the
+bridge keeps only a digest of the data, never the values, and watches only the namespaces
+spec.secretRef names, known at run time: a ClusterRole). */}}
 {{- define "housekeeper.rules.bridge" -}}
-- apiGroups: ["extensions.gardener.cloud"]
-  resources: ["backupbuckets", "backupentries"]
+{{- range (.Files.Get "files/bridge.json" | fromJson).watched }}
+- apiGroups: [{{ .apiGroup | quote }}]
+  resources: {{ toJson .resources }}
   verbs: ["list", "watch"]
-# housekeeper's own EtcdBackupConfigs, RestoreDrills and BackupCopyPolicies (where their CRDs
-# are installed: the bridge asks discovery). Kept with etcdBackupConfig.enabled off: the CRDs
-# outlive the feature (keep), and a bridge that finds a kind served but may not list it would
-# never finish its initial lists.
-- apiGroups: ["backup.housekeeper.dev"]
-  resources: ["etcdbackupconfigs", "restoredrills", "backupcopypolicies"]
-  verbs: ["list", "watch"]
-# Namespaces: an entry is announced again when its shoot namespace appears.
-- apiGroups: [""]
-  resources: ["namespaces", "secrets"]
-  verbs: ["list", "watch"]
+{{- end }}
 {{- end -}}
 
 {{- define "housekeeper.rules.bucket" -}}

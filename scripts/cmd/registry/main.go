@@ -1,6 +1,7 @@
 // Command registry is `make registry`: it writes what every function of the registry needs
-// where it is deployed (functions/all.Facts) into the chart's files, which the chart's
-// templates and docker compose's check read.
+// where it is deployed (functions/all.Facts) and what the bridge lists and watches
+// (bridge.Watched) into the chart's files, which the chart's templates and docker compose's
+// check read.
 //
 //	go run ./scripts/cmd/registry
 package main
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
@@ -30,5 +32,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(root, all.FactsFile), facts, 0o644)
+	if err := os.WriteFile(filepath.Join(root, all.FactsFile), facts, 0o644); err != nil {
+		return err
+	}
+	watched, err := bridge.WatchedFile()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(root, bridge.WatchedFileName), watched, 0o644)
 }
