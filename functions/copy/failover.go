@@ -72,7 +72,7 @@ func (c *Copier) failOver(ctx context.Context, p *backupv1alpha1.BackupCopyPolic
 		return err
 	}
 	log.Info("returning: copying back what was written to the destination")
-	back := c.copyBack(ctx, targets, dst, int(max(p.Spec.Concurrency, 1)), log)
+	back := c.copyBack(ctx, targets, dst, p.Spec.EffectiveConcurrency(), log)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -139,10 +139,7 @@ func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fi
 		return err
 	}
 	run := c.Now().UTC()
-	concurrency := int(p.Spec.Concurrency)
-	if concurrency < 1 {
-		concurrency = backupv1alpha1.DefaultCopyConcurrency
-	}
+	concurrency := p.Spec.EffectiveConcurrency()
 	log.Info("copying", zap.Int("entries", len(targets)), zap.Int("concurrency", concurrency), zap.String("destination", p.Spec.Destination))
 	prior := map[string]*backupv1alpha1.EntryCopyResult{}
 	for i := range p.Status.Results {

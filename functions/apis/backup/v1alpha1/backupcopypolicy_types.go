@@ -158,6 +158,15 @@ func (s BackupCopyPolicySpec) EffectiveLagObjective() time.Duration {
 	return DefaultLagObjective
 }
 
+// EffectiveConcurrency is spec.concurrency, or DefaultCopyConcurrency where unset: how many
+// entries a run copies, or copies back, at once.
+func (s BackupCopyPolicySpec) EffectiveConcurrency() int {
+	if s.Concurrency > 0 {
+		return int(s.Concurrency)
+	}
+	return DefaultCopyConcurrency
+}
+
 // BucketSelection picks BackupBuckets. Each field set narrows the choice: a bucket is picked
 // when it matches every one of them.
 //
