@@ -39,7 +39,9 @@ const (
 // (applyEventsToEtcd): the events of one source revision as one transaction, so the store's
 // revision advances by one per source revision and keys keep the source's mod revisions. Unlike
 // the restorer it checks every transaction lands at its source revision, not only the store's
-// revision after each delta, so a mismatch names the revision.
+// revision after each delta, so a mismatch names the revision; and a delta's events at revisions
+// the store holds already (from the full snapshot's db, or from a delta another leader wrote
+// over the same revisions) are checked against the store and skipped, not applied again.
 type applier struct {
 	client *clientv3.Client
 	// base is the revision of the restored full snapshot's db: events up to it are in the db
@@ -50,6 +52,14 @@ type applier struct {
 	maxBytes int64
 	// applied and skipped count events.
 	applied, skipped int64
+}
+
+// holds says where the store got revision r from, for a message.
+func (a *applier) holds(r int64) string {
+	if r <= a.base {
+		return fmt.Sprintf("the full snapshot's db at %d", a.base)
+	}
+	return fmt.Sprintf("the deltas before it, applied up to %d", a.rev)
 }
 
 func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
@@ -68,6 +78,7 @@ func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
 		groupBytes int64
 		seen       int64 // the last event's revision
 		n          int   // events read
+		from       = a.rev
 	)
 	commit := func() error {
 		if len(group) == 0 {
@@ -106,7 +117,10 @@ func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
 			return d.fail(ErrCorrupt, nil, "event %d is at revision %d, after one at %d", n, r, seen)
 		}
 		seen = r
-		if r <= a.base {
+		if r < d.StartRevision {
+			return d.fail(ErrRevisionMismatch, nil, "event %d is at revision %d, before %d its name starts at", n, r, d.StartRevision)
+		}
+		if r <= from {
 			if err := a.held(ctx, d, n, ev.EtcdEvent.Type, r, kv.Key, kv.Value); err != nil {
 				return err
 			}
@@ -148,7 +162,7 @@ func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
 	if err := commit(); err != nil {
 		return err
 	}
-	switch want := max(a.base, d.LastRevision); {
+	switch want := max(from, d.LastRevision); {
 	case a.rev < want:
 		return d.fail(ErrRevisionGap, nil, "its events end at revision %d, its name says %d: revisions %d..%d are missing", a.rev, d.LastRevision, a.rev+1, want)
 	case a.rev > want:
@@ -157,8 +171,8 @@ func (a *applier) apply(ctx context.Context, d Snapshot, f fetched) error {
 	return nil
 }
 
-// held checks that the restored full snapshot's db holds an event of a delta that it overlaps:
-// the key as the event left it, at the event's revision.
+// held checks that the store holds an event of a delta at a revision it has already: the key
+// as the event left it, at the event's revision.
 func (a *applier) held(ctx context.Context, d Snapshot, n int, typ int32, r int64, key, value []byte) error {
 	resp, err := a.client.Get(ctx, string(key), clientv3.WithRev(r))
 	if errors.Is(err, rpctypes.ErrCompacted) {
@@ -184,5 +198,5 @@ func (a *applier) held(ctx context.Context, d Snapshot, n int, typ int32, r int6
 	default:
 		has = "another value"
 	}
-	return d.fail(ErrRevisionMismatch, nil, "event %d at revision %d %s key %q, within the full snapshot's db at %d, which has %s there", n, r, op, key, a.base, has)
+	return d.fail(ErrRevisionMismatch, nil, "event %d at revision %d %s key %q, within %s, which has %s there", n, r, op, key, a.holds(r), has)
 }

@@ -103,9 +103,12 @@ func (c Chain) Last() Snapshot {
 //
 // It then checks the deltas' names follow on without a gap, which the snapshotter guarantees
 // (a delta starts at the revision after the previous snapshot's last): a gap is ErrRevisionGap,
-// an overlap ErrRevisionMismatch, and the chain is returned with the error. The first delta may
-// start inside the full snapshot: its name's revision is read before etcd takes the snapshot,
-// so the db can be ahead of it, and the restorer skips the events the db already holds.
+// and the chain is returned with the error. A delta may start inside the snapshot before it: the
+// first one inside the full snapshot, whose name's revision is read before etcd takes the
+// snapshot, so the db can be ahead of it; any other where two leaders' snapshotters both wrote
+// deltas across a leader election (Chain.Overlapping, etcd-backup-restore#1043). The replay
+// checks that the events such a delta shares with the store agree with it, and applies only
+// the rest.
 func LatestChain(keys []string) (Chain, error) {
 	var snaps []Snapshot
 	for _, k := range keys {
@@ -142,18 +145,26 @@ func LatestChain(keys []string) (Chain, error) {
 	}
 	c := Chain{Full: snaps[full], Deltas: snaps[full+1:]}
 	prev := c.Full
-	for i, d := range c.Deltas {
-		switch {
-		case d.StartRevision > prev.LastRevision+1:
+	for _, d := range c.Deltas {
+		if d.StartRevision > prev.LastRevision+1 {
 			return c, d.fail(ErrRevisionGap, nil, "revisions %d..%d do not follow %d, the last of %s %s: revisions %d..%d are in no snapshot",
 				d.StartRevision, d.LastRevision, prev.LastRevision, prev.kindName(), prev.Key, prev.LastRevision+1, d.StartRevision-1)
-		case i > 0 && d.StartRevision <= prev.LastRevision:
-			return c, d.fail(ErrRevisionMismatch, nil, "revisions %d..%d overlap %d, the last of delta %s",
-				d.StartRevision, d.LastRevision, prev.LastRevision, prev.Key)
 		}
 		prev = d
 	}
 	return c, nil
+}
+
+// Overlapping are the deltas that start at or before the last revision of the delta before
+// them: written by two leaders' snapshotters around a leader election.
+func (c Chain) Overlapping() []Snapshot {
+	var o []Snapshot
+	for i := 1; i < len(c.Deltas); i++ {
+		if c.Deltas[i].StartRevision <= c.Deltas[i-1].LastRevision {
+			o = append(o, c.Deltas[i])
+		}
+	}
+	return o
 }
 
 func compareInt(a, b int64) int {

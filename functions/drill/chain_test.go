@@ -60,6 +60,8 @@ func TestLatestChain(t *testing.T) {
 		err    error
 		// words the error must name
 		says []string
+		// the deltas Overlapping returns
+		overlapping []string
 	}{{
 		name: "full and contiguous deltas, listed in any order, among other objects",
 		keys: []string{
@@ -158,10 +160,21 @@ func TestLatestChain(t *testing.T) {
 			p + "Incr-00000101-00000150-1700000300.gz",
 			p + "Incr-00000140-00000160-1700000400.gz",
 		},
-		full:   p + "Full-00000000-00000100-1700000000.gz",
-		deltas: []string{p + "Incr-00000101-00000150-1700000300.gz", p + "Incr-00000140-00000160-1700000400.gz"},
-		err:    ErrRevisionMismatch,
-		says:   []string{"delta " + p + "Incr-00000140-00000160-1700000400.gz", "revisions 140..160 overlap 150"},
+		full:        p + "Full-00000000-00000100-1700000000.gz",
+		deltas:      []string{p + "Incr-00000101-00000150-1700000300.gz", p + "Incr-00000140-00000160-1700000400.gz"},
+		overlapping: []string{p + "Incr-00000140-00000160-1700000400.gz"},
+	}, {
+		name: "two leaders' deltas from one revision, and on",
+		keys: []string{
+			p + "Full-00000000-00000100-1700000000.gz",
+			p + "Incr-00000101-00000150-1700000300.gz",
+			p + "Incr-00000101-00000163-1700000301.gz",
+			p + "Incr-00000164-00000170-1700000400.gz",
+		},
+		full: p + "Full-00000000-00000100-1700000000.gz",
+		deltas: []string{p + "Incr-00000101-00000150-1700000300.gz", p + "Incr-00000101-00000163-1700000301.gz",
+			p + "Incr-00000164-00000170-1700000400.gz"},
+		overlapping: []string{p + "Incr-00000101-00000163-1700000301.gz"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LatestChain(tc.keys)
@@ -179,6 +192,13 @@ func TestLatestChain(t *testing.T) {
 			}
 			if c.Full.Key != tc.full || !slices.Equal(deltas, tc.deltas) {
 				t.Errorf("chain %s + %v, want %s + %v", c.Full.Key, deltas, tc.full, tc.deltas)
+			}
+			var overlapping []string
+			for _, d := range c.Overlapping() {
+				overlapping = append(overlapping, d.Key)
+			}
+			if !slices.Equal(overlapping, tc.overlapping) {
+				t.Errorf("overlapping deltas %v, want %v", overlapping, tc.overlapping)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,6 +44,15 @@ func realRestore(ctx context.Context, lg *zap.Logger, opts Options, work string,
 		rr.Outcome = RealRestoreDiffers
 	case errors.Is(err, ErrRealRestoreFailed):
 		rr.Outcome = RealRestoreFails
+		if n := len(res.OverlappingDeltas); n > 0 {
+			var e *Error
+			if errors.As(err, &e) {
+				// Its failure is etcd-backup-restore#1043's where deltas overlap: say so first,
+				// the tail of its output after.
+				e.Detail = fmt.Sprintf("overlapping deltas, written by two leaders: %d (first %s), which %s does not restore (etcd-backup-restore#1043); %s",
+					n, path.Base(res.OverlappingDeltas[0]), rr.Tool, e.Detail)
+			}
+		}
 	default:
 		rr.Outcome = RealRestoreNotCompared
 	}

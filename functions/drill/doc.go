@@ -14,7 +14,9 @@
 //
 // A drill that passes proves: every object of the chain reads back whole and matches the
 // SHA-256 written into it; the deltas follow the full snapshot and each other without a missing
-// revision; every event applies and lands at the revision it had in the source, so the restored
+// revision; where deltas overlap — two leaders' snapshotters both wrote across a leader election
+// (Result.OverlappingDeltas) — their shared events agree with the store, and are applied once;
+// every event applies and lands at the revision it had in the source, so the restored
 // store ends at the revision of the newest snapshot (Result.Revision); etcd opens the result and
 // serves all its keys. Result carries digests of the restored store to compare with the source.
 //
@@ -36,7 +38,9 @@
 // store; differing (ErrRealRestoreDiffers, naming up to 10 keys, never values) or failing
 // (ErrRealRestoreFailed, with its exit code and last error messages) the backups are not
 // restorable by it — as when its embedded etcd revokes a lease that expired during the restore and
-// skips a write (etcd-backup-restore#1045), which the replay, keeping leases alive, does not.
+// skips a write (etcd-backup-restore#1045), which the replay, keeping leases alive, does not, or
+// when deltas overlap, which v0.44.1's restore fails on (etcd-backup-restore#1043): the reason
+// then names the overlap first.
 // Without it, Result.RealRestore says it was not run (RealRestoreNotRun); for the snapshot
 // function's backups, which etcd-backup-restore does not read and etcdutl's snapshot restore
 // restores as the replay does, that it does not apply (RealRestoreNotApplicable).

@@ -88,8 +88,13 @@ type Result struct {
 	// DBSize and DBSizeInUse are the restored db's size and the part of it in use.
 	DBSize      int64 `json:"dbSize"`
 	DBSizeInUse int64 `json:"dbSizeInUse"`
-	// Events is how many delta events were applied; SkippedEvents how many the full snapshot
-	// held already (checked to be in its db at their revision, not applied).
+	// OverlappingDeltas are the deltas of Deltas that start inside the delta before them,
+	// written by two leaders around a leader election (Chain.Overlapping): the events they share
+	// were checked to agree and applied once.
+	OverlappingDeltas []string `json:"overlappingDeltas,omitempty"`
+	// Events is how many delta events were applied; SkippedEvents how many the store held
+	// already, from the full snapshot's db or an overlapping delta (checked to be in the store
+	// at their revision, not applied).
 	Events        int64 `json:"events"`
 	SkippedEvents int64 `json:"skippedEvents"`
 	// Leases is how many leases came with the full snapshot (kept alive while the drill ran).
@@ -147,6 +152,9 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 		res.Full = chain.Full.Key
 		for _, d := range chain.Deltas {
 			res.Deltas = append(res.Deltas, d.Key)
+		}
+		for _, d := range chain.Overlapping() {
+			res.OverlappingDeltas = append(res.OverlappingDeltas, d.Key)
 		}
 		res.NewestPoint = chain.Last().CreatedOn
 	}

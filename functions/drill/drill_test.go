@@ -527,6 +527,172 @@ func TestDrillFirstDeltaOverlappingTheFullSnapshot(t *testing.T) {
 	})
 }
 
+// Two leaders' snapshotters around a leader election (etcd-backup-restore#1043): the old
+// leader's delta ends at one revision, the new leader's starts where the old one's did and goes
+// on, and the next delta follows the new leader's. Made here from the backups by replacing the
+// third delta with a new leader's delta over the second's and the third's revisions, its events
+// the source's.
+func TestDrillOverlappingDeltas(t *testing.T) {
+	b := backUp(t)
+	ctx := context.Background()
+	chain, err := LatestChain(b.keys(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chain.Deltas) < 4 {
+		t.Fatalf("%d deltas, want 4", len(chain.Deltas))
+	}
+	old, next := chain.Deltas[1], chain.Deltas[2]
+	if next.Compression != ".gz" {
+		t.Fatalf("delta %s is not gzipped", next.Key)
+	}
+	var shared int64 // the events of old's revisions
+	newLeader := func(t *testing.T, change func([]*clientv3.Event)) (bucket, key string) {
+		t.Helper()
+		events := sourceEvents(t, b.source, old.StartRevision, next.LastRevision)
+		shared = 0
+		for _, ev := range events {
+			if ev.Kv.ModRevision <= old.LastRevision {
+				shared++
+			}
+		}
+		if shared == 0 || shared == int64(len(events)) {
+			t.Fatalf("%d of %d events in revisions %d..%d are in %s", shared, len(events), old.StartRevision, next.LastRevision, old.Key)
+		}
+		change(events)
+		bucket = b.copyBucket(t)
+		key = strings.TrimSuffix(b.prefix, "/") + "/" + fmt.Sprintf("Incr-%08d-%08d-%d.gz", old.StartRevision, next.LastRevision, next.CreatedOn.Unix()+1)
+		writeDelta(t, filepath.Join(bucket, filepath.FromSlash(key)), events)
+		if err := os.Remove(filepath.Join(bucket, filepath.FromSlash(next.Key))); err != nil {
+			t.Fatal(err)
+		}
+		return bucket, key
+	}
+
+	t.Run("their shared events agree", func(t *testing.T) {
+		bucket, key := newLeader(t, func([]*clientv3.Event) {})
+		res, err := Run(ctx, localDir(t, bucket), b.prefix, Options{WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantKeys, wantDigest := sourceDigest(t, b.source, b.revision)
+		if len(res.OverlappingDeltas) != 1 || res.OverlappingDeltas[0] != key || res.Revision != b.revision || res.Keys != wantKeys || res.KVSHA256 != wantDigest {
+			t.Errorf("overlapping deltas %q, revision %d, %d keys %s; want [%s], %d, %d keys %s",
+				res.OverlappingDeltas, res.Revision, res.Keys, res.KVSHA256, key, b.revision, wantKeys, wantDigest)
+		}
+		if res.SkippedEvents != shared {
+			t.Errorf("%d events skipped, want the %d the two deltas share", res.SkippedEvents, shared)
+		}
+		r := Report("shoot--drill--test", time.Now(), res, nil)
+		if r.Outcome != backupv1alpha1.OutcomeRestorable || !strings.Contains(r.Reason, "overlapping deltas (two leaders wrote them): 1; their shared events agree and were applied once") {
+			t.Errorf("report %s %q, want Restorable naming the overlap", r.Outcome, r.Reason)
+		}
+	})
+	t.Run("a shared event differs", func(t *testing.T) {
+		bucket, key := newLeader(t, func(events []*clientv3.Event) {
+			for _, ev := range events {
+				if ev.Type == clientv3.EventTypePut {
+					ev.Kv.Value = []byte("not what the old leader saw")
+					return
+				}
+			}
+			t.Fatal("no put among the shared events")
+		})
+		_, err := Run(ctx, localDir(t, bucket), b.prefix, Options{WorkDir: t.TempDir()})
+		want := fmt.Sprintf("delta %s: revision mismatch: event", key)
+		tail := fmt.Sprintf("within the deltas before it, applied up to %d, which has another value there", old.LastRevision)
+		if !errors.Is(err, ErrRevisionMismatch) || !strings.Contains(fmt.Sprint(err), want) || !strings.HasSuffix(fmt.Sprint(err), tail) {
+			t.Fatalf("error %v, want %v saying %q … %q", err, ErrRevisionMismatch, want, tail)
+		}
+		t.Log(err)
+	})
+	t.Run("etcd-backup-restore's restore", func(t *testing.T) {
+		bucket, _ := newLeader(t, func([]*clientv3.Event) {})
+		prefix := strings.TrimSuffix(b.prefix, "v2/")
+		opts := etcdbrOptions(t, bucket, prefix)
+		res, err := Run(ctx, localDir(t, bucket), prefix, opts)
+		r := Report("shoot--drill--test", time.Now(), res, err)
+		t.Logf("%s: %s; real restore: %s", r.Outcome, r.Reason, r.RealRestore)
+		if res.Revision != b.revision {
+			t.Errorf("replay restored revision %d, want %d", res.Revision, b.revision)
+		}
+		want := fmt.Sprintf("overlapping deltas, written by two leaders: 1 (first Incr-%08d-%08d-", old.StartRevision, next.LastRevision)
+		if !errors.Is(err, ErrRealRestoreFailed) || r.Outcome != backupv1alpha1.OutcomeNotRestorable || !strings.Contains(r.Reason, want) ||
+			!strings.Contains(r.Reason, "which etcd-backup-restore v0.44.1 does not restore (etcd-backup-restore#1043)") ||
+			!strings.Contains(r.Reason, "mismatched event revision") {
+			t.Errorf("drill: %v; report %s %q; want NotRestorable: etcd-backup-restore's restore fails on the overlap", err, r.Outcome, r.Reason)
+		}
+	})
+}
+
+// etcdbrOptions are drill options that run the pinned etcdbrctl's restore of the backups under
+// prefix in the bucket directory.
+func etcdbrOptions(t *testing.T, bucket, prefix string) Options {
+	t.Helper()
+	binDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEtcdbrctl(context.Background(), filepath.Join(binDir, "etcdbrctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewEtcdbrStore(objectstore.Where{Type: local.Type, Bucket: filepath.Base(bucket)}, nil, prefix,
+		objectstore.NewRegistry(local.New(filepath.Dir(bucket))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{WorkDir: t.TempDir(), Etcdbrctl: e, EtcdbrStore: store}
+}
+
+// sourceEvents are the source's events of revisions from..to, as a watch delivers them.
+func sourceEvents(t *testing.T, c *clientv3.Client, from, to int64) []*clientv3.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var events []*clientv3.Event
+	for resp := range c.Watch(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from)) {
+		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision <= to {
+				events = append(events, ev)
+			}
+		}
+		if n := len(resp.Events); n > 0 && resp.Events[n-1].Kv.ModRevision >= to {
+			return events
+		}
+	}
+	t.Fatalf("watching revisions %d..%d: %v", from, to, ctx.Err())
+	return nil
+}
+
+// writeDelta writes events as etcd-backup-restore's snapshotter writes a gzipped delta: a JSON
+// array of {etcdEvent, time} followed by its SHA-256.
+func writeDelta(t *testing.T, path string, events []*clientv3.Event) {
+	t.Helper()
+	data := []byte{'['}
+	for i, ev := range events {
+		j, err := json.Marshal(map[string]any{"etcdEvent": ev, "time": time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			data = append(data, ',')
+		}
+		data = append(data, j...)
+	}
+	data = append(data, ']')
+	sum := sha256.Sum256(data)
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	if _, err := zw.Write(append(data, sum[:]...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, out.Bytes())
+}
+
 // rewriteGzip changes the decompressed content of the object at key and compresses it again.
 func rewriteGzip(t *testing.T, bucket string, key string, change func([]byte) []byte) {
 	t.Helper()

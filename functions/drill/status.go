@@ -52,6 +52,13 @@ func Report(entry string, start time.Time, res Result, err error) backupv1alpha1
 		case r.Live.Outcome == backupv1alpha1.LiveCompacted:
 			r.Outcome, r.Reason = backupv1alpha1.OutcomeUnverified, r.Live.Reason
 		}
+		if n := len(res.OverlappingDeltas); n > 0 {
+			note := fmt.Sprintf("overlapping deltas (two leaders wrote them): %d; their shared events agree and were applied once", n)
+			if r.Reason != "" {
+				note = r.Reason + "; " + note
+			}
+			r.Reason = kube.Truncate(note, backupv1alpha1.MaxEntryDrillReasonLength)
+		}
 		return r
 	}
 	r.Outcome = backupv1alpha1.OutcomeError
