@@ -19,7 +19,9 @@
 // the mapped file. Such a db ends its restorer, not the drill function: the drill is
 // NotRestorable (ErrCorrupt), naming the full snapshot and the first line of the panic, and the
 // function's other drills go on. The drill speaks to the restorer's etcd on a loopback port,
-// as a client, and ends the restorer with the drill (its context).
+// as a client, and ends the restorer with the drill (its context). The etcd code is v3.6's
+// (this module's); it restores the snapshots of etcd v3.4, which a shoot runs by default
+// (etcd-druid's etcd-wrapper), and v3.5, which it runs with etcd-druid's UpgradeEtcdVersion.
 //
 // A drill that passes proves: every object of the chain reads back whole and matches the
 // SHA-256 written into it; the deltas follow the full snapshot and each other without a missing
