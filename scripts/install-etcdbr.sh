@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcd-backup-restore's etcdbrctl and the etcd release it links (3.5.x, not the control
-# plane's 3.6) from the Go module proxy into a versioned cache outside the repository, once.
+# plane's 3.6), and the etcd 3.4 a shoot runs by default, from the Go module proxy into a
+# versioned cache outside the repository, once.
 # `go install …@version` fails for etcd-backup-restore: its go.mod has a replace directive, and
 # the proxy refuses its version list. So we download the module at its tag, copy it to a
 # writable directory and build it there with the go.sum it ships (-mod=readonly).
@@ -84,7 +85,23 @@ build_etcd() {
   log "etcd: $("$bin" --version | head -1)"
 }
 
+# etcd v3.4 has no replace directive: go install builds its main package (the module's root).
+build_etcd34() {
+  local dir="$cache/etcdbr/etcd-$ETCD34_VERSION"
+  local bin="$dir/etcd"
+  if [[ -x "$bin" ]]; then log "etcd $ETCD34_VERSION cached at $bin"; return; fi
+  mkdir -p "$dir"
+  log "etcd $ETCD34_VERSION: fetching and compiling go.etcd.io/etcd@$ETCD34_MODULE_VERSION (the first time only)"
+  rm -rf "$dir/bin.tmp"
+  (GOBIN="$dir/bin.tmp" CGO_ENABLED=0 GOFLAGS=-mod=mod go install -v -trimpath -ldflags "-s -w" \
+      "go.etcd.io/etcd@$ETCD34_MODULE_VERSION" 2>&1) | progress etcd34
+  [[ -x "$dir/bin.tmp/etcd" ]] || { log "etcd $ETCD34_VERSION: the build produced no binary"; exit 1; }
+  mv "$dir/bin.tmp/etcd" "$bin" && rm -rf "$dir/bin.tmp"
+  log "etcd: $("$bin" --version | head -1)"
+}
+
 build_etcdbrctl
 build_etcd
+build_etcd34
 rm -rf "$work"
 echo "$assets"

@@ -14,7 +14,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 )
 
@@ -67,21 +66,24 @@ func compareRealRestore(ctx context.Context, lg *zap.Logger, opts Options, work 
 	if err != nil {
 		return err
 	}
-	// Its revision as it left the db, before an etcd on it revokes a lease.
-	status, err := snapshot.NewV3(lg).Status(filepath.Join(theirDir, "member", "snap", "db"))
+	// Its revision as it left the db, before an etcd on it revokes a lease. Its pages too are
+	// read in a restorer of their own.
+	proc, err := startRestorer(ctx, lg, restoreRequest{DataDir: theirDir, Quota: quota, MaxRequest: maxRequest}, opts.MemoryShare)
 	if err != nil {
-		return &Error{Err: ErrRealRestoreFailed, Detail: fmt.Sprintf("%s's restored db does not open", rr.Tool), Cause: err}
+		return theirFailure(rr.Tool, err, "'s restored db does not open")
 	}
-	rr.Revision = status.Revision
+	defer proc.close()
+	rr.Revision = proc.status.Revision
 	if rr.Revision < res.Revision {
 		return &Error{Err: ErrRealRestoreDiffers, Detail: fmt.Sprintf("%s restores revision %s, the backups hold revisions up to %s",
 			rr.Tool, thousands(rr.Revision), thousands(res.Revision))}
 	}
-	theirs, err := startEtcd(ctx, lg, theirDir, quota, maxRequest)
+	theirs, err := proc.serve(lg, maxRequest)
 	if err != nil {
-		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("starting etcd on %s's restored data directory", rr.Tool), Cause: err}
+		return theirFailure(rr.Tool, err, "'s restored data directory does not serve")
 	}
 	defer theirs.close()
+	ctx = proc.ctx
 	if rr.Keys, rr.KVSHA256, err = digest(ctx, theirs.client, res.Revision); err != nil {
 		return &Error{Err: ErrDrill, Detail: fmt.Sprintf("reading %s's restored keys at revision %d", rr.Tool, res.Revision), Cause: err}
 	}
@@ -97,7 +99,7 @@ func compareRealRestore(ctx context.Context, lg *zap.Logger, opts Options, work 
 		return nil
 	}
 	// Which keys differ: the replay's store again, beside etcd-backup-restore's.
-	ours, err := startEtcd(ctx, lg, filepath.Join(work, "data"), quota, maxRequest)
+	ours, err := serveAgain(ctx, lg, filepath.Join(work, "data"), quota, maxRequest, opts.MemoryShare)
 	if err != nil {
 		return &Error{Err: ErrDrill, Detail: "starting etcd on the drill's restored data directory again", Cause: err}
 	}
@@ -108,6 +110,31 @@ func compareRealRestore(ctx context.Context, lg *zap.Logger, opts Options, work 
 	}
 	rr.Missing, rr.Extra, rr.Changed = d.missing, d.extra, d.changed
 	return &Error{Err: ErrRealRestoreDiffers, Detail: d.describe(rr.Tool, res.Revision, res.HashKV, rr.HashKV)}
+}
+
+// theirFailure is the drill's error for a restorer's failure on etcd-backup-restore's restored
+// data directory: one that crashed on it or found it malformed, their restore failed;
+// otherwise the drill could not say (ErrDrill).
+func theirFailure(tool string, err error, what string) error {
+	var f *restorerFailure
+	if errors.As(err, &f) && !f.NotTheData && (f.Crashed || f.Step == stepStatus) {
+		return &Error{Err: ErrRealRestoreFailed, Detail: tool + what, Cause: err}
+	}
+	return &Error{Err: ErrDrill, Detail: fmt.Sprintf("reading %s's restored data directory", tool), Cause: err}
+}
+
+// serveAgain serves a data directory restored before, in a restorer of its own.
+func serveAgain(ctx context.Context, lg *zap.Logger, dataDir string, quota int64, maxRequest uint, memoryLimit int64) (*throwaway, error) {
+	proc, err := startRestorer(ctx, lg, restoreRequest{DataDir: dataDir, Quota: quota, MaxRequest: maxRequest}, memoryLimit)
+	if err != nil {
+		return nil, err
+	}
+	t, err := proc.serve(lg, maxRequest)
+	if err != nil {
+		_ = proc.close()
+		return nil, err
+	}
+	return t, nil
 }
 
 // storeDiff is how one store's keys and values at a revision differ from another's.

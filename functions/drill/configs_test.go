@@ -28,11 +28,13 @@ import (
 )
 
 // On a real kube-apiserver, the snapshot function backs up a real etcd for EtcdBackupConfigs
-// into a local BackupDestination; then one config's newest backup is cut short. A RestoreDrill
+// into a local BackupDestination; then one config's newest backup is cut short, and another's
+// db damaged so that bbolt panics reading it (its SHA-256 written anew). A RestoreDrill
 // choosing the configs of one namespace by label drills each config's newest backup: the whole
 // one restores to the etcd's revision with its keys and values, which the running etcd holds
 // (Exact), the cut one is NotRestorable
-// naming its object, the one whose destination does not exist is an Error that says so. A
+// naming its object, the damaged one too, naming bbolt's panic (which ends its restore process,
+// not the function), the one whose destination does not exist is an Error that says so. A
 // config of another namespace, one without the label and one being deleted are not drilled.
 // Nothing in the destination changes.
 func TestDrillFunctionDrillsConfigs(t *testing.T) {
@@ -69,6 +71,7 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 		return cfg
 	}
 	whole, cut := config("team", "whole", "local", drilled), config("team", "cut", "local", drilled)
+	panics := config("team", "panics", "local", drilled)
 	lost := config("team", "lost", "nowhere", drilled)
 	unlabelled, elsewhere := config("team", "unlabelled", "local", nil), config("other", "whole", "local", drilled)
 	deleting := config("team", "deleting", "local", drilled)
@@ -76,7 +79,7 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 	// The snapshot function takes each config's backup, as its schedule's fire would.
 	snap := &etcdbackup.Snapshotter{Client: c, Providers: providers, Log: zaptest.NewLogger(t), Now: time.Now}
 	backupFire := runner.Fire{At: time.Now().UTC().Add(-time.Minute).Truncate(time.Second)}
-	for _, cfg := range []*backupv1alpha1.EtcdBackupConfig{whole, cut, unlabelled, elsewhere, deleting} {
+	for _, cfg := range []*backupv1alpha1.EtcdBackupConfig{whole, cut, panics, unlabelled, elsewhere, deleting} {
 		e, err := events.NewEtcdBackupDueEvent("test", kube.Ref(events.KindEtcdBackupConfig, cfg), cfg.Spec.Schedule, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -97,6 +100,8 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 	if err := os.Truncate(path, info.Size()/2); err != nil {
 		t.Fatal(err)
 	}
+	panicsKey := destination.ConfigKey(panics, backupFire.At)
+	breakBbolt(t, filepath.Join(root, bucketName, filepath.FromSlash(panicsKey)))
 	before := treeDigest(t, filepath.Join(root, bucketName))
 
 	// What the backups hold: nothing was written to etcd since they were taken.
@@ -139,8 +144,8 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 	for _, r := range st.Results {
 		results[r.Entry] = r
 	}
-	if st.Entries != 3 || st.Restorable != 1 || st.Failed != 2 || len(results) != 3 {
-		t.Fatalf("entries %d, restorable %d, failed %d, results %+v: want team/whole, team/cut and team/lost (not %s/%s, %s/%s, %s/%s)",
+	if st.Entries != 4 || st.Restorable != 1 || st.Failed != 3 || len(results) != 4 {
+		t.Fatalf("entries %d, restorable %d, failed %d, results %+v: want team/whole, team/cut, team/panics and team/lost (not %s/%s, %s/%s, %s/%s)",
 			st.Entries, st.Restorable, st.Failed, st.Results, unlabelled.Namespace, unlabelled.Name,
 			elsewhere.Namespace, elsewhere.Name, deleting.Namespace, deleting.Name)
 	}
@@ -160,6 +165,12 @@ func TestDrillFunctionDrillsConfigs(t *testing.T) {
 	}
 	if bad := results["team/cut"]; bad.Outcome != backupv1alpha1.OutcomeNotRestorable || bad.Object != cutKey || !strings.Contains(bad.Reason, "truncated") {
 		t.Errorf("team/cut: %+v, want NotRestorable naming %s, truncated", bad, cutKey)
+	}
+	// bbolt's panic, in the process that restored the db: the drill names the snapshot and the
+	// panic, and the function, its other drills and this test live on.
+	const panicked = "corrupt: restoring its snapshot db: the restore process crashed: panic: freepages: failed to get all reachable pages"
+	if bad := results["team/panics"]; bad.Outcome != backupv1alpha1.OutcomeNotRestorable || bad.Object != panicsKey || !strings.Contains(bad.Reason, panicked) {
+		t.Errorf("team/panics: %+v, want NotRestorable naming %s and %q", bad, panicsKey, panicked)
 	}
 	if l := results[lost.Namespace+"/"+lost.Name]; l.Outcome != backupv1alpha1.OutcomeError || !strings.Contains(l.Reason, `BackupDestination "nowhere" does not exist`) {
 		t.Errorf("team/lost: %+v, want an Error naming the missing BackupDestination", l)

@@ -12,6 +12,17 @@
 // restorer does: etcdutl's snapshot restore of the full snapshot, then an embedded etcd to which
 // each revision of the deltas' events is applied as one transaction.
 //
+// The restore, etcdutl's check of the restored db and the embedded etcd run in a process of
+// their own, a restorer: the binary the drill runs in, started again (any binary that links this
+// package is one: its init takes over when the process is started as one). bbolt trusts the
+// pages of a db; a malformed page panics it, in a goroutine no recover reaches, or faults on
+// the mapped file. Such a db ends its restorer, not the drill function: the drill is
+// NotRestorable (ErrCorrupt), naming the full snapshot and the first line of the panic, and the
+// function's other drills go on. The drill speaks to the restorer's etcd on a loopback port,
+// as a client, and ends the restorer with the drill (its context). The etcd code is v3.6's
+// (this module's); it restores the snapshots of etcd v3.4, which a shoot runs by default
+// (etcd-druid's etcd-wrapper), and v3.5, which it runs with etcd-druid's UpgradeEtcdVersion.
+//
 // A drill that passes proves: every object of the chain reads back whole and matches the
 // SHA-256 written into it; the deltas follow the full snapshot and each other without a missing
 // revision; where deltas overlap — two leaders' snapshotters both wrote across a leader election
@@ -23,8 +34,8 @@
 // It does not prove: that the data is what the cluster had (a backup faithfully taken of bad data
 // restores fine; Options.Live checks that, below); that snapshots older
 // than the latest full one, or in another prefix, restore; that the shoot's etcd version opens
-// the result (the drill restores into the etcd server this module links, whatever version wrote
-// the snapshot); that etcd-backup-restore's own restore (its version, its flags, its object store
+// the result (the drill restores into the etcd server this module links, v3.6, whatever version
+// wrote the snapshot); that etcd-backup-restore's own restore (its version, its flags, its object store
 // client) succeeds where the replay does — the replay follows its code, it does not run it; leases:
 // as etcd-backup-restore's restorer, it applies the deltas' puts without their leases, and keeps
 // the full snapshot's leases alive while it runs, so that none expires into a revision the source
@@ -88,8 +99,9 @@
 //
 // The drill never writes to the source, nor to the live etcd. It streams every object through a temporary file in a
 // work directory it removes when it returns, and holds at most one revision's events in memory.
-// The rest of its memory is the throwaway etcd's: its index of every key (it grows with the
-// keys, not with their values) and about 3,500 applied revisions' transactions of its raft
-// log; bbolt maps the restored db whole, page cache the kernel takes back under pressure.
+// The rest of its memory is the throwaway etcd's, in its restorer, whose Go soft memory limit is
+// Options.MemoryShare: its index of every key (it grows with the keys, not with their values)
+// and about 3,500 applied revisions' transactions of its raft log; bbolt maps the restored db
+// whole, page cache the kernel takes back under pressure.
 // test/etcdbr's BenchmarkDrillRestore measures it beside etcdbrctl restore.
 package drill

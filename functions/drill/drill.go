@@ -7,14 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 )
 
@@ -27,7 +24,8 @@ type Options struct {
 	// restored data directory, one delta at a time); "" is os.TempDir(). It needs room for
 	// about twice the snapshot db.
 	WorkDir string
-	// Logger receives etcd's and etcdutl's logs; nil discards them.
+	// Logger receives the etcd client's logs and the restorer's warnings and errors (etcd's
+	// and etcdutl's); nil discards them.
 	Logger *zap.Logger
 	// QuotaBytes is the throwaway etcd's backend quota; 0 is etcd-backup-restore's 8 GiB.
 	QuotaBytes int64
@@ -38,6 +36,7 @@ type Options struct {
 	// MemoryShare is the memory the drill may use, its share of a RestoreDrill's memoryBudget;
 	// 0 is unchecked. A full snapshot whose keys need more (storeNeed) fails with ErrMemoryShare
 	// before etcd starts on it, rather than running with its collector working all the time.
+	// It is the Go soft memory limit of the restorer, the process the throwaway etcd runs in.
 	MemoryShare int64
 	// Check, if set, is called with a client of the restored etcd and its revision before it
 	// is thrown away: a caller's own checks (certain keys exist, values decode). Its error is
@@ -183,36 +182,43 @@ func Run(ctx context.Context, src Source, prefix string, opts Options) (res Resu
 
 // replay restores chain with the drill's own code in work/data and fills res with what it
 // restored: see Run.
-func replay(ctx context.Context, lg *zap.Logger, src Source, chain Chain, work string, opts Options, quota, maxBytes int64, res *Result) error {
+func replay(ctx context.Context, lg *zap.Logger, src Source, chain Chain, work string, opts Options, quota, maxBytes int64, res *Result) (err error) {
 	full, err := fetch(ctx, src, chain.Full, filepath.Join(work, "full.db"))
 	res.ReadBytes += full.stored
 	if err != nil {
 		return err
 	}
-	dataDir := filepath.Join(work, "data")
-	if err := restoreDB(lg, full.path, dataDir); err != nil {
-		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, fs.ErrPermission) {
-			return chain.Full.fail(ErrDrill, err, "restoring its snapshot db")
-		}
-		return chain.Full.fail(ErrCorrupt, err, "restoring its snapshot db")
-	}
-	_ = os.Remove(full.path) // the data directory has its copy
-	// A structural check of the db (bbolt's), its keys and revision, before a server runs on it.
-	status, err := snapshot.NewV3(lg).Status(filepath.Join(dataDir, "member", "snap", "db"))
+	// The snapshot's pages are read in a restorer, a process of its own: a malformed one
+	// that panics bbolt ends it, not this one.
+	proc, err := startRestorer(ctx, lg, restoreRequest{Snapshot: full.path, DataDir: filepath.Join(work, "data"), Quota: quota, MaxRequest: uint(maxBytes) + requestOverhead}, opts.MemoryShare)
 	if err != nil {
-		return chain.Full.fail(ErrCorrupt, err, "checking its restored db")
+		return chain.Full.restoreFailed(err)
 	}
+	defer proc.close()
+	status := proc.status
 	// etcd indexes every key in memory: the full snapshot's keys, known now, say what it needs.
 	if need := opts.storeNeed(int64(status.TotalKey)); opts.MemoryShare > 0 && need > opts.MemoryShare {
 		return chain.Full.fail(ErrMemoryShare, nil, "its %d keys need about %s, above the %s this drill may use (memoryBudget over concurrency): raise memoryBudget or lower concurrency",
 			status.TotalKey, quantity(need), quantity(opts.MemoryShare))
 	}
 
-	etcd, err := startEtcd(ctx, lg, dataDir, quota, uint(maxBytes)+requestOverhead)
+	etcd, err := proc.serve(lg, uint(maxBytes)+requestOverhead)
 	if err != nil {
-		return chain.Full.fail(ErrDrill, err, "starting etcd on its restored db")
+		return chain.Full.restoreFailed(err)
 	}
 	defer etcd.close()
+	// A restorer that crashes while it serves crashed on the full snapshot's pages: a call to
+	// it that failed, or one its end cut off, failed for that.
+	defer func() {
+		var e *Error
+		if err == nil || errors.As(err, &e) && e.AboutTheBackup() {
+			return
+		}
+		if f := proc.died(); f != nil && f.Crashed {
+			err = chain.Full.fail(ErrCorrupt, f, "serving its restored db")
+		}
+	}()
+	ctx = proc.ctx
 	// Read before anything else can change the store: the deltas' overlap is judged by it.
 	base, err := etcd.revision(ctx)
 	if err != nil {

@@ -50,19 +50,20 @@ func restoreDB(lg *zap.Logger, dbPath, dataDir string) error {
 	})
 }
 
-// throwaway is the embedded etcd serving the restored data directory, and a client of it.
+// throwaway is a restorer's embedded etcd serving the restored data directory, and a client
+// of it.
 type throwaway struct {
-	etcd     *embed.Etcd
+	proc     *restorer
 	client   *clientv3.Client
 	endpoint string
 	cancel   context.CancelFunc
 	leases   int
 }
 
-// startEtcd starts an embedded etcd on dataDir, as etcd-backup-restore's StartEmbeddedEtcd does
-// (no fsync: the data is thrown away), and connects a client allowed requests of maxRequest
-// bytes.
-func startEtcd(ctx context.Context, lg *zap.Logger, dataDir string, quota int64, maxRequest uint) (*throwaway, error) {
+// startEmbedded starts an embedded etcd on dataDir, as etcd-backup-restore's StartEmbeddedEtcd
+// does (no fsync: the data is thrown away), allowing requests of maxRequest bytes. It runs in a
+// restorer.
+func startEmbedded(ctx context.Context, lg *zap.Logger, dataDir string, quota int64, maxRequest uint) (*embed.Etcd, error) {
 	u, _ := url.Parse(loopback)
 	cfg := embed.NewConfig()
 	cfg.Name = memberName
@@ -82,36 +83,23 @@ func startEtcd(ctx context.Context, lg *zap.Logger, dataDir string, quota int64,
 	if err != nil {
 		return nil, err
 	}
-	t := &throwaway{etcd: e, cancel: func() {}}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		t.close()
+		e.Close()
 		return nil, fmt.Errorf("etcd failed before it was ready: %w", err)
 	case <-time.After(time.Minute):
-		t.close()
+		e.Close()
 		return nil, fmt.Errorf("etcd not ready within a minute")
 	case <-ctx.Done():
-		t.close()
+		e.Close()
 		return nil, ctx.Err()
 	}
 	// The source's auth, if on, came with the snapshot; etcd-backup-restore turns it off too.
 	if e.Server.AuthStore().IsAuthEnabled() {
 		e.Server.AuthStore().AuthDisable()
 	}
-	t.endpoint = e.Clients[0].Addr().String()
-	t.client, err = clientv3.New(clientv3.Config{
-		Endpoints:          []string{"http://" + t.endpoint},
-		DialTimeout:        10 * time.Second,
-		MaxCallSendMsgSize: int(maxRequest) + requestOverhead,
-		MaxCallRecvMsgSize: int(maxRequest) + requestOverhead,
-		Logger:             lg,
-	})
-	if err != nil {
-		t.close()
-		return nil, err
-	}
-	return t, nil
+	return e, nil
 }
 
 // keepLeasesAlive keeps every lease the full snapshot brought alive until close. A restored
@@ -140,10 +128,9 @@ func (t *throwaway) keepLeasesAlive(ctx context.Context) error {
 	return nil
 }
 
+// close stops the keepalives and the client, then the restorer.
 func (t *throwaway) close() {
 	t.cancel()
-	if t.client != nil {
-		_ = t.client.Close()
-	}
-	t.etcd.Close()
+	_ = t.client.Close()
+	_ = t.proc.close()
 }

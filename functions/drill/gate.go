@@ -21,7 +21,8 @@ const ProcessMemoryReserve = 64 << 20
 // and waits while other runs hold it, in the order they came (a large budget is not starved
 // by small ones); one whose budget would never fit is refused. While runs drill, the Go soft
 // memory limit is ProcessMemoryReserve and their budgets, so that the collector works before
-// the container runs out. A nil *MemoryGate holds nothing.
+// the container runs out; each drill's restorer, a process in the same container, has its
+// share as its own. A nil *MemoryGate holds nothing.
 type MemoryGate struct {
 	limit    int64               // the container's memory limit; 0: none
 	capacity *semaphore.Weighted // limit less ProcessMemoryReserve; nil without a limit

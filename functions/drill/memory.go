@@ -49,7 +49,7 @@ func MemoryBudget(spec backupv1alpha1.RestoreDrillSpec) resource.Quantity {
 // MemoryShare is the memory each of a run's concurrent drills may use: spec.memoryBudget over
 // spec.concurrency (their defaults where unset). The drill function's MemoryGate holds a run
 // to its budget, and a drill given its share as Options.MemoryShare checks its store's keys
-// against it. A share below o.MemoryNeed() is an error that says how to fix the spec.
+// against it and gives it to its restorer, the process its etcd runs in, as its soft limit. A share below o.MemoryNeed() is an error that says how to fix the spec.
 func MemoryShare(spec backupv1alpha1.RestoreDrillSpec, o Options) (int64, error) {
 	budget := MemoryBudget(spec)
 	concurrency := int64(spec.Concurrency)

@@ -22,6 +22,15 @@ func EtcdBRDir() (string, error) {
 	}, "etcdbrctl", "etcd")
 }
 
+// Etcd34Dir is the directory with the etcd v3.4 a shoot runs by default (etcd-druid's
+// etcd-wrapper without UpgradeEtcdVersion), as scripts/install-etcdbr.sh builds it: an EtcdBR
+// with it as BinDir runs that etcd.
+func Etcd34Dir() (string, error) {
+	return installed("scripts/install-etcdbr.sh", func(v map[string]string) string {
+		return filepath.Join("etcdbr", "etcd-"+v["ETCD34_VERSION"])
+	}, "etcd")
+}
+
 // EtcdBR runs etcd and etcd-backup-restore (etcdbrctl) as processes, the way etcd-druid runs
 // them in a shoot's etcd pod: etcdbrctl with umask 0077 (files 0600, directories 0700) and,
 // when RunAs is set, both as that user (etcd-druid's 65532).

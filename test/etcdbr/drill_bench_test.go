@@ -435,13 +435,14 @@ func restoreWithDrill(b *testing.B, tool, bin, home string, store *stack.BackupS
 	return row, res
 }
 
-// procUsage is what one process spent: wall time from start to exit, user + system CPU, its
-// peak RSS as the kernel counts it (rusage), and the peaks of its anonymous and file-backed
-// resident memory sampled from /proc (the latter is bbolt's mmap of the db: page cache the
-// kernel reclaims under pressure, not memory the process holds). rusage's peak is at least
+// procUsage is what one process and the processes it starts spent (the drill restores in
+// processes of its own): wall time from start to exit, user + system CPU, the peak RSS of the
+// largest of them as the kernel counts it (rusage), and the peaks of their anonymous and
+// file-backed resident memory together, sampled from /proc (the latter is bbolt's mmap of the
+// db: page cache the kernel reclaims under pressure, not memory the process holds). rusage's peak is at least
 // this process's own at the child's exec (Linux carries the old address space's high-water mark
-// into it); hwm, the last VmHWM sampled, is the child's own (missing what it reached in its last
-// 50 ms, or all of it when it ran for less).
+// into it); hwm, the last VmHWM sampled, is the child's own and its children's (missing what
+// they reached in their last 50 ms, or all of it when they ran for less).
 type procUsage struct {
 	wall, cpu                       time.Duration
 	maxRSS, peakAnon, peakFile, hwm uint64 // bytes
@@ -462,7 +463,7 @@ func measure(cmd *exec.Cmd) (procUsage, error) {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if anon, file, hwm, ok := residentMemory(cmd.Process.Pid); ok {
+			if anon, file, hwm, ok := treeMemory(cmd.Process.Pid); ok {
 				u.peakAnon, u.peakFile, u.hwm = max(u.peakAnon, anon), max(u.peakFile, file), max(u.hwm, hwm)
 			}
 			select {
@@ -483,6 +484,26 @@ func measure(cmd *exec.Cmd) (procUsage, error) {
 		}
 	}
 	return u, err
+}
+
+// treeMemory is residentMemory of pid and every process it started, summed; ok is false once
+// pid is gone.
+func treeMemory(pid int) (anon, file, hwm uint64, ok bool) {
+	if anon, file, hwm, ok = residentMemory(pid); !ok {
+		return 0, 0, 0, false
+	}
+	// Each thread lists the children it forked.
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, task := range tasks {
+		children, _ := os.ReadFile(task)
+		for _, c := range strings.Fields(string(children)) {
+			if child, err := strconv.Atoi(c); err == nil {
+				a, f, h, _ := treeMemory(child)
+				anon, file, hwm = anon+a, file+f, hwm+h
+			}
+		}
+	}
+	return anon, file, hwm, true
 }
 
 // residentMemory reads RssAnon, RssFile + RssShmem and VmHWM of pid; ok is false once it is
@@ -528,8 +549,8 @@ func printRestoreTable(src benchSource, rows []restoreRow) {
 			mib(r.use.maxRSS), mib(r.use.peakAnon), mib(r.use.peakFile), r.revision, r.keys)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Each tool is one process, run one after the other on the same snapshots (in the page cache for both). Peak RSS is the kernel's (rusage maxrss);")
-	fmt.Fprintln(w, "RssAnon and RssFile (file-backed, mostly bbolt's mmap of the db: reclaimable page cache) are peaks sampled from /proc/<pid>/status every 50 ms.")
+	fmt.Fprintln(w, "Each tool is one process and those it starts (the drill restores and serves the db in processes of its own), run one after the other on the same snapshots (in the page cache for both). Peak RSS is the kernel's (rusage maxrss: the largest process's);")
+	fmt.Fprintln(w, "RssAnon and RssFile (file-backed, mostly bbolt's mmap of the db: reclaimable page cache) are peaks of the processes together, sampled from /proc/<pid>/status every 50 ms.")
 	fmt.Fprintln(w, "etcdbrctl's revision and keys are read from an etcd started on its data directory afterwards; the drill's row includes its own checks (digest of every key, HashKV).")
 	fmt.Fprintln(w, "The whole drill ran first, with the source at rest: CPU and peak RSS include etcdbrctl, its child (peak RSS: the largest of the processes, not their sum);")
 	fmt.Fprintln(w, "its RssAnon and RssFile are the drill process's alone.")

@@ -1,0 +1,132 @@
+package drill
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+)
+
+// A shoot's etcd is v3.4 unless etcd-druid's UpgradeEtcdVersion is on: a snapshot a real etcd
+// v3.4.34 takes, of keys written, overwritten, deleted and on a lease across a compaction,
+// restores with the drill's etcd v3.6 code to the server's keys and values at its revision, and
+// the server, asked live, holds what was restored.
+func TestDrillRestoresAnEtcd34Snapshot(t *testing.T) {
+	binDir, err := stack.Etcd34Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = logs.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logs.Name())
+			t.Logf("etcd v3.4's log, last 4 KiB:\n%s", data[max(0, len(data)-4096):])
+		}
+	})
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := (&stack.EtcdBR{BinDir: binDir, Logs: logs}).StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	ctx := context.Background()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if st, err := c.Status(ctx, member.ClientURL); err != nil || st.Version != "3.4.34" {
+		t.Fatalf("the source etcd's status %+v, %v: want version 3.4.34", st, err)
+	}
+
+	lease, err := c.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rev int64
+	for i := range 50 {
+		resp, err := c.Put(ctx, "/registry/pods/team/pod-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = resp.Header.Revision
+	}
+	if _, err := c.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []clientv3.Op{
+		clientv3.OpPut("/registry/pods/team/pod-aa", "v2"),
+		clientv3.OpDelete("/registry/pods/team/pod-b", clientv3.WithPrefix()),
+		clientv3.OpPut("/registry/masterleases/10.0.0.1", "lease", clientv3.WithLease(lease.ID)),
+		clientv3.OpPut("/registry/secrets/team/\x00\xff", string([]byte{0, 0xfe, 0xff})),
+	} {
+		resp, err := c.Do(ctx, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op.IsPut() {
+			rev = resp.Put().Header.Revision
+		} else {
+			rev = resp.Del().Header.Revision
+		}
+	}
+
+	// The snapshot function's layout: the server's snapshot stream, its SHA-256 at the end.
+	cfg := &backupv1alpha1.EtcdBackupConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "etcd-v3-4"}}
+	bucket := filepath.Join(dir, "bucket")
+	path := filepath.Join(bucket, filepath.FromSlash(destination.ConfigKey(cfg, time.Now())))
+	stream, err := c.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadFrom(stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.Close()
+
+	start := time.Now()
+	res, err := Run(ctx, localDir(t, bucket), destination.ConfigPrefix(cfg), Options{Layout: LayoutSnapshots, WorkDir: t.TempDir(),
+		Live: LiveEndpoints([]string{member.ClientURL}, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys, wantDigest := sourceDigest(t, c, rev)
+	if res.Revision != rev || res.Keys != wantKeys || res.KVSHA256 != wantDigest || res.Leases != 1 {
+		t.Errorf("restored revision %d, %d keys, digest %s, %d leases: want %d, %d, %s and the one lease",
+			res.Revision, res.Keys, res.KVSHA256, res.Leases, rev, wantKeys, wantDigest)
+	}
+	if res.Live == nil || res.Live.Outcome != backupv1alpha1.LiveMatches {
+		t.Errorf("the live etcd v3.4: %+v, want Matches", res.Live)
+	}
+	if r := Report(cfg.Namespace+"/"+cfg.Name, start, res, err); r.Outcome != backupv1alpha1.OutcomeExact {
+		t.Errorf("reported %s: %s, want Exact", r.Outcome, r.Reason)
+	}
+	t.Logf("%+v; live: %+v", res, res.Live)
+}
