@@ -552,8 +552,7 @@ func printRestoreTable(src benchSource, rows []restoreRow) {
 	fmt.Fprintln(w, "Each tool is one process and those it starts (the drill restores and serves the db in processes of its own), run one after the other on the same snapshots (in the page cache for both). Peak RSS is the kernel's (rusage maxrss: the largest process's);")
 	fmt.Fprintln(w, "RssAnon and RssFile (file-backed, mostly bbolt's mmap of the db: reclaimable page cache) are peaks of the processes together, sampled from /proc/<pid>/status every 50 ms.")
 	fmt.Fprintln(w, "etcdbrctl's revision and keys are read from an etcd started on its data directory afterwards; the drill's row includes its own checks (digest of every key, HashKV).")
-	fmt.Fprintln(w, "The whole drill ran first, with the source at rest: CPU and peak RSS include etcdbrctl, its child (peak RSS: the largest of the processes, not their sum);")
-	fmt.Fprintln(w, "its RssAnon and RssFile are the drill process's alone.")
+	fmt.Fprintln(w, "The whole drill ran first, with the source at rest; etcdbrctl is one of its processes.")
 	fmt.Fprintln(w)
 }
 
