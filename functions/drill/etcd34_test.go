@@ -2,8 +2,10 @@ package drill
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +131,96 @@ func TestDrillRestoresAnEtcd34Snapshot(t *testing.T) {
 		t.Errorf("reported %s: %s, want Exact", r.Outcome, r.Reason)
 	}
 	t.Logf("%+v; live: %+v", res, res.Live)
+}
+
+// The shoot's etcd v3.4 backed up as etcd-druid runs it: the pinned etcdbrctl's snapshotter
+// (which links etcd v3.5) takes a full snapshot and deltas of a real etcd v3.4.34; the drill
+// restores them, etcdbrctl's own restore agrees, and the live v3.4 server holds what both
+// restored: Exact.
+func TestDrillEtcdbrctlBackupsOfAnEtcd34(t *testing.T) {
+	etcd34, err := stack.Etcd34Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdbrDir, err := stack.EtcdBRDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = logs.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logs.Name())
+			t.Logf("etcd v3.4's and etcdbrctl's log, last 4 KiB:\n%s", data[max(0, len(data)-4096):])
+		}
+	})
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := (&stack.EtcdBR{BinDir: etcd34, Logs: logs}).StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	ctx := context.Background()
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if st, err := c.Status(ctx, member.ClientURL); err != nil || st.Version != "3.4.34" {
+		t.Fatalf("the source etcd's status %+v, %v: want version 3.4.34", st, err)
+	}
+	var rev int64
+	put := func(k, v string) {
+		t.Helper()
+		resp, err := c.Put(ctx, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = resp.Header.Revision
+	}
+	for i := range 20 {
+		put(fmt.Sprintf("/registry/pods/team/pod-%02d", i), "v1")
+	}
+
+	home := filepath.Join(dir, "home")
+	store := &stack.BackupStore{Provider: "Local", Container: "bucket", Prefix: "shoot--drill--v34/etcd-main", Home: home}
+	b := &backups{bucket: filepath.Join(home, store.Container), prefix: store.SnapshotPrefix()}
+	snapshotter, err := (&stack.EtcdBR{BinDir: etcdbrDir, Logs: logs}).StartSnapshotter(etcd, store, stack.SnapshotOptions{
+		FullSnapshotSchedule: "0 0 * * *", DeltaSnapshotPeriod: time.Second, MaxBackups: 7, TempDir: filepath.Join(dir, "snapshotter"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(snapshotter.Stop)
+	b.wait(t, KindFull, rev)
+	for i := range 5 {
+		put(fmt.Sprintf("/registry/pods/team/pod-%02d", i), "v2")
+	}
+	if _, err := c.Delete(ctx, "/registry/pods/team/pod-1", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	put("/registry/configmaps/team/after", "a")
+	b.wait(t, KindDelta, rev)
+	snapshotter.Stop()
+
+	prefix := strings.TrimSuffix(store.SnapshotPrefix(), "v2/")
+	opts := etcdbrOptions(t, b.bucket, prefix)
+	opts.Live = LiveEndpoints([]string{member.ClientURL}, nil)
+	start := time.Now()
+	res, err := Run(ctx, localDir(t, b.bucket), prefix, opts)
+	r := Report("shoot--drill--v34", start, res, err)
+	if err != nil || res.Revision != rev || len(res.Deltas) == 0 {
+		t.Fatalf("drill: revision %d, %d deltas, %v; want revision %d from a full snapshot and deltas", res.Revision, len(res.Deltas), err, rev)
+	}
+	if r.Outcome != backupv1alpha1.OutcomeExact || res.RealRestore.Outcome != RealRestoreAgrees || res.Live.Outcome != backupv1alpha1.LiveMatches {
+		t.Errorf("reported %s (%s): real restore %+v, live %+v; want Exact, Agrees, Matches", r.Outcome, r.Reason, res.RealRestore, res.Live)
+	}
+	t.Logf("%s: real restore %s; live %s", r.Outcome, r.RealRestore, res.Live.Reason)
 }
