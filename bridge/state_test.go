@@ -63,7 +63,7 @@ func TestStateMetricsReadFromNATS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// As functions/entry schedulePurge does.
+		// As functions/entry publishPurge schedules one.
 		opts := events.Schedule(msg, events.PurgeScheduleSubject(entry))
 		msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
 		if _, err := entryJS.PublishMsg(ctx, msg, append(opts, jetstream.WithScheduleTTL(time.Hour))...); err != nil {

@@ -31,16 +31,21 @@ func loadCompose(t *testing.T) (*types.Project, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(root, "docker-compose.yaml")},
-		cli.WithWorkingDirectory(root), cli.WithInterpolation(true), cli.WithResolvedPaths(true))
+	return loadComposeFile(t, filepath.Join(root, "docker-compose.yaml"), root), root
+}
+
+// loadComposeFile loads the compose file as loadCompose does, its paths relative to root.
+func loadComposeFile(t *testing.T, file, root string) *types.Project {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{file}, cli.WithWorkingDirectory(root), cli.WithInterpolation(true), cli.WithResolvedPaths(true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	project, err := opts.LoadProject(context.Background())
 	if err != nil {
-		t.Fatalf("docker-compose.yaml: %v", err)
+		t.Fatalf("%s: %v", filepath.Base(file), err)
 	}
-	return project, root
+	return project
 }
 
 // placeholder is a ${NAME} in an example, filled in by whoever applies it.
@@ -52,7 +57,16 @@ var placeholder = regexp.MustCompile(`\$\{([A-Z0-9_]+)\}`)
 // and pointed at them.
 func TestComposeFile(t *testing.T) {
 	project, root := loadCompose(t)
-	want := []string{"azurite", "bridge", "bucket", "copy", "drill", "entry", "etcd", "gcs", "k3s", "kube-init", "nats", "nats-auth", "purge", "s3", "schedule", "setup", "snapshot"}
+	checkCompose(t, project, root, all.Functions, func(name string) binary { return binary{function: name} })
+}
+
+// checkCompose checks a compose file for the registry: a service for each of its functions,
+// beside the stack's. binaryOf is the binary that runs a function, whose flags its environment
+// must be.
+func checkCompose(t *testing.T, project *types.Project, root string, registry []runner.Definition, binaryOf func(function string) binary) {
+	functionServices := all.NamesOf(registry)
+	want := append([]string{"azurite", "bridge", "etcd", "gcs", "k3s", "kube-init", "nats", "nats-auth", "s3", "setup"}, functionServices...)
+	slices.Sort(want)
 	if got := slices.Sorted(slices.Values(project.ServiceNames())); !slices.Equal(got, want) {
 		t.Fatalf("services %v, want %v", got, want)
 	}
@@ -67,9 +81,10 @@ func TestComposeFile(t *testing.T) {
 	for _, d := range images.Deployables() {
 		entrypoints[d.Name] = d.Path
 	}
-	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "bucket": {function: "bucket"}, "entry": {function: "entry"},
-		"purge": {function: "purge"}, "schedule": {function: "schedule"}, "snapshot": {function: "snapshot"}, "drill": {function: "drill"}, "copy": {function: "copy"}, "nats-auth": {natsAuth: true}}
-	functionServices := all.Names()
+	housekeeperServices := map[string]binary{"setup": {setup: true}, "bridge": {bridge: true}, "nats-auth": {natsAuth: true}}
+	for _, name := range functionServices {
+		housekeeperServices[name] = binaryOf(name)
+	}
 
 	t.Run("images", func(t *testing.T) {
 		for _, s := range project.Services {
@@ -114,8 +129,18 @@ func TestComposeFile(t *testing.T) {
 	t.Run("ports", func(t *testing.T) {
 		want := map[string][][2]uint32{ // service → (published, target)
 			"nats": {{4222, 4222}, {8222, 8222}}, "azurite": {{10000, 10000}}, "s3": {{7070, 7070}}, "gcs": {{4443, 4443}}, "etcd": {{2379, 2379}},
-			"k3s": {{6443, 6443}}, "bridge": {{8080, 8080}}, "bucket": {{8081, 8080}}, "entry": {{8082, 8080}}, "purge": {{8083, 8080}},
-			"schedule": {{8084, 8080}}, "snapshot": {{8085, 8080}}, "drill": {{8086, 8080}}, "copy": {{8087, 8080}},
+			"k3s": {{6443, 6443}}, "bridge": {{8080, 8080}},
+		}
+		// Each function's /healthz and /readyz on a host port of its own, from 8081 on.
+		for _, name := range functionServices {
+			if ports := svc(name).Ports; len(ports) == 1 {
+				if published, err := strconv.ParseUint(ports[0].Published, 10, 32); err == nil && published > 8080 {
+					want[name] = [][2]uint32{{uint32(published), 8080}}
+				}
+			}
+			if want[name] == nil {
+				t.Errorf("%s: ports %+v, want one host port above 8080 to its 8080", name, svc(name).Ports)
+			}
 		}
 		hostPorts := map[string]string{}
 		for _, s := range project.Services {
@@ -240,8 +265,8 @@ func TestComposeFile(t *testing.T) {
 			if bin.natsAuth {
 				continue // issues credentials; see "nats identities"
 			}
-			if bin.function != "" && !slices.Equal(s.Command, []string{"function", bin.function}) {
-				t.Errorf("%s: command %q, want [function %s]", name, s.Command, bin.function)
+			if bin.function != "" && !slices.Equal(s.Command, []string{"function", name}) {
+				t.Errorf("%s: command %q, want [function %s]", name, s.Command, name)
 			}
 			u, err := url.Parse(env["HOUSEKEEPER_NATS_URL"])
 			if err != nil || u.Scheme != "nats" || u.Hostname() != "nats" || u.Port() != natsPort {
@@ -276,7 +301,7 @@ func TestComposeFile(t *testing.T) {
 		// bucket creates the local buckets, purge empties them, snapshot writes backups into
 		// them, drill reads them, copy reads them and writes its copy: the same volume.
 		buckets := volumeAt(svc("bucket"), "/var/lib/housekeeper/buckets")
-		for _, name := range functionsNeeding(func(n runner.Needs) bool { return n.Stores }) {
+		for _, name := range functionsNeedingOf(registry, func(n runner.Needs) bool { return n.Stores }) {
 			if v := volumeAt(svc(name), "/var/lib/housekeeper/buckets"); buckets == "" || v != buckets {
 				t.Errorf("bucket and %s do not share the local buckets' volume (%q, %q)", name, buckets, v)
 			}
@@ -307,7 +332,7 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("nats: command %q does not load %s/nats-server.conf from nats-auth's volume", cmd, dir)
 		}
 		identities := map[string]bool{}
-		for _, p := range hkcli.Permissions() {
+		for _, p := range hkcli.PermissionsOf(registry) {
 			identities[p.Identity] = true
 		}
 		for name, bin := range housekeeperServices {

@@ -4,17 +4,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -34,8 +42,9 @@ var nonKubernetes = map[string]func(t *testing.T, file string){
 	"nats/HOUSEKEEPER_DEADLETTER.json":         checkStreamConfigFile,
 }
 
-// metricNames are the metrics the binaries export (metricSources; TestMetricNamesMatchCode keeps
-// the two in step). test/monitoring checks each against the running processes' /metrics.
+// metricNames are the metrics the binaries export (TestMetricNamesMatchCode keeps them in step
+// with what the code under functions/ and bridge/ declares). test/monitoring checks each against
+// the running processes' /metrics.
 var metricNames = []string{
 	"housekeeper_bridge_events_published_total",
 	"housekeeper_bridge_events_duplicate_total",
@@ -71,6 +80,9 @@ var metricNames = []string{
 	"housekeeper_copy_entry_last_complete_timestamp_seconds",
 	"housekeeper_copy_policy_failed_over",
 	"housekeeper_purge_copies_total",
+	"housekeeper_purge_verifications_total",
+	"housekeeper_purge_verified_objects_total",
+	"housekeeper_kube_requests_total",
 }
 
 // gaugesInSeconds are the metrics in seconds that are gauges, not histograms.
@@ -81,10 +93,6 @@ var gaugesInSeconds = map[string]bool{
 	"housekeeper_copy_entry_lag_seconds":            true,
 	"housekeeper_copy_policy_lag_objective_seconds": true,
 }
-
-// metricSources are the files that register metricNames: as metric options, or as the
-// descriptors of a collector.
-var metricSources = []string{"../bridge/metrics.go", "../bridge/drills.go", "../bridge/copies.go", "../functions/runner/metrics.go", "../functions/runner/waiting.go", "../functions/process/startup.go", "../functions/drill/metrics.go", "../functions/copy/metrics.go", "../functions/entry/copies.go"}
 
 func TestNonKubernetesFiles(t *testing.T) {
 	for file, check := range nonKubernetes {
@@ -453,28 +461,178 @@ func checkPromQL(t *testing.T, where, expr string) []string {
 	return used
 }
 
-// The metric names above are the ones the code registers.
+// The metric names above are the ones the code declares, and the ones monitoring.md lists.
 func TestMetricNamesMatchCode(t *testing.T) {
-	var inCode []string
-	re := regexp.MustCompile(`Namespace: "(\w+)", Subsystem: "(\w+)", Name: "(\w+)"`)
-	desc := regexp.MustCompile(`prometheus\.NewDesc\("(\w+)"`)
-	for _, file := range metricSources {
-		data, err := os.ReadFile(file)
+	inCode := metricsInCode(t, "../functions", "../bridge")
+	for list, names := range map[string][]string{"metricNames (the dashboard's and alerts')": metricNames, "docs/monitoring.md's table": documentedMetrics(t, "docs/monitoring.md")} {
+		if missing := without(inCode, names); len(missing) > 0 {
+			t.Errorf("declared in the code, missing from %s: %v", list, missing)
+		}
+		if extra := without(names, inCode); len(extra) > 0 {
+			t.Errorf("in %s, declared nowhere in the code: %v", list, extra)
+		}
+	}
+}
+
+// without is a's names that b lacks.
+func without(a, b []string) []string {
+	var out []string
+	for _, name := range a {
+		if !slices.Contains(b, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// metricsInCode are the metrics every package under roots declares: the names of
+// prometheus's metric options (Namespace, Subsystem and Name joined as prometheus.BuildFQName
+// joins them) and of collectors' descriptors (prometheus.NewDesc). A name the test cannot read
+// (neither a string literal nor a string constant of its package) fails it, so no metric
+// escapes the list.
+func metricsInCode(t *testing.T, roots ...string) []string {
+	t.Helper()
+	var names []string
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(dir string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return err
+			}
+			if d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			found, err := declaredMetrics(dir)
+			names = append(names, found...)
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range re.FindAllStringSubmatch(string(data), -1) {
-			inCode = append(inCode, m[1]+"_"+m[2]+"_"+m[3])
+	}
+	return names
+}
+
+// declaredMetrics are the metrics the package in dir declares outside its tests.
+func declaredMetrics(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
 		}
-		for _, m := range desc.FindAllStringSubmatch(string(data), -1) {
-			inCode = append(inCode, m[1])
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	consts := map[string]string{}
+	for _, f := range files {
+		for _, decl := range f.Decls {
+			if gen, ok := decl.(*ast.GenDecl); ok && gen.Tok == token.CONST {
+				for _, spec := range gen.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if i < len(vs.Values) {
+							if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+								consts[name.Name], _ = strconv.Unquote(lit.Value)
+							}
+						}
+					}
+				}
+			}
 		}
 	}
-	slices.Sort(inCode)
-	want := slices.Sorted(slices.Values(metricNames))
-	if !slices.Equal(inCode, want) {
-		t.Errorf("metrics registered in the code:\n  %v\nmetrics the dashboard and alerts know:\n  %v", inCode, want)
+	var names []string
+	var errs []error
+	str := func(e ast.Expr) string {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if s, err := strconv.Unquote(e.Value); err == nil && e.Kind == token.STRING {
+				return s
+			}
+		case *ast.Ident:
+			if s, ok := consts[e.Name]; ok {
+				return s
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: a metric's name the test cannot read: %s", fset.Position(e.Pos()), types.ExprString(e)))
+		return ""
 	}
+	for _, f := range files {
+		prom := promImport(f)
+		if prom == "" {
+			continue
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CompositeLit:
+				if sel := promSelector(n.Type, prom); strings.HasSuffix(sel, "Opts") && sel != "HandlerOpts" {
+					parts := map[string]string{}
+					for _, el := range n.Elts {
+						if kv, ok := el.(*ast.KeyValueExpr); ok {
+							if key := kv.Key.(*ast.Ident).Name; key == "Namespace" || key == "Subsystem" || key == "Name" {
+								parts[key] = str(kv.Value)
+							}
+						}
+					}
+					names = append(names, prometheus.BuildFQName(parts["Namespace"], parts["Subsystem"], parts["Name"]))
+				}
+			case *ast.CallExpr:
+				if promSelector(n.Fun, prom) == "NewDesc" && len(n.Args) > 0 {
+					names = append(names, str(n.Args[0]))
+				}
+			}
+			return true
+		})
+	}
+	return names, errors.Join(errs...)
+}
+
+// promImport is the name f imports the prometheus client under, or "".
+func promImport(f *ast.File) string {
+	for _, imp := range f.Imports {
+		if imp.Path.Value == `"github.com/prometheus/client_golang/prometheus"` {
+			if imp.Name != nil {
+				return imp.Name.Name
+			}
+			return "prometheus"
+		}
+	}
+	return ""
+}
+
+// promSelector is the name e selects from the prometheus package (prom.X), or "".
+func promSelector(e ast.Expr, prom string) string {
+	if sel, ok := e.(*ast.SelectorExpr); ok {
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == prom {
+			return sel.Sel.Name
+		}
+	}
+	return ""
+}
+
+// documentedMetrics are the metrics the table under "## Metrics" in file lists.
+func documentedMetrics(t *testing.T, file string) []string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## Metrics\n")
+	if !ok {
+		t.Fatalf("%s has no section Metrics", file)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var names []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(housekeeper_\\w+)").FindAllStringSubmatch(section, -1) {
+		names = append(names, m[1])
+	}
+	return names
 }
 
 // checkStreamConfigFile checks one stream definition for `nats stream add --config`: it is

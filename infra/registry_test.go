@@ -135,8 +135,13 @@ func TestBridgeRulesAreWhatItWatches(t *testing.T) {
 
 // functionsNeeding are the registry's functions whose needs satisfy need, sorted.
 func functionsNeeding(need func(runner.Needs) bool) []string {
+	return functionsNeedingOf(all.Functions, need)
+}
+
+// functionsNeedingOf are the functions of registry whose needs satisfy need, sorted.
+func functionsNeedingOf(registry []runner.Definition, need func(runner.Needs) bool) []string {
 	var names []string
-	for _, d := range all.Functions {
+	for _, d := range registry {
 		if need(d.Needs) {
 			names = append(names, d.Name)
 		}

@@ -68,9 +68,12 @@ const FactsFile = "infra/chart/files/functions.json"
 
 // Facts is what every function needs where it is deployed (runner.Needs), by name, as the
 // chart and docker compose read it from FactsFile.
-func Facts() ([]byte, error) {
-	needs := make(map[string]runner.Needs, len(Functions))
-	for _, d := range Functions {
+func Facts() ([]byte, error) { return FactsOf(Functions) }
+
+// FactsOf is Facts of the registry defs.
+func FactsOf(defs []runner.Definition) ([]byte, error) {
+	needs := make(map[string]runner.Needs, len(defs))
+	for _, d := range defs {
 		needs[d.Name] = d.Needs
 	}
 	data, err := json.MarshalIndent(needs, "", "  ")

@@ -10,14 +10,18 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/config"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Permissions are the NATS permissions of every identity: the bridge, setup, the operator, the
 // forwarder and each function.
-func Permissions() []events.Permission {
+func Permissions() []events.Permission { return PermissionsOf(all.Functions) }
+
+// PermissionsOf is Permissions with the functions of the registry defs.
+func PermissionsOf(defs []runner.Definition) []events.Permission {
 	perms := []events.Permission{events.BridgePermission(), events.SetupPermission(), events.OperatorPermission(),
-		events.ForwardPermission(all.NamesOf(all.Functions)...)}
-	for _, def := range all.Functions {
+		events.ForwardPermission(all.NamesOf(defs)...)}
+	for _, def := range defs {
 		perms = append(perms, events.FunctionPermission(def.Name, def.Publishes...))
 	}
 	return perms

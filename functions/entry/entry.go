@@ -26,7 +26,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
-	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
@@ -353,56 +352,18 @@ func (a *Actuator) purgeNow(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 		return err
 	}
 	if done != nil {
-		a.Purger.publish(ctx, log, events.OpPurgeCompleted, e, *done)
+		a.Purger.announce(ctx, log, events.OpPurgeCompleted, e, *done)
 	}
 	return nil
 }
 
-// schedule publishes the purge-due event as a message the NATS server delivers at data.DueAt.
-// There is one schedule per entry: publishing again replaces it, and the same schedule twice
-// is a duplicate JetStream drops.
+// schedule publishes the purge-due event as a message the NATS server delivers at data.DueAt,
+// and announces it.
 func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEntry, data events.PurgeData) error {
-	if err := schedulePurge(ctx, a.JetStream, a.Cluster, events.OpPurgeDue, kube.Ref(events.KindBackupEntry, e), data, data.DueAt, a.Now()); err != nil {
+	if err := publishPurge(ctx, a.JetStream, a.Cluster, events.OpPurgeDue, e, data, data.DueAt, a.Now()); err != nil {
 		return err
 	}
-	scheduled, err := events.NewPurgeEvent(a.Cluster, events.OpPurgeScheduled, kube.Ref(events.KindBackupEntry, e), data, a.Now())
-	if err != nil {
-		return err
-	}
-	msg, err := events.Encode(scheduled)
-	if err != nil {
-		return err
-	}
-	if _, err := a.JetStream.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("announcing the purge of %s: %w", e.Name, err)
-	}
-	return nil
-}
-
-// schedulePurge publishes the purge event op about entry as a message the NATS server
-// delivers at at (at once if that has passed). There is one schedule per entry: publishing
-// again replaces it, and the same schedule twice is a duplicate JetStream drops.
-func schedulePurge(ctx context.Context, js jetstream.JetStream, cluster string, op events.Operation, entry events.Ref, data events.PurgeData, at, now time.Time) error {
-	e, err := events.NewPurgeEvent(cluster, op, entry, data, now)
-	if err != nil {
-		return err
-	}
-	msg, err := events.Encode(e)
-	if err != nil {
-		return err
-	}
-	opts := events.Schedule(msg, events.PurgeScheduleSubject(data.Entry))
-	// Only the server's scheduler fires purge-due events (no identity may publish them), so an
-	// event already due is scheduled for now: the scheduler fires it within its timer's floor
-	// (250 ms). The time keeps its fraction of a second, which jetstream.WithScheduleAt drops.
-	if at.Before(now) {
-		at = now
-	}
-	msg.Header.Set(jetstream.ScheduleHeader, "@at "+at.UTC().Format(time.RFC3339Nano))
-	if _, err := js.PublishMsg(ctx, msg, append(opts, jetstream.WithScheduleTTL(DueMessageTTL))...); err != nil {
-		return fmt.Errorf("scheduling the %s purge of %s: %w", op, data.Entry, err)
-	}
-	return nil
+	return publishPurge(ctx, a.JetStream, a.Cluster, events.OpPurgeScheduled, e, data, time.Time{}, a.Now())
 }
 
 // deleteSecret removes the etcd-backup secret unless another entry wrote it, or, when no

@@ -26,7 +26,6 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
-	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
@@ -143,7 +142,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
 		if runner.ClassOf(err) == runner.ClassPermanent {
 			data.Reason = err.Error()
-			p.publish(ctx, log, events.OpPurgeFailed, be, data)
+			p.announce(ctx, log, events.OpPurgeFailed, be, data)
 		}
 		return err
 	}
@@ -151,7 +150,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		return err
 	}
 	if done != nil {
-		p.publish(ctx, log, events.OpPurgeCompleted, be, *done)
+		p.announce(ctx, log, events.OpPurgeCompleted, be, *done)
 	}
 	return nil
 }
@@ -200,7 +199,7 @@ func (p *Purger) scheduleVerify(ctx context.Context, log *zap.Logger, be *extens
 	}
 	data.Locked, data.LockedUntil = purged.Locked, purged.Until
 	at := purged.Until.Add(time.Second) // the lock ends at Until: delete just after
-	if err := schedulePurge(ctx, p.JetStream, p.Cluster, events.OpPurgeVerify, kube.Ref(events.KindBackupEntry, be), data, at, p.Now()); err != nil {
+	if err := publishPurge(ctx, p.JetStream, p.Cluster, events.OpPurgeVerify, be, data, at, p.Now()); err != nil {
 		return err
 	}
 	log.Info("objects stay locked: marked for deletion, verify purge scheduled", zap.Int("locked", purged.Locked),
@@ -262,7 +261,7 @@ func (p *Purger) notVerifiable(ctx context.Context, log *zap.Logger, data events
 	log.Info("not verifying: " + data.Reason)
 	p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
 	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
-	p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+	p.announce(ctx, log, events.OpPurgeVerified, ref, data)
 }
 
 // verified reports what a verify purge did to the entry ref's prefix: what is still locked is
@@ -284,7 +283,7 @@ func (p *Purger) verified(ctx context.Context, log *zap.Logger, ref *extensionsv
 	if unmarked > 0 {
 		data.Reason = fmt.Sprintf("%d objects under the prefix carry no mark for deletion and were left alone", unmarked)
 	}
-	p.publish(ctx, log, events.OpPurgeVerified, ref, data)
+	p.announce(ctx, log, events.OpPurgeVerified, ref, data)
 	return nil
 }
 
@@ -340,21 +339,11 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 	return name, nil
 }
 
-func (p *Purger) publish(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
-	err := func() error {
-		e, err := events.NewPurgeEvent(p.Cluster, op, kube.Ref(events.KindBackupEntry, be), data, p.Now())
-		if err != nil {
-			return err
-		}
-		msg, err := events.Encode(e)
-		if err != nil {
-			return err
-		}
-		_, err = p.JetStream.PublishMsg(ctx, msg)
-		return err
-	}()
-	if err != nil {
-		// The audit event is lost, not the work: the entry's status and the log say what happened.
+// announce publishes the purge event op about be, which reports what was done: the event
+// lost, the work is not, so a failure is only logged.
+func (p *Purger) announce(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
+	if err := publishPurge(ctx, p.JetStream, p.Cluster, op, be, data, time.Time{}, p.Now()); err != nil {
+		// The entry's status and the log say what happened.
 		log.Warn("cannot publish purge event", zap.String("operation", string(op)), zap.Error(err))
 	}
 }

@@ -9,6 +9,9 @@ const (
 	VerifiedNotVerifiable = "not_verifiable" // the bucket is not on this seed (a source- entry)
 )
 
+// verifiedResults label the objects a verify purge found: deleted, locked still, left alone.
+var verifiedResults = [...]string{"deleted", "still_locked", "unmarked"}
+
 // VerifyMetrics counts what verify purges found: the promise a released entry left behind,
 // kept visible.
 type VerifyMetrics struct {
@@ -16,7 +19,9 @@ type VerifyMetrics struct {
 	objects  *prometheus.CounterVec
 }
 
-// NewVerifyMetrics registers the metrics with reg (nil: unregistered).
+// NewVerifyMetrics registers the metrics with reg (nil: unregistered). Every outcome and result
+// is exported from the start, at zero: the dashboard's panels and increase() then see the first
+// verify purge of a process, which usually runs once.
 func NewVerifyMetrics(reg prometheus.Registerer) *VerifyMetrics {
 	m := &VerifyMetrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -27,6 +32,12 @@ func NewVerifyMetrics(reg prometheus.Registerer) *VerifyMetrics {
 			Namespace: "housekeeper", Subsystem: "purge", Name: "verified_objects_total",
 			Help: "Objects verify purges found under released prefixes, by result (deleted, still_locked, unmarked: left alone).",
 		}, []string{"result"}),
+	}
+	for _, outcome := range []string{VerifiedEmpty, VerifiedStillLocked, VerifiedNotVerifiable} {
+		m.outcomes.WithLabelValues(outcome)
+	}
+	for _, result := range verifiedResults {
+		m.objects.WithLabelValues(result)
 	}
 	if reg != nil {
 		reg.MustRegister(m.outcomes, m.objects)
@@ -39,7 +50,7 @@ func (m *VerifyMetrics) observe(outcome string, deleted, locked, unmarked int) {
 		return
 	}
 	m.outcomes.WithLabelValues(outcome).Inc()
-	m.objects.WithLabelValues("deleted").Add(float64(deleted))
-	m.objects.WithLabelValues("still_locked").Add(float64(locked))
-	m.objects.WithLabelValues("unmarked").Add(float64(unmarked))
+	for i, n := range [len(verifiedResults)]int{deleted, locked, unmarked} {
+		m.objects.WithLabelValues(verifiedResults[i]).Add(float64(n))
+	}
 }

@@ -29,11 +29,17 @@ var FS embed.FS
 // Render renders the chart's Archive into namespace with values, as gardenlet does for a
 // ControllerInstallation, for a cluster of kubeVersion (e.g. "v1.36.3").
 func Render(namespace string, values map[string]any, kubeVersion string) (*chartrenderer.RenderedChart, error) {
+	return RenderFS(FS, namespace, values, kubeVersion)
+}
+
+// RenderFS renders the chart whose files are chartFiles (laid out as FS) as Render does: the
+// tests render changed copies of the chart with it.
+func RenderFS(chartFiles fs.FS, namespace string, values map[string]any, kubeVersion string) (*chartrenderer.RenderedChart, error) {
 	var major, minor, patch int
 	if _, err := fmt.Sscanf(kubeVersion, "v%d.%d.%d", &major, &minor, &patch); err != nil {
 		return nil, fmt.Errorf("kubernetes version %q: %w", kubeVersion, err)
 	}
-	archive, err := Archive()
+	archive, err := archiveOf(chartFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -43,15 +49,17 @@ func Render(namespace string, values map[string]any, kubeVersion string) (*chart
 
 // Archive is the chart as a gzipped tar archive under the directory housekeeper/, the layout
 // `helm package` writes. It is the same for the same files (no timestamps).
-func Archive() ([]byte, error) {
+func Archive() ([]byte, error) { return archiveOf(FS) }
+
+func archiveOf(chartFiles fs.FS) ([]byte, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	err := fs.WalkDir(FS, ".", func(path string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(chartFiles, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		data, err := FS.ReadFile(path)
+		data, err := fs.ReadFile(chartFiles, path)
 		if err != nil {
 			return err
 		}
