@@ -43,7 +43,8 @@
 // A destination that is an [objectstore.ServerSideCopier] copies the object from the source
 // itself, the content never passing through Copy, when both ends are buckets of one provider
 // it can copy between (S3 CopyObject at one endpoint, up to 5 GiB; GCS rewrite at one
-// endpoint; never local). It never replaces an object, copies no deletion mark of the
+// endpoint; Azure Copy Blob from a read-only SAS of the source blob, in one storage account or
+// across accounts; never local). It never replaces an object, copies no deletion mark of the
 // source's, and the destination's own immutability settings apply to the copy as to an
 // upload. When the destination declines for the pair of stores
 // ([objectstore.ErrNotServerSide]: another provider, endpoint or account, the server refusing
@@ -55,9 +56,10 @@
 //
 // A server-side copy is verified as a streamed one, by size and a checksum both ends agree on:
 // both stores' MD5 when both report one (an S3 object of one PutObject, a GCS object written
-// whole); otherwise the source is read (and checked against its own MD5 if it has one) and the
-// copy verified against what was read, by its MD5 (S3 gives the copy of a multipart upload an
-// MD5 ETag) or by reading it back.
+// whole, an Azure blob with Content-MD5, which Copy Blob carries over); otherwise the source
+// is read (and checked against its own MD5 if it has one) and the copy verified against what
+// was read, by its MD5 (S3 gives the copy of a multipart upload an MD5 ETag) or by reading it
+// back.
 //
 // # Which checksum verifies what
 //
