@@ -44,7 +44,7 @@
 // itself, the content never passing through Copy, when both ends are buckets of one provider
 // it can copy between (S3 CopyObject at one endpoint, up to 5 GiB; GCS rewrite at one
 // endpoint; Azure Copy Blob from a read-only SAS of the source blob, in one storage account or
-// across accounts; never local). It never replaces an object, copies no deletion mark of the
+// across accounts; Swift's X-Copy-From in one account; never local). It never replaces an object, copies no deletion mark of the
 // source's, and the destination's own immutability settings apply to the copy as to an
 // upload. When the destination declines for the pair of stores
 // ([objectstore.ErrNotServerSide]: another provider, endpoint or account, the server refusing

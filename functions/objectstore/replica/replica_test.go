@@ -318,7 +318,8 @@ func TestCopyToSwift(t *testing.T) {
 		return s
 	}}
 	// Swift's ETag is the MD5 of every object written in one PUT.
-	testPair(t, localStores(), swiftStores, len(backups), 0, 0)
+	t.Run("local-to-swift", func(t *testing.T) { testPair(t, localStores(), swiftStores, len(backups), 0, 0) })
+	t.Run("swift-to-swift", func(t *testing.T) { testPair(t, swiftStores, swiftStores, len(backups), 0, len(backups)) })
 }
 
 func localStores() stores {
