@@ -72,6 +72,7 @@ var metricNames = []string{
 	"housekeeper_drill_duration_seconds",
 	"housekeeper_copy_objects_total",
 	"housekeeper_copy_bytes_total",
+	"housekeeper_copy_server_side_objects_total",
 	"housekeeper_copy_verification_failures_total",
 	"housekeeper_copy_entry_lag_seconds",
 	"housekeeper_copy_policy_entries",

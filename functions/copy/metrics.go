@@ -13,8 +13,8 @@ import (
 // its last run. The policy's status holds the same per entry between runs, when this
 // function's pod may be scaled to zero.
 type Metrics struct {
-	objects, bytes, verification *prometheus.CounterVec
-	lag                          *prometheus.GaugeVec
+	objects, bytes, serverSide, verification *prometheus.CounterVec
+	lag                                      *prometheus.GaugeVec
 }
 
 // NewMetrics registers the metrics with reg (nil: unregistered).
@@ -28,6 +28,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "housekeeper", Subsystem: "copy", Name: "bytes_total",
 			Help: "Bytes of the objects copied to a BackupCopyPolicy's destination and verified there.",
 		}, []string{"policy"}),
+		serverSide: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "housekeeper", Subsystem: "copy", Name: "server_side_objects_total",
+			Help: "Of the objects copied, those the destination's store copied from the source itself, the bytes never passing through the copy function.",
+		}, []string{"policy"}),
 		verification: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "housekeeper", Subsystem: "copy", Name: "verification_failures_total",
 			Help: "Objects the copy holds with content other than the source's (kept), and objects written that did not verify (removed again), by kind: differs, verify.",
@@ -38,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"policy", "entry"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.objects, m.bytes, m.verification, m.lag)
+		reg.MustRegister(m.objects, m.bytes, m.serverSide, m.verification, m.lag)
 	}
 	return m
 }
@@ -55,6 +59,7 @@ func (m *Metrics) observe(policy string, c Copied, r backupv1alpha1.EntryCopyRes
 	}
 	m.objects.WithLabelValues(policy).Add(float64(rep.Copied))
 	m.bytes.WithLabelValues(policy).Add(float64(rep.CopiedBytes))
+	m.serverSide.WithLabelValues(policy).Add(float64(rep.ServerSide))
 	// Both kinds' series from the first run on, zero or not: a rate over them needs no absent().
 	verifyFailed := 0
 	for _, f := range rep.Failed {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
@@ -69,5 +70,25 @@ func TestRecord(t *testing.T) {
 	Record(status, run, many, names, time.Hour)
 	if len(status.Results) != backupv1alpha1.MaxEntryCopyResults || status.Entries != int32(len(many)) {
 		t.Errorf("%d results of %d entries, want %d", len(status.Results), status.Entries, backupv1alpha1.MaxEntryCopyResults)
+	}
+}
+
+// The objects a destination copied server-side are counted apart, among those copied.
+func TestMetricsCountServerSideCopies(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	m.observe("p", Copied{Entry: "e", Report: &replica.Report{Copied: 5, CopiedBytes: 50, ServerSide: 3}}, backupv1alpha1.EntryCopyResult{})
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, s := range f.GetMetric() {
+			got[f.GetName()] += s.GetCounter().GetValue()
+		}
+	}
+	if got["housekeeper_copy_objects_total"] != 5 || got["housekeeper_copy_server_side_objects_total"] != 3 {
+		t.Errorf("counters %v; want 5 objects copied, 3 of them server-side", got)
 	}
 }

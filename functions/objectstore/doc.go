@@ -5,7 +5,9 @@
 // from the secret housekeeper generates for it. A [Registry] picks the provider by the
 // BackupBucket's spec.type. The bucket, entry and purge functions use nothing else. A store
 // writes one way, streaming ([Store.Upload]); [PutBytes] writes bytes already in memory
-// through it, for tests and make faults. It reads the same way ([Store.Open]).
+// through it, for tests and make faults. It reads the same way ([Store.Open]). A store that
+// can copy an object from another bucket of its provider without the bytes passing through
+// housekeeper is a [ServerSideCopier] (the copy function's replica uses it).
 //
 // Providers live in subpackages (azure, s3, gcs, swift, local; package providers links them
 // all) and share the rules here: bucket names are

@@ -103,7 +103,7 @@ func testCtx(t *testing.T) context.Context {
 
 // One Azurite serves every test here: starting it costs more than most tests.
 func TestAzurite(t *testing.T) {
-	env := testenv.Start(t, testenv.WithAzurite())
+	env := testenv.Start(t, testenv.WithAzuriteAccounts(secondAccount+":"+secondKey))
 	az := azurite{
 		endpoint: env.Azurite.Endpoint,
 		creds: map[string][]byte{
@@ -136,6 +136,7 @@ func TestAzurite(t *testing.T) {
 	t.Run("FailedSubRequest", func(t *testing.T) { testFailedSubRequest(t, az) })
 	t.Run("Snapshots", func(t *testing.T) { testSnapshots(t, az) })
 	t.Run("MissingContainer", func(t *testing.T) { testMissingContainer(t, az) })
+	t.Run("CopyFrom", func(t *testing.T) { testCopyFrom(t, az) })
 }
 
 func testCreateTwice(t *testing.T, az azurite) {

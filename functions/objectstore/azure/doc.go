@@ -15,4 +15,9 @@
 // Values are trimmed of surrounding white space (secrets made from files often end in a
 // newline). Deleting keys uses Blob Batch: at most 256 deletes per request, several requests
 // at once, and every sub-response is checked, because a batch is not atomic.
+//
+// A store copies server-side (objectstore.ServerSideCopier) with Copy Blob from any container
+// the service can read, in this storage account or another: the source is named by a
+// read-only SAS of its one blob, signed with the source's key. A pending copy is polled; one
+// that fails is removed.
 package azure

@@ -67,7 +67,8 @@ func WithServiceURL(template string) Option {
 	return func(o *options) { o.serviceURL = strings.TrimRight(template, "/") }
 }
 
-// WithPollFrequency sets how often long-running ARM operations are polled (default 5s).
+// WithPollFrequency sets how often long-running operations are polled: ARM's, and a blob copy
+// still pending (default 5s).
 func WithPollFrequency(d time.Duration) Option { return func(o *options) { o.pollFrequency = d } }
 
 // WithClock sets the clock key ages are measured with (tests).

@@ -28,4 +28,9 @@
 // batch endpoint, 100 deletes a request, several requests at once, and every answer is read;
 // a server without it gets one delete request per object, as many at once. GCS deletes only
 // empty buckets: Delete empties the bucket first.
+//
+// A store copies server-side (objectstore.ServerSideCopier) from a bucket at the same endpoint
+// with objects.rewrite, repeated with its token until done; its credentials must read the
+// source bucket, or the copy streams. An object with a custom time (provider-gcp's mark for
+// deletion, which a rewrite may carry over) streams.
 package gcs

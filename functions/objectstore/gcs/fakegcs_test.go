@@ -145,6 +145,7 @@ func TestFakeGCSServer(t *testing.T) {
 	t.Run("NoBatchEndpoint", func(t *testing.T) { testNoBatchEndpoint(t, sv) })
 	t.Run("InvalidNameSendsNothing", func(t *testing.T) { testInvalidNameSendsNothing(t, sv) })
 	t.Run("Authenticated", func(t *testing.T) { testAuthenticated(t, sv) })
+	t.Run("CopyFrom", func(t *testing.T) { testCopyFrom(t, sv) })
 }
 
 // The bucket is created with what upstream gives it: uniform bucket-level access, soft delete

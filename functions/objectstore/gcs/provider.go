@@ -139,7 +139,7 @@ func (p *Provider) Open(bucket string, data map[string][]byte) (objectstore.Stor
 	}
 	u, _ := url.Parse(p.endpoint) // checked by jsonAPI
 	s := &store{
-		name: bucket, projectID: c.projectID, region: p.region,
+		name: bucket, endpoint: p.endpoint, projectID: c.projectID, region: p.region,
 		client: client, http: hc, batchURL: u.Scheme + "://" + u.Host + "/batch/storage/v1", apiPath: u.Path,
 		opts: p.opts,
 	}

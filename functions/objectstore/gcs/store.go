@@ -18,6 +18,7 @@ import (
 // store is one GCS bucket.
 type store struct {
 	name      string
+	endpoint  string // the JSON API's base URL: a server-side copy stays at one
 	projectID string
 	region    string
 	client    *storage.Client

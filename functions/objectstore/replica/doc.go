@@ -8,9 +8,10 @@
 // [Copy] lists the source under the prefix and, a few objects at once ([WithConcurrency]),
 // reads each one's properties at both ends ([objectstore.Store.Stat]):
 //
-//   - missing at the destination: streamed from the source into the destination
-//     ([objectstore.Store.Open] into [objectstore.Store.Upload]; nothing is held whole in
-//     memory), hashed while it streams, then verified (below) and counted as copied;
+//   - missing at the destination: copied server-side where the destination can (below),
+//     otherwise streamed from the source into the destination ([objectstore.Store.Open] into
+//     [objectstore.Store.Upload]; nothing is held whole in memory), hashed while it streams;
+//     then verified (below) and counted as copied;
 //   - at the destination with the same size and checksum: skipped;
 //   - at the destination with another size or checksum: never overwritten. It is reported in
 //     [Report.Differing] with both sizes and checksums, logged at warn, and Copy's error wraps
@@ -36,6 +37,29 @@
 // entry's prefix), the context ending, a failed listing of the source — stops the copy; the
 // objects not yet tried are left for the next run. Copy is idempotent: run again, it copies
 // what is missing and skips the rest.
+//
+// # Server-side copies
+//
+// A destination that is an [objectstore.ServerSideCopier] copies the object from the source
+// itself, the content never passing through Copy, when both ends are buckets of one provider
+// it can copy between (S3 CopyObject at one endpoint, up to 5 GiB; GCS rewrite at one
+// endpoint; Azure Copy Blob from a read-only SAS of the source blob, in one storage account or
+// across accounts; Swift's X-Copy-From in one account; never local). It never replaces an object, copies no deletion mark of the
+// source's, and the destination's own immutability settings apply to the copy as to an
+// upload. When the destination declines for the pair of stores
+// ([objectstore.ErrNotServerSide]: another provider, endpoint or account, the server refusing
+// with access denied), Copy logs it once and streams every object of that Copy; until one
+// server-side copy has gone through, the objects are tried one at a time, so a refusal costs
+// one request. An object the destination declines alone ([objectstore.ErrObjectNotServerSide]:
+// too large for one request, or marked with a GCS custom time a copy would carry over) streams
+// alone. [Report.ServerSide] counts the objects copied server-side.
+//
+// A server-side copy is verified as a streamed one, by size and a checksum both ends agree on:
+// both stores' MD5 when both report one (an S3 object of one PutObject, a GCS object written
+// whole, an Azure blob with Content-MD5, which Copy Blob carries over); otherwise the source
+// is read (and checked against its own MD5 if it has one) and the copy verified against what
+// was read, by its MD5 (S3 gives the copy of a multipart upload an MD5 ETag) or by reading it
+// back.
 //
 // # Which checksum verifies what
 //
@@ -88,8 +112,7 @@
 //
 // Each store's other hashes — Azure's CRC64, GCS's CRC32C, S3's x-amz-checksum-sha256 — have
 // no counterpart at another provider (S3's SHA-256 of a multipart upload is a digest of the
-// parts' digests), so they would serve only copies within one provider; the server-side copy
-// such a pair allows is a later slice too.
+// parts' digests), so they would serve only copies within one provider; Copy does not use them.
 //
 // Verifying by SHA-256 costs a second read: of the destination after each write, and of both
 // ends for each object already there when the stores report no common MD5 — for
@@ -114,5 +137,6 @@
 //
 // Copy assumes it is the only writer under the prefix at the destination: two copies of one
 // prefix at once could each find a key missing and write it (the same content, both verified).
-// Nothing here writes conditionally (If-None-Match); the copy function runs one copy per entry.
+// Streaming writes unconditionally, and so does S3's server-side copy (its CopyFrom checks the
+// key first); the copy function runs one copy per entry.
 package replica

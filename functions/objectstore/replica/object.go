@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -30,6 +31,35 @@ const removeTimeout = time.Minute
 type copier struct {
 	src, dst objectstore.Store
 	log      *zap.Logger
+	// server is the destination's server-side copy; nil: every object streams.
+	server *serverSide
+}
+
+// serverSide is a destination that copies server-side, until it refuses for the pair of
+// stores: then, for the rest of the Copy, every object streams.
+type serverSide struct {
+	to objectstore.ServerSideCopier
+	// mu holds the copies one at a time until one has gone through, so that a pair that
+	// refuses costs one refused request, not one per worker.
+	mu              sync.Mutex
+	proven, refused atomic.Bool
+}
+
+// run calls copyFn unless the pair has refused; done is false when the object is to be
+// streamed.
+func (p *serverSide) run(copyFn func() (o outcome, done bool)) (outcome, bool) {
+	if !p.proven.Load() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+	}
+	if p.refused.Load() {
+		return outcome{}, false
+	}
+	o, done := copyFn()
+	if o.serverSide {
+		p.proven.Store(true)
+	}
+	return o, done
 }
 
 // one copies, skips or reports key.
@@ -88,9 +118,83 @@ func (c copier) compare(ctx context.Context, key string, s, d objectstore.Object
 	return outcome{key: key, differs: &Difference{Key: key, Source: ssum, Destination: dsum}}
 }
 
-// copy streams the source's object to the destination, hashing what it reads, and verifies
-// what was written. An object that is not verified is removed again: the key had none before.
+// copy copies the source's object to the destination, server-side where the destination can,
+// and verifies what was written. An object that is not verified is removed again: the key had
+// none before.
 func (c copier) copy(ctx context.Context, key string, s objectstore.ObjectInfo) outcome {
+	if c.server != nil {
+		if o, done := c.server.run(func() (outcome, bool) { return c.copyServerSide(ctx, key, s) }); done {
+			return o
+		}
+	}
+	return c.stream(ctx, key, s)
+}
+
+// copyServerSide has the destination copy the object itself; done is false when it cannot, and
+// the object is to be streamed.
+func (c copier) copyServerSide(ctx context.Context, key string, s objectstore.ObjectInfo) (o outcome, done bool) {
+	d, err := c.server.to.CopyFrom(ctx, c.src, key)
+	switch {
+	case errors.Is(err, objectstore.ErrObjectNotServerSide):
+		c.log.Debug("object not for a server-side copy, streamed", zap.String("key", key), zap.Int64("size", s.Size), zap.Error(err))
+		return outcome{}, false
+	case errors.Is(err, objectstore.ErrNotServerSide):
+		if c.server.refused.CompareAndSwap(false, true) {
+			c.log.Info("no server-side copy between these stores, streaming", zap.String("key", key), zap.Error(err))
+		}
+		return outcome{}, false
+	case errors.Is(err, objectstore.ErrObjectNotFound):
+		return outcome{key: key, vanished: true}, true
+	case errors.Is(err, objectstore.ErrObjectExists):
+		// Written by another since the destination was read: compared, as any object there.
+		d, err := c.dst.Stat(ctx, key)
+		if err != nil {
+			return fail(key, "reading the destination object's properties", err), true
+		}
+		return c.compare(ctx, key, s, d), true
+	case err != nil:
+		return fail(key, "copying the object server-side", err), true
+	}
+	method, err := c.verifyCopied(ctx, key, s, d)
+	if err != nil {
+		return c.discard(ctx, key, err), true
+	}
+	return outcome{key: key, size: d.Size, copied: true, serverSide: true, method: method}, true
+}
+
+// verifyCopied checks the object the destination copied at key (d) is the source's (s): by
+// size, and by both stores' MD5 when both report one. Otherwise it reads the source, checked
+// against its own MD5 if it has one, and verifies the copy against what was read, as a
+// streamed one: by the destination's MD5, or by reading it back.
+func (c copier) verifyCopied(ctx context.Context, key string, s, d objectstore.ObjectInfo) (string, error) {
+	switch {
+	case d.Size != s.Size:
+		return "", fmt.Errorf("%w: the copy holds %d bytes, the source %d", ErrVerifyFailed, d.Size, s.Size)
+	case s.MD5 != nil && d.MD5 != nil:
+		if !bytes.Equal(s.MD5, d.MD5) {
+			return "", fmt.Errorf("%w: the copy reports MD5 %x, the source %x", ErrVerifyFailed, d.MD5, s.MD5)
+		}
+		return byMD5, nil
+	}
+	rc, err := c.src.Open(ctx, key)
+	if err != nil {
+		return "", fmt.Errorf("reading the source object to verify the copy: %w", err)
+	}
+	defer rc.Close()
+	read := &hashingReader{r: rc, sha: sha256.New(), md5: md5.New()}
+	if _, err := io.Copy(io.Discard, read); err != nil {
+		return "", fmt.Errorf("reading the source object to verify the copy: %w", err)
+	}
+	shaSum, md5Sum := read.sha.Sum(nil), read.md5.Sum(nil)
+	if s.MD5 != nil && !bytes.Equal(md5Sum, s.MD5) {
+		return "", fmt.Errorf("%w: the %d bytes read from the source have MD5 %x, the source reports %x", ErrVerifyFailed, read.n, md5Sum, s.MD5)
+	}
+	return c.verify(ctx, key, read.n, md5Sum, shaSum)
+}
+
+// stream streams the source's object to the destination, hashing what it reads, and verifies
+// what was written.
+func (c copier) stream(ctx context.Context, key string, s objectstore.ObjectInfo) outcome {
 	rc, err := c.src.Open(ctx, key)
 	switch {
 	case errors.Is(err, objectstore.ErrObjectNotFound):
@@ -217,7 +321,7 @@ func (c copier) logOutcome(o outcome) {
 	case o.vanished:
 		c.log.Debug("object gone from the source before it was read", key)
 	case o.copied:
-		c.log.Debug("object copied", key, zap.Int64("size", o.size), zap.String("verifiedBy", o.method))
+		c.log.Debug("object copied", key, zap.Int64("size", o.size), zap.Bool("serverSide", o.serverSide), zap.String("verifiedBy", o.method))
 	case o.skipped:
 		c.log.Debug("object at the destination already", key, zap.Int64("size", o.size), zap.String("verifiedBy", o.method))
 	}

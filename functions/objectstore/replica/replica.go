@@ -102,6 +102,10 @@ type Report struct {
 	// is their size.
 	Copied      int
 	CopiedBytes int64
+	// ServerSide is how many of the copied objects the destination copied from the source
+	// itself, the content never passing through Copy (objectstore.ServerSideCopier); the
+	// rest were streamed.
+	ServerSide int
 	// Skipped objects were at the destination already with the same size and checksum.
 	Skipped      int
 	SkippedBytes int64
@@ -127,14 +131,16 @@ type Report struct {
 
 // outcome is what became of one key.
 type outcome struct {
-	key      string
-	size     int64
-	copied   bool
-	skipped  bool
-	vanished bool
-	method   string // "md5" or "sha256": how it was shown equal
-	differs  *Difference
-	err      error
+	key    string
+	size   int64
+	copied bool
+	// serverSide: copied by the destination itself.
+	serverSide bool
+	skipped    bool
+	vanished   bool
+	method     string // "md5" or "sha256": how it was shown equal
+	differs    *Difference
+	err        error
 }
 
 // Copy copies every object under prefix (a plain string prefix: end it with "/" to stay
@@ -187,6 +193,9 @@ func Copy(ctx context.Context, src, dst objectstore.Store, prefix string, opts .
 		return nil
 	})
 	c := copier{src: src, dst: dst, log: log}
+	if sc, ok := dst.(objectstore.ServerSideCopier); ok {
+		c.server = &serverSide{to: sc}
+	}
 	for range o.concurrency {
 		g.Go(func() error {
 			for k := range keys {
@@ -234,6 +243,7 @@ func Copy(ctx context.Context, src, dst objectstore.Store, prefix string, opts .
 	}
 	err := errors.Join(errs...)
 	fields := []zap.Field{zap.Int("listed", rep.Listed), zap.Int("copied", rep.Copied), zap.Int64("copiedBytes", rep.CopiedBytes),
+		zap.Int("serverSide", rep.ServerSide),
 		zap.Int("skipped", rep.Skipped), zap.Int64("skippedBytes", rep.SkippedBytes), zap.Int("vanished", rep.Vanished),
 		zap.Int("differing", len(rep.Differing)), zap.Int("failed", len(rep.Failed)),
 		zap.Int("verifiedByMD5", rep.VerifiedByMD5), zap.Int("verifiedBySHA256", rep.VerifiedBySHA256),
@@ -257,6 +267,9 @@ func (r *Report) add(o outcome) {
 	case o.copied:
 		r.Copied++
 		r.CopiedBytes += o.size
+		if o.serverSide {
+			r.ServerSide++
+		}
 		if r.Newest == "" || Newer(o.key, r.Newest) {
 			r.Newest = o.key
 		}

@@ -11,9 +11,11 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,7 +248,22 @@ func TestCopy(t *testing.T) {
 		return s
 	}}
 
+	// The same server under another name: S3 cannot copy between endpoints, so every object
+	// streams. (The first store is s3Stores under another name, for bucket names of its own.)
+	s3First := s3Stores
+	s3First.name = "s3-first"
+	otherEndpoint := maps.Clone(s3Creds)
+	otherEndpoint[s3.KeyEndpoint] = []byte(strings.Replace(env.S3.Endpoint, "127.0.0.1", "localhost", 1))
+	s3Localhost := stores{name: "s3-localhost", secrets: s3Stores.secrets, open: func(t *testing.T, bucket string) objectstore.Store {
+		s, err := s3.New().Open(bucket, otherEndpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}}
+
 	t.Run("etcd-backup-restore-local-to-s3", func(t *testing.T) { testRealBackup(t, s3Stores) })
+	t.Run("s3-to-s3-denied", func(t *testing.T) { testServerSideDenied(t, s3Stores, s3Creds) })
 	t.Run("local-to-s3-wrong-secret", func(t *testing.T) {
 		const wrong = "not-the-secret-key-at-all"
 		s3Stores.create(t, "second-wrong-secret")
@@ -264,6 +281,8 @@ func TestCopy(t *testing.T) {
 		// How the first copy verifies the written objects: by the destination's MD5, or by
 		// reading them back.
 		byMD5, bySHA256 int
+		// How many the destination copies server-side.
+		serverSide int
 	}{
 		// local reports no MD5; S3 reports one for objects written in one PutObject: all but
 		// the full snapshot above a part's size.
@@ -271,8 +290,16 @@ func TestCopy(t *testing.T) {
 		// GCS reports an MD5 for every object written whole.
 		{src: s3Stores, dst: gcsStores, byMD5: len(backups), bySHA256: 0},
 		{src: azureStores, dst: s3Stores, byMD5: len(backups) - 1, bySHA256: 1},
+		// One provider: copied server-side. CopyObject gives the copy of a multipart upload an
+		// ETag that is its MD5: the source is read once, and the copy verified by its MD5.
+		{src: s3Stores, dst: s3Stores, byMD5: len(backups), bySHA256: 0, serverSide: len(backups)},
+		{src: s3First, dst: s3Localhost, byMD5: len(backups) - 1, bySHA256: 1},
+		{src: gcsStores, dst: gcsStores, byMD5: len(backups), bySHA256: 0, serverSide: len(backups)},
+		// Copy Blob carries Content-MD5 over; the blob committed from blocks has none, and is
+		// read at both ends.
+		{src: azureStores, dst: azureStores, byMD5: len(backups) - 1, bySHA256: 1, serverSide: len(backups)},
 	} {
-		t.Run(p.src.name+"-to-"+p.dst.name, func(t *testing.T) { testPair(t, p.src, p.dst, p.byMD5, p.bySHA256) })
+		t.Run(p.src.name+"-to-"+p.dst.name, func(t *testing.T) { testPair(t, p.src, p.dst, p.byMD5, p.bySHA256, p.serverSide) })
 	}
 }
 
@@ -291,7 +318,8 @@ func TestCopyToSwift(t *testing.T) {
 		return s
 	}}
 	// Swift's ETag is the MD5 of every object written in one PUT.
-	testPair(t, localStores(), swiftStores, len(backups), 0)
+	t.Run("local-to-swift", func(t *testing.T) { testPair(t, localStores(), swiftStores, len(backups), 0, 0) })
+	t.Run("swift-to-swift", func(t *testing.T) { testPair(t, swiftStores, swiftStores, len(backups), 0, len(backups)) })
 }
 
 func localStores() stores {
@@ -304,16 +332,16 @@ func localStores() stores {
 	}}
 }
 
-func testPair(t *testing.T, src, dst stores, byMD5, bySHA256 int) {
+func testPair(t *testing.T, src, dst stores, byMD5, bySHA256, serverSide int) {
 	secrets := slices.Concat(src.secrets, dst.secrets)
-	t.Run("Copy", func(t *testing.T) { testCopy(t, src, dst, byMD5, bySHA256, secrets) })
+	t.Run("Copy", func(t *testing.T) { testCopy(t, src, dst, byMD5, bySHA256, serverSide, secrets) })
 	t.Run("RefusedWrites", func(t *testing.T) { testRefusedWrites(t, src, dst, secrets) })
 	t.Run("VerifyFails", func(t *testing.T) { testVerifyFails(t, src, dst) })
 }
 
 // testCopy copies the backups, copies again, finds a byte flipped in the copy, copies an
 // object removed from the copy again, and leaves everything outside the prefix alone.
-func testCopy(t *testing.T, ss, ds stores, byMD5, bySHA256 int, secrets []string) {
+func testCopy(t *testing.T, ss, ds stores, byMD5, bySHA256, serverSide int, secrets []string) {
 	src, dst := ss.create(t, "backups-copy-"+ds.name), ds.create(t, "second-copy-"+ss.name)
 	want := put(t, src, backups, 1)
 	srcBefore := union(want, put(t, src, sourceOutside, 2))
@@ -343,6 +371,9 @@ func testCopy(t *testing.T, ss, ds stores, byMD5, bySHA256 int, secrets []string
 	}
 	if rep.VerifiedByMD5 != byMD5 || rep.VerifiedBySHA256 != bySHA256 {
 		t.Errorf("first copy verified %d objects by MD5 and %d by SHA-256 read back, want %d and %d", rep.VerifiedByMD5, rep.VerifiedBySHA256, byMD5, bySHA256)
+	}
+	if rep.ServerSide != serverSide {
+		t.Errorf("first copy: %d objects copied server-side, want %d", rep.ServerSide, serverSide)
 	}
 	sameContents(t, "destination after the first copy", contents(t, dst), union(dstOutside, want))
 	sameContents(t, "source after the first copy", contents(t, src), srcBefore)
@@ -394,7 +425,7 @@ func testCopy(t *testing.T, ss, ds stores, byMD5, bySHA256 int, secrets []string
 	}
 	rep, err = run()
 	if !errors.Is(err, replica.ErrDiffers) || rep.Copied != 1 || rep.CopiedBytes != int64(removed.size) || rep.Newest != removed.key ||
-		len(rep.Differing) != 1 || rep.Skipped != len(backups)-2 {
+		len(rep.Differing) != 1 || rep.Skipped != len(backups)-2 || rep.ServerSide != min(serverSide, 1) {
 		t.Errorf("copy after %q was removed: %+v, %v; want it copied again, the damaged one still differing", removed.key, rep, err)
 	}
 	want[flipped.key] = sum(damaged)
@@ -665,4 +696,45 @@ func TestConcurrencyBounded(t *testing.T) {
 			t.Errorf("concurrency %d: %d uploads at once at most, want %d", n, counted.max, n)
 		}
 	}
+}
+
+// denyCopies answers every S3 CopyObject with 403 AccessDenied, as S3 does when the
+// destination's credentials may not read the source bucket, and counts them.
+type denyCopies struct{ copies atomic.Int32 }
+
+func (d *denyCopies) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != "" {
+		d.copies.Add(1)
+		body := `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`
+		return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+			Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A destination whose server refuses the server-side copy is asked once per Copy: every object
+// streams, verified as ever.
+func testServerSideDenied(t *testing.T, ss stores, creds map[string][]byte) {
+	src := ss.create(t, "backups-denied")
+	want := put(t, src, backups, 1)
+	deny := &denyCopies{}
+	dst, err := s3.New(s3.WithHTTPClient(&http.Client{Transport: deny})).Open("second-denied", creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Create(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	log, lines := observed()
+	rep, err := replica.Copy(testCtx(t), src, dst, prefix, replica.WithLogger(log), replica.WithConcurrency(3))
+	if err != nil || rep.Copied != len(backups) || rep.ServerSide != 0 || rep.VerifiedByMD5 != len(backups)-1 || rep.VerifiedBySHA256 != 1 {
+		t.Errorf("copy refused server-side: %+v, %v; want every object streamed and verified", rep, err)
+	}
+	if n := deny.copies.Load(); n != 1 {
+		t.Errorf("%d server-side copies asked for; want 1, the refusal holds for the pair", n)
+	}
+	if all := strings.Join(lines(), "\n"); !strings.Contains(all, "no server-side copy between these stores, streaming") {
+		t.Error("no log line says the copy streams")
+	}
+	sameContents(t, "destination", contents(t, dst), want)
 }

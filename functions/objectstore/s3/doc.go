@@ -30,4 +30,8 @@
 // retention is never bypassed.
 //
 // S3 deletes only empty buckets: Delete empties the bucket first.
+//
+// A store copies server-side (objectstore.ServerSideCopier) from a bucket at the same endpoint
+// with CopyObject, up to MaxCopySize (5 GiB; a larger object streams), without the source's
+// tags; its credentials must read the source bucket, or the copy streams.
 package s3

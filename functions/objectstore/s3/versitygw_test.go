@@ -153,6 +153,7 @@ func TestVersityGW(t *testing.T) {
 	t.Run("ObjectLock", func(t *testing.T) { testObjectLock(t, sv) })
 	t.Run("Immutability", func(t *testing.T) { testImmutability(t, sv) })
 	t.Run("SpecRegionWins", func(t *testing.T) { testSpecRegionWins(t, sv) })
+	t.Run("CopyFrom", func(t *testing.T) { testCopyFrom(t, sv) })
 }
 
 func testWrongKey(t *testing.T, sv server) {

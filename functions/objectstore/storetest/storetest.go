@@ -20,7 +20,11 @@ import (
 // Option adjusts the suite to the stores under test.
 type Option func(*config)
 
-type config struct{ pageSize int }
+type config struct {
+	pageSize int
+	// open opens another bucket of the server under test (CopyFrom's source).
+	open func(t *testing.T, bucket string) objectstore.Store
+}
 
 // WithPageSize tells the suite the list page size of the stores open returns (a provider's
 // test hook), so that paging is exercised with few keys. Default objectstore.MaxPageSize.
@@ -29,7 +33,7 @@ func WithPageSize(n int) Option { return func(c *config) { c.pageSize = n } }
 // Run runs the conformance tests. open returns a store for bucket, which must not exist yet;
 // every subtest uses its own bucket name. Subtests run in parallel.
 func Run(t *testing.T, open func(t *testing.T, bucket string) objectstore.Store, opts ...Option) {
-	cfg := config{pageSize: objectstore.MaxPageSize}
+	cfg := config{pageSize: objectstore.MaxPageSize, open: open}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -57,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T, bucket string) objectstore.Store,
 		{"OpenMissingKey", testOpenMissingKey},
 		{"OpenMissingBucket", testOpenMissingBucket},
 		{"OpenCancelled", testOpenCancelled},
+		{"CopyFrom", testCopyFrom},
 	}
 	for i, tc := range tests {
 		bucket := fmt.Sprintf("conformance-%02d-%s", i, strings.ToLower(tc.name))

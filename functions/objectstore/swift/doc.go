@@ -34,4 +34,8 @@
 // are reported failed, not deleted.
 //
 // Swift deletes only empty containers: Delete empties the container first.
+//
+// A store copies server-side (objectstore.ServerSideCopier) from a container of the same
+// account with X-Copy-From; a large-object manifest arrives as one object of its content, up
+// to the proxy's max_file_size (a larger one streams).
 package swift

@@ -123,6 +123,7 @@ func TestSwift(t *testing.T) {
 			t.Errorf("left %q, want [b/1]", got)
 		}
 	})
+	t.Run("CopyFrom", func(t *testing.T) { testCopyFrom(t, password) })
 	t.Run("WrongPassword", func(t *testing.T) {
 		const wrong = "not-the-password-at-all"
 		creds := map[string][]byte{}
