@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -178,7 +179,7 @@ func TestNewObjectEventRejectsOperations(t *testing.T) {
 
 func TestPurgeEventRoundTrip(t *testing.T) {
 	data := testPurgeData()
-	data.Deleted = 1234
+	data.Deleted, data.Locked, data.LockedCopies = 1234, 2, []string{"second-copy"}
 	e, err := NewPurgeEvent(testCluster, OpPurgeCompleted, testEntry().Ref, data, testNow)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +206,7 @@ func TestPurgeEventRoundTrip(t *testing.T) {
 	if err := d.DataAs(&got); err != nil {
 		t.Fatal(err)
 	}
-	if got != data {
+	if !reflect.DeepEqual(got, data) {
 		t.Errorf("data = %+v, want %+v", got, data)
 	}
 

@@ -98,8 +98,12 @@ type PurgeData struct {
 	Reason string `json:"reason,omitempty"`
 	// Locked counts the objects object lock kept (completed and verified events), marked for
 	// deletion; LockedUntil is the latest end of their locks, when a verify purge is due.
+	// Deleted and Locked count the bucket's objects and its copies' together.
 	Locked      int       `json:"locked,omitempty"`
 	LockedUntil time.Time `json:"lockedUntil,omitzero"`
+	// LockedCopies are the BackupDestinations whose copies under Prefix hold objects object
+	// lock kept: the verify purge deletes their marked objects too.
+	LockedCopies []string `json:"lockedCopies,omitempty"`
 }
 
 // NewPurgeEvent builds a purge event about entry. Its id is derived from the entry's uid, the

@@ -1,5 +1,6 @@
 // The copies of a purged entry's backups: every BackupDestination a BackupCopyPolicy copied
-// them to is purged under the entry's prefix with the entry, before its bucket.
+// them to is purged under the entry's prefix with the entry, before its bucket, and what
+// object lock keeps there is deleted by the entry's verify purge when the locks end.
 
 package entry
 
@@ -14,16 +15,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
 // Outcomes of the purge of an entry's copy in one BackupDestination.
 const (
 	CopyPurged = "purged" // nothing is left under the prefix
-	// CopyLocked: purged but for objects object lock keeps, marked for deletion (by the
-	// store's lifecycle rule); no verify purge follows them.
+	// CopyLocked: purged but for objects object lock keeps, marked for deletion; the entry's
+	// verify purge deletes them when their locks end.
 	CopyLocked = "locked"
 	CopyFailed = "failed" // the destination refused or could not be reached: the entry waits
 	// CopyLeft: the policy names a BackupDestination that does not exist: whatever it held
@@ -67,17 +70,28 @@ func (m *CopyMetrics) observe(destination, outcome string) {
 // names those that failed. It is retried as an outage is (runner.ClassUnavailable), never
 // dead-lettered: a destination's refusal (wrong credentials) waits for an operator to fix it,
 // and the purge goes on then.
-func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) error {
+//
+// It returns what it purged in all of them together, and the destinations where object lock
+// kept objects (the verify purge's, when their locks end).
+func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) (Purged, []string, error) {
 	copies, err := destination.CopiesOf(ctx, p.Client, be)
 	if err != nil {
-		return err
+		return Purged{}, nil, err
 	}
-	var failed []string
-	var first error
+	var (
+		all    Purged
+		locked []string
+		failed []string
+		first  error
+	)
 	for _, cp := range copies {
 		log := log.With(zap.String("destination", cp.Destination), zap.Strings("policies", cp.Policies))
-		outcome, err := p.purgeCopy(ctx, log, cp.Destination, prefix)
+		outcome, purged, err := p.purgeCopy(ctx, log, cp.Destination, prefix)
 		p.Copies.observe(cp.Destination, outcome)
+		all = all.add(purged)
+		if outcome == CopyLocked {
+			locked = append(locked, cp.Destination)
+		}
 		if err != nil {
 			log.Warn("copy not purged: the entry waits", zap.Error(err))
 			failed = append(failed, cp.Destination)
@@ -87,7 +101,7 @@ func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extension
 		}
 	}
 	if first == nil {
-		return nil
+		return all, locked, nil
 	}
 	classified := gardener.Classify(first)
 	if problem := (*destination.Problem)(nil); errors.As(first, &problem) {
@@ -97,29 +111,68 @@ func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extension
 	if len(failed) > 1 {
 		kind += "s"
 	}
-	return runner.Unavailable(fmt.Errorf("the copies under %s in %s %s are not purged, so neither is the bucket: %w",
+	return Purged{}, nil, runner.Unavailable(fmt.Errorf("the copies under %s in %s %s are not purged, so neither is the bucket: %w",
 		prefix, kind, strings.Join(failed, ", "), classified))
 }
 
-// purgeCopy purges prefix in the named BackupDestination and returns the outcome.
-func (p *Purger) purgeCopy(ctx context.Context, log *zap.Logger, name, prefix string) (string, error) {
+// purgeCopy purges prefix in the named BackupDestination and returns the outcome and what it
+// purged.
+func (p *Purger) purgeCopy(ctx context.Context, log *zap.Logger, name, prefix string) (string, Purged, error) {
 	store, _, err := destination.Open(ctx, p.Client, p.Providers, name)
 	switch {
 	case errors.Is(err, destination.ErrNoDestination):
 		log.Warn("not purging the copy: the BackupCopyPolicy names a BackupDestination that does not exist; what it held stays")
-		return CopyLeft, nil
+		return CopyLeft, Purged{}, nil
 	case err != nil:
-		return CopyFailed, fmt.Errorf("%s: %w", name, err)
+		return CopyFailed, Purged{}, fmt.Errorf("%s: %w", name, err)
 	}
 	purged, err := DeletePrefix(ctx, store, prefix, p.KeyRetries, nil)
 	if err != nil {
-		return CopyFailed, fmt.Errorf("%s: %w", name, err)
+		return CopyFailed, purged, fmt.Errorf("%s: %w", name, err)
 	}
 	if purged.Locked > 0 {
-		log.Warn("copy purged but for objects object lock keeps: marked for deletion by the store's lifecycle rule", zap.String("prefix", prefix),
+		log.Warn("copy purged but for objects object lock keeps: marked for deletion, the verify purge's when their locks end", zap.String("prefix", prefix),
 			zap.Int("deleted", purged.Deleted), zap.Int("locked", purged.Locked), zap.Time("lockedUntil", purged.Until), zap.String("note", purged.Note))
-		return CopyLocked, nil
+		return CopyLocked, purged, nil
 	}
 	log.Info("copy purged", zap.String("prefix", prefix), zap.Int("deleted", purged.Deleted))
-	return CopyPurged, nil
+	return CopyPurged, purged, nil
+}
+
+// verifyCopies is the verify purge of the copies in data.LockedCopies: in each it deletes what
+// is under the prefix and marked for deletion, and nothing else. It returns what it purged, the
+// objects it left for carrying no mark, and the destinations still holding locked objects. A
+// destination gone is left (what it held stays, as the purge leaves it); one it cannot reach
+// fails the verify purge, which is retried.
+func (p *Purger) verifyCopies(ctx context.Context, log *zap.Logger, data events.PurgeData) (Purged, int, []string, error) {
+	var (
+		all      Purged
+		unmarked int
+		locked   []string
+	)
+	for _, name := range data.LockedCopies {
+		log := log.With(zap.String("destination", name))
+		store, _, err := destination.Open(ctx, p.Client, p.Providers, name)
+		switch {
+		case errors.Is(err, destination.ErrNoDestination):
+			log.Warn("not verifying the copy: the BackupDestination is gone; its marked objects stay")
+			continue
+		case err != nil:
+			return Purged{}, 0, nil, fmt.Errorf("verify purge of the copy in BackupDestination %s: %w", name, err)
+		}
+		locking, ok := store.(objectstore.Locking)
+		if !ok {
+			log.Info("not verifying the copy: the store has no object lock")
+			continue
+		}
+		purged, n, err := deleteMarked(ctx, store, locking, data.Prefix, p.KeyRetries)
+		if err != nil {
+			return Purged{}, 0, nil, fmt.Errorf("verify purge of the copy in BackupDestination %s: %w", name, err)
+		}
+		all, unmarked = all.add(purged), unmarked+n
+		if purged.Locked > 0 {
+			locked = append(locked, name)
+		}
+	}
+	return all, unmarked, locked, nil
 }

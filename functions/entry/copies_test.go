@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -161,7 +162,8 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 	}
 	metrics := prometheus.NewRegistry()
 	log := zaptest.NewLogger(t)
-	p := &entry.Purger{Client: c, Providers: providers, JetStream: &recordingJetStream{}, Cluster: "test",
+	js := &recordingJetStream{}
+	p := &entry.Purger{Client: c, Providers: providers, JetStream: js, Cluster: "test",
 		Scope: gardener.Scope{Types: []string{local.Type}, Classes: []string{"shoot"}}, Entries: entry.StatusWriter(c, log),
 		Log: log, Now: time.Now, ProgressInterval: time.Hour, KeyRetries: 1, Copies: entry.NewCopyMetrics(metrics)}
 	purge := func(be *extensionsv1alpha1.BackupEntry) error {
@@ -305,6 +307,65 @@ func TestPurgeAlsoPurgesTheCopies(t *testing.T) {
 		}
 		if n := counted("locked-copy", entry.CopyLocked); n != 3 {
 			t.Errorf("the locked copy counted %v times %s, want 3 (once a purge)", n, entry.CopyLocked)
+		}
+	})
+
+	// The verify purges the entry's purge scheduled, as the NATS server would fire them.
+	verifies := func(t *testing.T) []events.PurgeData {
+		t.Helper()
+		js.mu.Lock()
+		defer js.mu.Unlock()
+		var out []events.PurgeData
+		for _, m := range js.msgs {
+			e, err := events.Decode(m.Header, m.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var data events.PurgeData
+			if e.Type() == events.TypePurgeVerify && e.DataAs(&data) == nil && data.Entry == target {
+				out = append(out, data)
+			}
+		}
+		return out
+	}
+	verify := func(t *testing.T, data events.PurgeData) {
+		t.Helper()
+		ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: target, UID: types.UID(data.UID)}}
+		e, err := events.NewPurgeEvent("test", events.OpPurgeVerify, kube.Ref(events.KindBackupEntry, ref), data, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Handle(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("when the copy's lock ends, the verify purge deletes what it kept, and only that", func(t *testing.T) {
+		scheduled := verifies(t)
+		if len(scheduled) != 1 || !slices.Equal(scheduled[0].LockedCopies, []string{"locked-copy"}) || scheduled[0].Locked != 1 ||
+			time.Until(scheduled[0].LockedUntil) < 50*time.Minute {
+			t.Fatalf("verify purges scheduled %+v, want one for the locked copy's snapshot, due in about an hour", scheduled)
+		}
+		// Fired early (a forged event, or a lock extended): what is locked stays, verified again later.
+		verify(t, scheduled[0])
+		if got := keysOf(lockedCopy, target+"/"); !slices.Equal(got, []string{lockedKey}) {
+			t.Fatalf("after a verify purge before the lock's end the locked copy holds %q, want %q", got, lockedKey)
+		}
+		if again := verifies(t); len(again) != 2 || !slices.Equal(again[1].LockedCopies, []string{"locked-copy"}) {
+			t.Fatalf("verify purges scheduled %+v, want the locked copy's again", again)
+		}
+		// The lock ends (governance mode: shortened by who may bypass it).
+		if _, err := raw.PutObjectRetention(ctx, &awss3.PutObjectRetentionInput{Bucket: aws.String("locked-copy"), Key: aws.String(lockedKey),
+			BypassGovernanceRetention: aws.Bool(true), Retention: &s3types.ObjectLockRetention{Mode: s3types.ObjectLockRetentionModeGovernance,
+				RetainUntilDate: aws.Time(time.Now().Add(time.Second))}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		verify(t, verifies(t)[1])
+		if got := keysOf(lockedCopy, "shoot--dev--gone"); !slices.Equal(got, neighbourKeys) {
+			t.Errorf("after the lock's end the locked copy holds\n%q\nwant only the neighbour's\n%q", got, neighbourKeys)
+		}
+		if n := len(verifies(t)); n != 2 {
+			t.Errorf("%d verify purges scheduled, want no new one once nothing is locked", n)
 		}
 	})
 }

@@ -30,6 +30,19 @@ type Purged struct {
 	Note string
 }
 
+// add is p and q together: what two stores' purges did.
+func (p Purged) add(q Purged) Purged {
+	p.Deleted += q.Deleted
+	p.Locked += q.Locked
+	if q.Until.After(p.Until) {
+		p.Until = q.Until
+	}
+	if p.Note == "" {
+		p.Note = q.Note
+	}
+	return p
+}
+
 // DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
 // a time; keys that fail are tried again up to retries times, then reported. Each page is
 // listed afresh, so after an interruption it resumes with what is left. Objects that object

@@ -170,47 +170,52 @@ func (p *Purger) purgeDue(ctx context.Context, log *zap.Logger, be *extensionsv1
 		return nil, nil
 	}
 	// The copies first: the bucket stays whole until none is left (purgeCopies).
-	if err := p.purgeCopies(ctx, log, be, prefix); err != nil {
+	copied, lockedCopies, err := p.purgeCopies(ctx, log, be, prefix)
+	if err != nil {
 		return nil, err
 	}
 	purged, err := p.purge(ctx, log, be, prefix)
 	if err != nil {
 		return nil, err
 	}
-	if purged.Locked > 0 {
+	all := purged.add(copied)
+	data.Deleted, data.Locked, data.LockedUntil, data.LockedCopies = all.Deleted, all.Locked, all.Until, lockedCopies
+	if all.Locked > 0 {
 		// What object lock keeps is marked; the entry is released, as upstream does, so that
 		// gardenlet (and a migration) proceeds, and a verify purge is due when the locks end.
-		if err := p.scheduleVerify(ctx, log, be, data, purged); err != nil {
+		if err := p.scheduleVerify(ctx, log, be, data, all); err != nil {
 			return nil, err
 		}
 	}
-	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
-	log.Info("purge completed", zap.String("prefix", prefix), zap.Int("deleted", purged.Deleted), zap.Int("locked", purged.Locked), zap.Time("lockedUntil", purged.Until))
+	log.Info("purge completed", zap.String("prefix", prefix), zap.Int("deleted", all.Deleted), zap.Int("locked", all.Locked),
+		zap.Time("lockedUntil", all.Until), zap.Strings("lockedCopies", lockedCopies))
 	return &data, nil
 }
 
-// scheduleVerify schedules the verify purge of the objects purged left locked, at the end of
-// their locks. A legal hold has no end: then nothing is scheduled, and the log says so.
-func (p *Purger) scheduleVerify(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, data events.PurgeData, purged Purged) error {
-	if purged.Until.IsZero() {
+// scheduleVerify schedules the verify purge of the objects a purge left locked, in the bucket
+// and in the copies data.LockedCopies, at the end of their locks. A legal hold has no end: then
+// nothing is scheduled, and the log says so.
+func (p *Purger) scheduleVerify(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, data events.PurgeData, locked Purged) error {
+	if locked.Until.IsZero() {
 		log.Warn("objects under the prefix are held without an end (legal hold): no verify purge is scheduled; they are marked for deletion",
-			zap.Int("locked", purged.Locked), zap.String("note", purged.Note))
+			zap.Int("locked", locked.Locked), zap.Strings("lockedCopies", data.LockedCopies), zap.String("note", locked.Note))
 		return nil
 	}
-	data.Locked, data.LockedUntil = purged.Locked, purged.Until
-	at := purged.Until.Add(time.Second) // the lock ends at Until: delete just after
+	data.Locked, data.LockedUntil = locked.Locked, locked.Until
+	at := locked.Until.Add(time.Second) // the lock ends at Until: delete just after
 	if err := publishPurge(ctx, p.JetStream, p.Cluster, events.OpPurgeVerify, be, data, at, p.Now()); err != nil {
 		return err
 	}
-	log.Info("objects stay locked: marked for deletion, verify purge scheduled", zap.Int("locked", purged.Locked),
-		zap.Time("lockedUntil", purged.Until), zap.String("note", purged.Note))
+	log.Info("objects stay locked: marked for deletion, verify purge scheduled", zap.Int("locked", locked.Locked),
+		zap.Strings("lockedCopies", data.LockedCopies), zap.Time("lockedUntil", locked.Until), zap.String("note", locked.Note))
 	return nil
 }
 
 // verify is the follow-up purge of a released entry whose objects object lock kept: it deletes
-// what is under the entry's prefix and marked for deletion (by the purge, or upstream), and
-// nothing else, whoever published the event: a forged one can only hasten what the lifecycle
-// rule does anyway. What is still locked is marked again and verified later.
+// what is under the entry's prefix and marked for deletion (by the purge, or upstream), in the
+// bucket and in the copies data.LockedCopies, and nothing else, whoever published the event: a
+// forged one can only hasten what the lifecycle rule does anyway. What is still locked is
+// marked again and verified later.
 func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeData) error {
 	if data.BucketName == "" || data.Prefix != gardener.EntryPrefix(data.Entry) {
 		return runner.Permanentf("verify purge of %s: prefix %q is not the entry's (%q), or no bucket", data.Entry, data.Prefix, gardener.EntryPrefix(data.Entry))
@@ -223,49 +228,63 @@ func (p *Purger) verify(ctx context.Context, log *zap.Logger, data events.PurgeD
 	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading BackupEntry %s: %w", data.Entry, err)
 	}
+	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)},
+		Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: data.BucketName}}
 	bucket := &extensionsv1alpha1.BackupBucket{}
-	if err := p.Client.Get(ctx, client.ObjectKey{Name: data.BucketName}, bucket); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
-		}
+	var purged Purged
+	var unmarked int
+	switch err := p.Client.Get(ctx, client.ObjectKey{Name: data.BucketName}, bucket); {
+	case apierrors.IsNotFound(err) && len(data.LockedCopies) == 0:
 		p.notVerifiable(ctx, log, data)
 		return nil
-	}
-	if !p.Scope.Serves(bucket) {
+	case apierrors.IsNotFound(err):
+		data.Reason = notVerifiableReason(data)
+		log.Info("not verifying the bucket: " + data.Reason)
+	case err != nil:
+		return fmt.Errorf("reading BackupBucket %s: %w", data.BucketName, err)
+	case !p.Scope.Serves(bucket):
 		log.Info("not verifying: the bucket's type or class is not this installation's", zap.String("type", bucket.Spec.Type))
 		return nil
+	default:
+		store, err := gardener.Buckets{Client: p.Client, Providers: p.Providers}.OpenWith(ctx, ref, bucket)
+		if err != nil {
+			return err
+		}
+		if locking, ok := store.(objectstore.Locking); ok {
+			if purged, unmarked, err = deleteMarked(ctx, store, locking, data.Prefix, p.KeyRetries); err != nil {
+				return err
+			}
+		} else if len(data.LockedCopies) == 0 {
+			log.Info("not verifying: the store has no object lock", zap.String("bucket", data.BucketName))
+			return nil
+		}
 	}
-	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry}, Spec: extensionsv1alpha1.BackupEntrySpec{BucketName: data.BucketName}}
-	store, err := gardener.Buckets{Client: p.Client, Providers: p.Providers}.OpenWith(ctx, ref, bucket)
+	copied, copiesUnmarked, lockedCopies, err := p.verifyCopies(ctx, log, data)
 	if err != nil {
 		return err
 	}
-	locking, ok := store.(objectstore.Locking)
-	if !ok {
-		log.Info("not verifying: the store has no object lock", zap.String("bucket", data.BucketName))
-		return nil
-	}
-	purged, unmarked, err := deleteMarked(ctx, store, locking, data.Prefix, p.KeyRetries)
-	if err != nil {
-		return err
-	}
-	ref.UID = types.UID(data.UID)
-	return p.verified(ctx, log, ref, data, purged, unmarked)
+	data.LockedCopies = lockedCopies
+	return p.verified(ctx, log, ref, data, purged.add(copied), unmarked+copiesUnmarked)
 }
 
 // notVerifiable reports a verify purge whose bucket has no BackupBucket here: gone, or another
 // seed's (a migration's source- entry). The objects stay marked for the store's lifecycle rule,
 // and the verified event says so.
 func (p *Purger) notVerifiable(ctx context.Context, log *zap.Logger, data events.PurgeData) {
-	data.Reason = fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
+	data.Reason = notVerifiableReason(data)
 	log.Info("not verifying: " + data.Reason)
 	p.Verified.observe(VerifiedNotVerifiable, 0, 0, 0)
 	ref := &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: data.Entry, UID: types.UID(data.UID)}}
 	p.announce(ctx, log, events.OpPurgeVerified, ref, data)
 }
 
-// verified reports what a verify purge did to the entry ref's prefix: what is still locked is
-// verified again when its locks end, and the objects without a mark, left alone, are told.
+func notVerifiableReason(data events.PurgeData) string {
+	return fmt.Sprintf("bucket %s has no BackupBucket on this seed: its marked objects are left to the store's lifecycle rule", data.BucketName)
+}
+
+// verified reports what a verify purge did to the entry ref's prefix, in the bucket and the
+// copies: what is still locked is verified again when its locks end, and the objects without a
+// mark, left alone, are told.
 func (p *Purger) verified(ctx context.Context, log *zap.Logger, ref *extensionsv1alpha1.BackupEntry, data events.PurgeData, purged Purged, unmarked int) error {
 	data.Deleted, data.Locked, data.LockedUntil = purged.Deleted, purged.Locked, purged.Until
 	if purged.Locked > 0 {
@@ -281,7 +300,11 @@ func (p *Purger) verified(ctx context.Context, log *zap.Logger, ref *extensionsv
 		p.Verified.observe(VerifiedEmpty, purged.Deleted, 0, unmarked)
 	}
 	if unmarked > 0 {
-		data.Reason = fmt.Sprintf("%d objects under the prefix carry no mark for deletion and were left alone", unmarked)
+		left := fmt.Sprintf("%d objects under the prefix carry no mark for deletion and were left alone", unmarked)
+		if data.Reason != "" {
+			left = data.Reason + "; " + left
+		}
+		data.Reason = left
 	}
 	p.announce(ctx, log, events.OpPurgeVerified, ref, data)
 	return nil
