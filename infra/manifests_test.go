@@ -551,9 +551,11 @@ func variant(t *testing.T, name string) (string, map[string]any) {
 			"image":            map[string]any{"pullCredentials": registryConfig},
 			"imagePullSecrets": []any{map[string]any{"name": "registry"}},
 		}
+		drill := map[string]any{"liveShootEtcd": true}
 		if name == "keda" { // Knative runs no init containers without a feature of its own
-			values["drill"] = map[string]any{"etcdBackupRestoreImage": etcdBackupRestoreImage}
+			drill["etcdBackupRestoreImage"] = etcdBackupRestoreImage
 		}
+		values["drill"] = drill
 		return namespace, values
 	case withoutEtcdBackups:
 		// Not among renderings: every check of those expects the five functions.

@@ -230,7 +230,10 @@ func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 	feature := all.NamesOf(slices.Concat(all.EtcdBackup, all.Drill, all.Copy))
 	gardener := strings.Join(slices.Sorted(slices.Values(all.NamesOf(all.Gardener))), ",")
 	isFeatures := func(u *unstructured.Unstructured) bool {
-		return u.GetKind() == "CustomResourceDefinition" || slices.ContainsFunc(feature, func(fn string) bool { return u.GetName() == "housekeeper-"+fn })
+		// Its functions' objects, and the NetworkPolicies of one of them (housekeeper-drill-...).
+		return u.GetKind() == "CustomResourceDefinition" || slices.ContainsFunc(feature, func(fn string) bool {
+			return u.GetName() == "housekeeper-"+fn || u.GetKind() == "NetworkPolicy" && strings.HasPrefix(u.GetName(), "housekeeper-"+fn+"-")
+		})
 	}
 	for _, mode := range []string{"keda", "knative"} {
 		ns, values := variant(t, mode)

@@ -76,7 +76,9 @@
 // also measures the recovery point: the live revision less the restored one, and the seconds
 // from the newest restorable point to the comparison. An EtcdBackupConfig's live etcd is its
 // spec.etcd (ConfigTarget); a BackupEntry's is its shoot's etcd-main on the seed (ShootEtcd),
-// where the drill function is given --live-shoot-etcd.
+// where the drill function is given --live-shoot-etcd; given --pod-namespace too, it applies,
+// before it connects, a NetworkPolicy in the shoot's namespace admitting its own pods to the
+// etcd's pods on the client port (ShootEtcdFrom), which a seed's policies do not admit it to.
 //
 // The same drill reads the copy a BackupCopyPolicy keeps of a BackupEntry's backups (CopyTarget:
 // its BackupDestination, at the same keys); WithCopy joins a drill of the copy to the drill of

@@ -41,6 +41,7 @@ var Definition = runner.Definition{
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		etcdbrctl := fs.String("etcdbrctl", "", "etcd-backup-restore's etcdbrctl, of the version the seed's etcds run: each drill also runs its restore on the same backups and compares the two (empty: not run, and each result says so)")
 		shootEtcds := fs.Bool("live-shoot-etcd", false, "compare each BackupEntry's drill with its shoot's running etcd-main in the seed (etcd-druid's Etcd, its client service and TLS secrets: the function must read Etcds and Secrets in the shoots' namespaces and reach their etcds); off, entry results say no live etcd is configured")
+		podNamespace := fs.String("pod-namespace", "", "the namespace of this function's pods: with --live-shoot-etcd, before it connects to a shoot's etcd-main the function applies a NetworkPolicy in the shoot's namespace admitting its pods of this namespace to the etcd's client port (it must create and patch NetworkPolicies named "+EtcdPolicyName(gardener.EtcdMain)+" there); empty, it applies none")
 		return func(ctx context.Context, d runner.Deps) (runner.Handler, error) {
 			limit, err := process.ContainerMemoryLimit()
 			if err != nil {
@@ -49,6 +50,11 @@ var Definition = runner.Definition{
 			d.Log.Info("drill runs' memory", zap.Int64("containerLimitBytes", limit), zap.Int64("processReserveBytes", ProcessMemoryReserve))
 			dr := &Driller{Client: d.Client, Providers: d.Stores, Log: d.Log, Metrics: NewMetrics(d.Metrics), Now: time.Now,
 				Memory: NewMemoryGate(limit), ShootEtcds: *shootEtcds}
+			if *shootEtcds && *podNamespace != "" {
+				dr.ShootEtcdsFrom = &Pods{Namespace: *podNamespace, Labels: DrillPodLabels}
+			} else if *shootEtcds {
+				d.Log.Warn("--live-shoot-etcd without --pod-namespace: the drill admits itself to no shoot's etcd-main, which a seed's NetworkPolicies do not admit it to")
+			}
 			if *etcdbrctl == "" {
 				d.Log.Warn("no --etcdbrctl: drills do not run etcd-backup-restore's own restore, and their results say so: no BackupEntry's is Exact")
 				return dr, nil
@@ -81,6 +87,9 @@ type Driller struct {
 	// ShootEtcds compares each BackupEntry's drill with its shoot's running etcd (ShootEtcd);
 	// an EtcdBackupConfig's drill is compared with its etcd always.
 	ShootEtcds bool
+	// ShootEtcdsFrom, if set, are the pods ShootEtcds admits to each shoot's etcd before it
+	// connects (ShootEtcdFrom).
+	ShootEtcdsFrom *Pods
 }
 
 // Handle runs the drills for the fire that produced e. A fire delivered again after its run
@@ -237,8 +246,11 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 // spec.copyPolicy, or the bucket's and then the copy's.
 func (d *Driller) entryTargets(spec backupv1alpha1.RestoreDrillSpec, be *extensionsv1alpha1.BackupEntry) planned {
 	withLive := func(t Target) Target {
-		if d.ShootEtcds {
-			t = t.WithLive(ShootEtcd(d.Client, gardener.EntryNamespace(be.Name), gardener.EtcdMain))
+		switch ns := gardener.EntryNamespace(be.Name); {
+		case d.ShootEtcds && d.ShootEtcdsFrom != nil:
+			t = t.WithLive(ShootEtcdFrom(d.Client, ns, gardener.EtcdMain, *d.ShootEtcdsFrom))
+		case d.ShootEtcds:
+			t = t.WithLive(ShootEtcd(d.Client, ns, gardener.EtcdMain))
 		}
 		return t
 	}

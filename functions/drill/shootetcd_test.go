@@ -62,6 +62,8 @@ func TestShootEtcdClient(t *testing.T) {
 			secrets: []*corev1.Secret{bundle, client}, endpoint: "https://etcd-main-client." + ns + ".svc:2379"},
 		{name: "another port", etcd: etcd(map[string]any{"clientPort": int64(2382), "clientUrlTls": clientURLTLS}),
 			secrets: []*corev1.Secret{bundle, client}, endpoint: "https://etcd-main-client." + ns + ".svc:2382"},
+		{name: "not a port", etcd: etcd(map[string]any{"clientPort": int64(70000), "clientUrlTls": clientURLTLS}),
+			secrets: []*corev1.Secret{bundle, client}, err: "the Etcd " + ns + "/etcd-main: spec.etcd.clientPort 70000 is not a port"},
 		{name: "no Etcd", err: "reading the Etcd " + ns + "/etcd-main: "},
 		{name: "no TLS", etcd: etcd(map[string]any{"clientPort": int64(2379)}),
 			err: "the Etcd " + ns + "/etcd-main has no spec.etcd.clientUrlTls: the drill speaks to etcds with TLS only"},
@@ -81,7 +83,7 @@ func TestShootEtcdClient(t *testing.T) {
 		for _, s := range tc.secrets {
 			b = b.WithObjects(s)
 		}
-		endpoint, tlsConfig, err := shootEtcdClient(context.Background(), b.Build(), ns, "etcd-main")
+		endpoint, tlsConfig, err := shootEtcdClient(context.Background(), b.Build(), ns, "etcd-main", nil)
 		if tc.err != "" {
 			if err == nil || !strings.HasPrefix(err.Error(), tc.err) {
 				t.Errorf("%s: error %v, want %q", tc.name, err, tc.err)

@@ -242,6 +242,22 @@ concurrent drill). */}}
 {{- end }}
 {{- end -}}
 
+{{/* The drill's comparison with the shoots' etcd-main (drill.liveShootEtcd): the pods' namespace
+is the release's, where the drill admits itself from (its NetworkPolicy in each shoot's
+namespace). */}}
+{{- define "housekeeper.liveShootEtcd" -}}
+{{- if and (eq .name "drill") .root.Values.drill.liveShootEtcd }}true{{ end }}
+{{- end -}}
+
+{{- define "housekeeper.liveShootEtcdEnv" -}}
+{{- if include "housekeeper.liveShootEtcd" . }}
+- name: HOUSEKEEPER_LIVE_SHOOT_ETCD
+  value: "true"
+- name: HOUSEKEEPER_POD_NAMESPACE
+  value: {{ .root.Release.Namespace | quote }}
+{{- end }}
+{{- end -}}
+
 {{/* Two steps, as etcd-backup-restore's image has no shell nor cp: housekeeper's image copies
 housekeeper into the volume, and etcd-backup-restore's image runs that copy to copy its own
 etcdbrctl there (housekeeper copy-binary). */}}

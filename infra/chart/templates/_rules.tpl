@@ -151,10 +151,24 @@ spec.secretRef names, known at run time: a ClusterRole). */}}
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
   verbs: ["get"]
-# get: the bucket's (or a source- entry's own) credentials, a destination's; never written.
+# get: the bucket's (or a source- entry's own) credentials, a destination's, and with
+# drill.liveShootEtcd a shoot's etcd-main CA bundle and client certificate; never written.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
+{{- if .Values.drill.liveShootEtcd }}
+# drill.liveShootEtcd: a shoot's etcd-main, etcd-druid's Etcd (its client port and TLS secrets).
+- apiGroups: ["druid.gardener.cloud"]
+  resources: ["etcds"]
+  verbs: ["get"]
+# The NetworkPolicy that admits the drill's pods to it in the shoot's namespace, applied
+# server-side: a patch, authorized as a create of that name when it is not there yet. RBAC
+# cannot narrow a ClusterRole to namespaces by label: the name is the narrowing.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  resourceNames: ["housekeeper-drill-to-etcd-main"]
+  verbs: ["create", "patch"]
+{{- end }}
 {{- end -}}
 
 
