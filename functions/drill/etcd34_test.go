@@ -23,40 +23,10 @@ import (
 // restores with the drill's etcd v3.6 code to the server's keys and values at its revision, and
 // the server, asked live, holds what was restored.
 func TestDrillRestoresAnEtcd34Snapshot(t *testing.T) {
-	binDir, err := stack.Etcd34Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = logs.Close()
-		if t.Failed() {
-			data, _ := os.ReadFile(logs.Name())
-			t.Logf("etcd v3.4's log, last 4 KiB:\n%s", data[max(0, len(data)-4096):])
-		}
-	})
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := (&stack.EtcdBR{BinDir: binDir, Logs: logs}).StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
+	src := startEtcd34(t, dir)
+	c, member := src.client, src.member
 	ctx := context.Background()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if st, err := c.Status(ctx, member.ClientURL); err != nil || st.Version != "3.4.34" {
-		t.Fatalf("the source etcd's status %+v, %v: want version 3.4.34", st, err)
-	}
 
 	lease, err := c.Grant(ctx, 600)
 	if err != nil {
@@ -138,44 +108,14 @@ func TestDrillRestoresAnEtcd34Snapshot(t *testing.T) {
 // restores them, etcdbrctl's own restore agrees, and the live v3.4 server holds what both
 // restored: Exact.
 func TestDrillEtcdbrctlBackupsOfAnEtcd34(t *testing.T) {
-	etcd34, err := stack.Etcd34Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	etcdbrDir, err := stack.EtcdBRDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = logs.Close()
-		if t.Failed() {
-			data, _ := os.ReadFile(logs.Name())
-			t.Logf("etcd v3.4's and etcdbrctl's log, last 4 KiB:\n%s", data[max(0, len(data)-4096):])
-		}
-	})
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source", "new.etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := (&stack.EtcdBR{BinDir: etcd34, Logs: logs}).StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
+	src := startEtcd34(t, dir)
+	c, member := src.client, src.member
 	ctx := context.Background()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if st, err := c.Status(ctx, member.ClientURL); err != nil || st.Version != "3.4.34" {
-		t.Fatalf("the source etcd's status %+v, %v: want version 3.4.34", st, err)
-	}
 	var rev int64
 	put := func(k, v string) {
 		t.Helper()
@@ -192,7 +132,7 @@ func TestDrillEtcdbrctlBackupsOfAnEtcd34(t *testing.T) {
 	home := filepath.Join(dir, "home")
 	store := &stack.BackupStore{Provider: "Local", Container: "bucket", Prefix: "shoot--drill--v34/etcd-main", Home: home}
 	b := &backups{bucket: filepath.Join(home, store.Container), prefix: store.SnapshotPrefix()}
-	snapshotter, err := (&stack.EtcdBR{BinDir: etcdbrDir, Logs: logs}).StartSnapshotter(etcd, store, stack.SnapshotOptions{
+	snapshotter, err := (&stack.EtcdBR{BinDir: etcdbrDir, Logs: src.logs}).StartSnapshotter(src.etcd, store, stack.SnapshotOptions{
 		FullSnapshotSchedule: "0 0 * * *", DeltaSnapshotPeriod: time.Second, MaxBackups: 7, TempDir: filepath.Join(dir, "snapshotter"),
 	})
 	if err != nil {
@@ -223,4 +163,50 @@ func TestDrillEtcdbrctlBackupsOfAnEtcd34(t *testing.T) {
 		t.Errorf("reported %s (%s): real restore %+v, live %+v; want Exact, Agrees, Matches", r.Outcome, r.Reason, res.RealRestore, res.Live)
 	}
 	t.Logf("%s: real restore %s; live %s", r.Outcome, r.RealRestore, res.Live.Reason)
+}
+
+// etcd34 is a real etcd v3.4.34 running in dir/source, its log in dir/etcd.log (its last 4 KiB
+// shown when the test fails, with whatever else the test writes to logs).
+type etcd34 struct {
+	etcd   *stack.Etcd
+	member *stack.EtcdMember
+	client *clientv3.Client
+	logs   *os.File
+}
+
+func startEtcd34(t *testing.T, dir string) *etcd34 {
+	t.Helper()
+	binDir, err := stack.Etcd34Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = logs.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logs.Name())
+			t.Logf("the log of etcd v3.4 (and etcdbrctl), last 4 KiB:\n%s", data[max(0, len(data)-4096):])
+		}
+	})
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := (&stack.EtcdBR{BinDir: binDir, Logs: logs}).StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if st, err := c.Status(context.Background(), member.ClientURL); err != nil || st.Version != "3.4.34" {
+		t.Fatalf("the source etcd's status %+v, %v: want version 3.4.34", st, err)
+	}
+	return &etcd34{etcd: etcd, member: member, client: c, logs: logs}
 }
