@@ -30,8 +30,9 @@ import (
 // worker's run is delivered again.
 var Definition = runner.Definition{
 	Name: "copy",
-	// It reads entries' backups and writes their copy.
-	Needs: runner.Needs{APIServer: true, Stores: true, Feature: "etcdBackupConfig"},
+	// It reads entries' backups and writes their copy, streaming objects its container's memory
+	// bounds.
+	Needs: runner.Needs{APIServer: true, Stores: true, OwnResources: true, Feature: "etcdBackupConfig"},
 	// Fired schedules; and the policy's object events, for a run on demand (RunNow).
 	Types: []string{events.TypeCopyDue,
 		events.TypeBackupCopyPolicyCreated, events.TypeBackupCopyPolicyUpdated, events.TypeBackupCopyPolicySynced},

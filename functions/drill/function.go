@@ -34,8 +34,9 @@ import (
 // so only a dead worker's run is delivered again.
 var Definition = runner.Definition{
 	Name: "drill",
-	// It reads backups, and restores them into a throwaway etcd in its work directory.
-	Needs: runner.Needs{APIServer: true, Stores: true, ReadOnlyStores: true, WorkDir: true, Feature: "etcdBackupConfig"},
+	// It reads backups, and restores them into a throwaway etcd in its work directory, within a
+	// memory budget its container's limit bounds.
+	Needs: runner.Needs{APIServer: true, Stores: true, ReadOnlyStores: true, WorkDir: true, OwnResources: true, Feature: "etcdBackupConfig"},
 	// Fired schedules.
 	Types: []string{events.TypeDrillDue},
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
