@@ -54,7 +54,7 @@ crds: ## copy the BackupBucket/BackupEntry CRDs from the pinned Gardener module 
 apis: ## generate deepcopy and the backup.housekeeper.dev CRDs (infra/chart/files/crds) from functions/apis with controller-gen
 	scripts/generate-apis.sh
 
-registry: ## write what each function needs where it is deployed (infra/chart/files/functions.json) and what the bridge watches (bridge.json)
+registry: ## write what each function needs where it is deployed (infra/chart/files/functions.json), what the bridge watches (bridge.json) and the schema's lists of the functions (values.schema.json)
 	$(GO) run ./scripts/cmd/registry
 
 # The images' registry (the chart's, infra/chart/values.yaml; empty: bare names as docker

@@ -15,13 +15,14 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/all"
 	"github.com/housekeeper-dev/housekeeper/functions/entry"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/registry"
 )
 
 // Adding a function is what the developer's guide lists (functions/README.md, "A new
 // function"), and nothing else: a registry with one more function (a copy of purge called
-// extra), files/functions.json as make registry writes it from that registry, an entry in
-// values.yaml and in values.schema.json (its values and its NATS identity), its rights in
-// _rules.tpl and a service in docker-compose.yaml. No other template or test changes, and the
+// extra), files/functions.json and values.schema.json's lists as make registry writes them from
+// that registry, an entry in values.yaml, its rights in _rules.tpl and a service in
+// docker-compose.yaml. No other template or test changes, and the
 // chart, in keda and in knative mode, runs it as it runs purge: its Deployment and ScaledObject
 // or Knative Service, its ServiceAccount and rights, and it is listed wherever purge is (the
 // setup Job's consumers, the forwarder, the network policies, API priority); docker compose's
@@ -30,7 +31,7 @@ func TestAddingAFunction(t *testing.T) {
 	const added, like = "extra", "purge"
 	def := entry.PurgeDefinition
 	def.Name = added
-	registry := append(slices.Clone(all.Functions), def)
+	defs := append(slices.Clone(all.Functions), def)
 
 	// The chart's files, changed as the guide says.
 	files := fstest.MapFS{}
@@ -45,11 +46,16 @@ func TestAddingAFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	facts, err := all.FactsOf(registry)
+	facts, err := all.FactsOf(defs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	files["files/functions.json"].Data = facts
+	schema, err := registry.Schema(files[registry.SchemaFile].Data, defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[registry.SchemaFile].Data = schema
 	edit := func(file, old, new string) {
 		t.Helper()
 		data := string(files[file].Data)
@@ -60,9 +66,6 @@ func TestAddingAFunction(t *testing.T) {
 	}
 	valuesLine := "  purge: {maxReplicas: 2, concurrency: 2, lagThreshold: 1, pollingInterval: 30, cooldownPeriod: 600, containerConcurrency: 2, timeoutSeconds: 600}\n"
 	edit("values.yaml", valuesLine, valuesLine+strings.Replace(valuesLine, like, added, 1))
-	schemaLine := `"purge": {"$ref": "#/definitions/function"},`
-	edit("values.schema.json", schemaLine, schemaLine+"\n"+strings.Replace(schemaLine, like, added, 1))
-	edit("values.schema.json", `"purge", "schedule"`, `"purge", "extra", "schedule"`) // required, and the identities
 	files["templates/_rules.tpl"].Data = append(files["templates/_rules.tpl"].Data,
 		"\n{{- define \"housekeeper.rules.extra\" -}}\n{{ include \"housekeeper.rules.purge\" . }}\n{{- end -}}\n"...)
 
@@ -104,7 +107,7 @@ func TestAddingAFunction(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The copy takes purge's flags: its environment is checked against purge's binary.
-		checkCompose(t, loadComposeFile(t, file, root), root, registry, func(name string) binary {
+		checkCompose(t, loadComposeFile(t, file, root), root, defs, func(name string) binary {
 			if name == added {
 				return binary{function: like}
 			}

@@ -12,14 +12,14 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/bridge"
 	"github.com/housekeeper-dev/housekeeper/functions/all"
-	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 	"github.com/housekeeper-dev/housekeeper/infra/chart"
+	"github.com/housekeeper-dev/housekeeper/scripts/registry"
 )
 
 // The chart writes down facts the registry owns — the types housekeeper implements, the
-// functions, the identities — as YAML, JSON schema and template lists. A new function, type or
+// functions — as YAML, JSON schema and template lists. A new function, type or
 // identity in the registry fails here rather than in a seed.
 func TestChartListsAreTheRegistrys(t *testing.T) {
 	schema := chartSchema(t)
@@ -40,11 +40,6 @@ func TestChartListsAreTheRegistrys(t *testing.T) {
 
 	if got := slices.Collect(maps.Keys(chartValues(t)["functions"].(map[string]any))); !sameSet(got, all.Names()) {
 		t.Errorf("values.yaml: functions %v, the registry has %v (functions/all)", got, all.Names())
-	}
-
-	ids := append([]string{"ca"}, cli.WorkloadIdentities()...)
-	if got := schemaEnum(t, schema, "properties", "nats", "properties", "identities", "propertyNames", "enum"); !sameSet(got, ids) {
-		t.Errorf("values.schema.json: nats.identities may name %v, the workloads' identities and the CA are %v", got, ids)
 	}
 
 	// Every function the registry has is deployed, talks to the API server and is scaled.
@@ -80,6 +75,22 @@ func TestChartFactsAreTheRegistrys(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("infra/chart/files/functions.json is not the registry's facts: run make registry\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The schema's lists of the functions (their values, which are required, their NATS
+// identities) are what make registry writes from the registry.
+func TestChartSchemaListsAreTheRegistrys(t *testing.T) {
+	got, err := chart.FS.ReadFile(registry.SchemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := registry.Schema(got, all.Functions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("infra/chart/values.schema.json does not list the registry's functions: run make registry\n%s\nwant\n%s", got, want)
 	}
 }
 

@@ -86,9 +86,12 @@ func runNATSAuth(args []string, out io.Writer) error {
 
 // WorkloadIdentities are the identities the chart's workloads connect as: every one but the
 // operator's, which re-drives and stays with people.
-func WorkloadIdentities() []string {
+func WorkloadIdentities() []string { return WorkloadIdentitiesOf(all.Functions) }
+
+// WorkloadIdentitiesOf is WorkloadIdentities with the functions of the registry defs.
+func WorkloadIdentitiesOf(defs []runner.Definition) []string {
 	var ids []string
-	for _, p := range Permissions() {
+	for _, p := range PermissionsOf(defs) {
 		if p.Identity != events.IdentityOperator {
 			ids = append(ids, p.Identity)
 		}
@@ -113,7 +116,7 @@ func writeGardenSecret(out io.Writer, issued natsconn.Issued) error {
 		}
 	}
 	ca := " --from-file=ca=<the CA of your NATS servers>"
-	if _, ok := data["ca"]; ok {
+	if _, ok := data[natsconn.GardenSecretCAKey]; ok {
 		ca = ""
 	}
 	fmt.Fprintf(out, "garden Secret (every seed's identities, through the ControllerDeployment): kubectl -n garden create secret generic housekeeper-nats --from-file=%s%s && kubectl -n garden label secret housekeeper-nats gardener.cloud/role=resource-reference\n", dir, ca)

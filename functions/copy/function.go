@@ -30,8 +30,9 @@ import (
 // worker's run is delivered again.
 var Definition = runner.Definition{
 	Name: "copy",
-	// It reads entries' backups and writes their copy.
-	Needs: runner.Needs{APIServer: true, Stores: true, Feature: "etcdBackupConfig"},
+	// It reads entries' backups and writes their copy, streaming objects its container's memory
+	// bounds.
+	Needs: runner.Needs{APIServer: true, Stores: true, OwnResources: true, Feature: "etcdBackupConfig"},
 	// Fired schedules; and the policy's object events, for a run on demand (RunNow).
 	Types: []string{events.TypeCopyDue,
 		events.TypeBackupCopyPolicyCreated, events.TypeBackupCopyPolicyUpdated, events.TypeBackupCopyPolicySynced},
@@ -127,12 +128,12 @@ func (c *Copier) run(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy, fi
 	key := client.ObjectKeyFromObject(p)
 	objective := p.Spec.EffectiveLagObjective()
 	targets, dst, _, err := c.plan(ctx, p)
-	var invalid *invalidPolicy
+	var invalid *destination.Problem
 	switch {
 	case errors.As(err, &invalid):
 		log.Warn("nothing copied", zap.Error(err))
 		return kube.UpdateStatus(ctx, c.Client, key, newPolicy, func(p *backupv1alpha1.BackupCopyPolicy) {
-			kube.SetCondition(&p.Status.Conditions, p.Generation, backupv1alpha1.ConditionCopiesSucceeded, false, backupv1alpha1.ReasonInvalidPolicy, invalid.Error())
+			kube.SetCondition(&p.Status.Conditions, p.Generation, backupv1alpha1.ConditionCopiesSucceeded, false, invalid.Reason, invalid.Message)
 			kube.SetNextRun(&p.Status.NextRun, fire.Next)
 		})
 	case err != nil:
@@ -201,23 +202,22 @@ type target struct {
 // ErrDestinationSelected: the policy's destination is the bucket of a BackupBucket it selects.
 var ErrDestinationSelected = errors.New("the copy's destination is a bucket the policy copies from")
 
-// invalidPolicy is a policy that cannot run as it is; it becomes a False condition and is not
-// retried: the next fire, after a fix, tries again.
-type invalidPolicy struct{ err error }
-
-func (e *invalidPolicy) Error() string { return e.err.Error() }
-func (e *invalidPolicy) Unwrap() error { return e.err }
+// invalidPolicy is a policy that cannot run as it is (a Problem, whatever err is): it becomes a
+// False condition and is not retried; the next fire, after a fix, tries again.
+func invalidPolicy(err error) *destination.Problem {
+	return destination.Invalid(backupv1alpha1.ReasonInvalidPolicy, err)
+}
 
 // plan opens p's destination and picks the entries it copies now: those of the selected
 // buckets, each under its prefix.
 func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) ([]target, objectstore.Store, *backupv1alpha1.BackupDestination, error) {
 	sel, err := destination.Select(p.Spec.Buckets)
 	if err != nil {
-		return nil, nil, nil, &invalidPolicy{err}
+		return nil, nil, nil, invalidPolicy(err)
 	}
 	dst, dest, err := destination.Open(ctx, c.Client, c.Providers, p.Spec.Destination)
 	if _, bad := destination.ProblemReason(err); bad {
-		return nil, nil, nil, &invalidPolicy{err}
+		return nil, nil, nil, invalidPolicy(err)
 	}
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("opening BackupDestination %s: %w", p.Spec.Destination, err)
@@ -234,7 +234,7 @@ func (c *Copier) plan(ctx context.Context, p *backupv1alpha1.BackupCopyPolicy) (
 		}
 		// The first store is only read: a copy into a selected bucket would write to it.
 		if b.Spec.Type == dest.Spec.Type && b.Name == dest.Spec.Bucket {
-			return nil, nil, nil, &invalidPolicy{fmt.Errorf("%w: BackupDestination %s is the bucket of the selected BackupBucket %s", ErrDestinationSelected, dest.Name, b.Name)}
+			return nil, nil, nil, invalidPolicy(fmt.Errorf("%w: BackupDestination %s is the bucket of the selected BackupBucket %s", ErrDestinationSelected, dest.Name, b.Name))
 		}
 		selected[b.Name] = true
 	}

@@ -34,20 +34,34 @@ type gcpConfig struct {
 	} `json:"store"`
 }
 
-// Problem is what a BackupDestination lacks to be opened: the destination itself, its
-// credentials, or what its provider needs. It is bad input, to be reported with its Reason (a
-// condition reason: backupv1alpha1.ReasonUnknownDestination, ReasonMissingCredentials,
-// ReasonInvalidDestination) rather than retried as it is. Its message never holds a credential.
+// Problem is the one shape of "this object is at fault" for housekeeper's own kinds: bad
+// input that cannot work as it is, reported with its Reason (a condition reason) and Message
+// rather than retried; the next fire or change of the object tries again. What a
+// BackupDestination lacks to be opened (the destination itself, its credentials, what its
+// provider needs: backupv1alpha1.ReasonUnknownDestination, ReasonMissingCredentials,
+// ReasonInvalidDestination), an EtcdBackupConfig or its etcd unusable, a RestoreDrill's or a
+// BackupCopyPolicy's spec that cannot run (ReasonInvalidDrill, ReasonInvalidPolicy). Its
+// message never holds a credential.
 type Problem struct {
 	Reason  string
 	Message string
+	// err is what Invalid made the Problem of, for errors.Is and errors.As.
+	err error
 }
 
 func (p *Problem) Error() string { return p.Reason + ": " + p.Message }
 
+// Unwrap is the error Invalid made the Problem of, if any.
+func (p *Problem) Unwrap() error { return p.err }
+
 // Problemf is a Problem of reason with a formatted message.
 func Problemf(reason, format string, args ...any) *Problem {
 	return &Problem{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid is err as a Problem of reason: its message is err's, and it wraps err.
+func Invalid(reason string, err error) *Problem {
+	return &Problem{Reason: reason, Message: err.Error(), err: err}
 }
 
 // ProblemReason is the condition reason of err when it is bad input (a Problem: a destination

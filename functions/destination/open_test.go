@@ -2,6 +2,7 @@ package destination_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -100,4 +101,21 @@ func keysOf(m map[string][]byte) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// An object's spec that cannot run is a Problem of its reason, whatever the error: the
+// condition takes its reason and message, and errors.Is still finds the cause.
+func TestInvalidIsAProblemWrappingItsCause(t *testing.T) {
+	cause := errors.New("spec.buckets selects nothing")
+	err := fmt.Errorf("planning: %w", destination.Invalid(backupv1alpha1.ReasonInvalidPolicy, cause))
+	var p *destination.Problem
+	if !errors.As(err, &p) || p.Reason != backupv1alpha1.ReasonInvalidPolicy || p.Message != cause.Error() {
+		t.Fatalf("%v: want a Problem %s: %s", err, backupv1alpha1.ReasonInvalidPolicy, cause)
+	}
+	if !errors.Is(err, cause) {
+		t.Errorf("%v does not wrap its cause", err)
+	}
+	if _, ok := destination.ProblemReason(err); !ok {
+		t.Errorf("ProblemReason(%v) is not ok", err)
+	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -34,8 +35,9 @@ import (
 // so only a dead worker's run is delivered again.
 var Definition = runner.Definition{
 	Name: "drill",
-	// It reads backups, and restores them into a throwaway etcd in its work directory.
-	Needs: runner.Needs{APIServer: true, Stores: true, ReadOnlyStores: true, WorkDir: true, Feature: "etcdBackupConfig"},
+	// It reads backups, and restores them into a throwaway etcd in its work directory, within a
+	// memory budget its container's limit bounds.
+	Needs: runner.Needs{APIServer: true, Stores: true, ReadOnlyStores: true, WorkDir: true, OwnResources: true, Feature: "etcdBackupConfig"},
 	// Fired schedules.
 	Types: []string{events.TypeDrillDue},
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
@@ -127,12 +129,12 @@ func (d *Driller) Handle(ctx context.Context, e cloudevents.Event) error {
 		// The whole budget, for the whole run: its drills' shares, whatever their stores need.
 		release, err = d.Memory.take(ctx, MemoryBudget(rd.Spec), log)
 	}
-	var invalid *invalidDrill
+	var invalid *destination.Problem
 	switch {
 	case errors.As(err, &invalid):
 		log.Warn("nothing drilled", zap.Error(err))
 		return kube.UpdateStatus(ctx, d.Client, key, newDrill, func(rd *backupv1alpha1.RestoreDrill) {
-			setCondition(rd, false, backupv1alpha1.ReasonInvalidDrill, invalid.Error())
+			setCondition(rd, false, invalid.Reason, invalid.Message)
 			kube.SetNextRun(&rd.Status.NextRun, fire.Next)
 		})
 	case err != nil:
@@ -182,12 +184,11 @@ func (p plan) selected() []string {
 	return names
 }
 
-// invalidDrill is a spec that cannot run as it is; it becomes a False condition and is not
-// retried: the next fire, after a fix of the spec, tries again.
-type invalidDrill struct{ err error }
-
-func (e *invalidDrill) Error() string { return e.err.Error() }
-func (e *invalidDrill) Unwrap() error { return e.err }
+// invalidDrill is a spec that cannot run as it is (a Problem): it becomes a False condition
+// and is not retried; the next fire, after a fix of the spec, tries again.
+func invalidDrill(err error) *destination.Problem {
+	return destination.Invalid(backupv1alpha1.ReasonInvalidDrill, err)
+}
 
 // plan picks the entries rd drills now and sizes the run from its spec.
 func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (plan, error) {
@@ -210,12 +211,12 @@ func (d *Driller) plan(ctx context.Context, rd *backupv1alpha1.RestoreDrill) (pl
 	}
 	sel, err := Select(rd.Spec)
 	if err != nil {
-		return p, &invalidDrill{err}
+		return p, invalidDrill(err)
 	}
 	// A spec whose drills cannot fit says so instead of running out of memory; each drill
 	// checks its store's keys against its share before etcd starts on them.
 	if p.options.MemoryShare, err = MemoryShare(rd.Spec, p.options); err != nil {
-		return p, &invalidDrill{err}
+		return p, invalidDrill(err)
 	}
 	if sel.Entries() {
 		list := &extensionsv1alpha1.BackupEntryList{}

@@ -51,7 +51,7 @@ func newMemoryGate(containerLimit int64, setLimit func(int64) int64) *MemoryGate
 func (g *MemoryGate) available() int64 { return max(0, g.limit-ProcessMemoryReserve) }
 
 // take holds budget for a run until release is called. A budget above what the container
-// leaves the runs is an *invalidDrill that says how to fix it; otherwise take waits for room,
+// leaves the runs is an invalidDrill that says how to fix it; otherwise take waits for room,
 // as long as ctx lets it.
 func (g *MemoryGate) take(ctx context.Context, budget resource.Quantity, log *zap.Logger) (release func(), err error) {
 	if g == nil {
@@ -60,8 +60,8 @@ func (g *MemoryGate) take(ctx context.Context, budget resource.Quantity, log *za
 	n := budget.Value()
 	if g.capacity != nil {
 		if n > g.available() {
-			return nil, &invalidDrill{fmt.Errorf("memoryBudget %s is above the %s the drill function may use (its container's memory limit %s less %s for the process): raise functions.drill.resources.limits.memory to %s or lower memoryBudget",
-				budget.String(), quantity(g.available()), quantity(g.limit), quantity(ProcessMemoryReserve), quantity(roundUpMiB(n+ProcessMemoryReserve)))}
+			return nil, invalidDrill(fmt.Errorf("memoryBudget %s is above the %s the drill function may use (its container's memory limit %s less %s for the process): raise functions.drill.resources.limits.memory to %s or lower memoryBudget",
+				budget.String(), quantity(g.available()), quantity(g.limit), quantity(ProcessMemoryReserve), quantity(roundUpMiB(n+ProcessMemoryReserve))))
 		}
 		if !g.capacity.TryAcquire(n) {
 			log.Info("waiting for memory: other runs hold it", zap.Int64("memoryBudgetBytes", n), zap.Int64("availableBytes", g.available()))

@@ -10,6 +10,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/destination"
 )
 
 // softLimit stands in for debug.SetMemoryLimit.
@@ -26,9 +29,9 @@ func (s *softLimit) set(n int64) int64 {
 func TestMemoryGateRefusesABudgetTheContainerCannotHold(t *testing.T) {
 	g := newMemoryGate(768<<20, (&softLimit{math.MaxInt64}).set)
 	_, err := g.take(context.Background(), resource.MustParse("2Gi"), zaptest.NewLogger(t))
-	var invalid *invalidDrill
+	var invalid *destination.Problem
 	want := "memoryBudget 2Gi is above the 704Mi the drill function may use (its container's memory limit 768Mi less 64Mi for the process): raise functions.drill.resources.limits.memory to 2112Mi or lower memoryBudget"
-	if !errors.As(err, &invalid) || err.Error() != want {
+	if !errors.As(err, &invalid) || invalid.Reason != backupv1alpha1.ReasonInvalidDrill || invalid.Message != want {
 		t.Fatalf("error %v, want an invalid drill: %s", err, want)
 	}
 	// What fits exactly is taken.

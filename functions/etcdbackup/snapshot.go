@@ -70,7 +70,7 @@ func (s *Snapshotter) Handle(ctx context.Context, e cloudevents.Event) error {
 	log := s.Log.With(zap.String("config", ref.Name), zap.Time("fire", fire.At))
 
 	backup, kept, err := s.backup(ctx, cfg, fire.At, log)
-	var p *problem
+	var p *destination.Problem
 	switch {
 	case errors.As(err, &p):
 		log.Warn("backup not taken", zap.String("reason", p.Reason), zap.String("message", p.Message))
@@ -126,7 +126,7 @@ func reasonOf(err error) string {
 func (s *Snapshotter) backup(ctx context.Context, cfg *backupv1alpha1.EtcdBackupConfig, at time.Time, log *zap.Logger) (*backupv1alpha1.Backup, []backupv1alpha1.BackupReference, error) {
 	if cfg.Spec.Keep < 1 {
 		// The CRD defaults and bounds keep; a config from elsewhere may still lack it.
-		return nil, nil, problemf(backupv1alpha1.ReasonInvalidConfig, "spec.keep is %d: at least 1", cfg.Spec.Keep)
+		return nil, nil, destination.Problemf(backupv1alpha1.ReasonInvalidConfig, "spec.keep is %d: at least 1", cfg.Spec.Keep)
 	}
 	store, _, err := destination.Open(ctx, s.Client, s.Providers, cfg.Spec.Destination)
 	if err != nil {
@@ -218,7 +218,7 @@ func storeError(err error) error {
 	switch {
 	case errors.Is(err, objectstore.ErrUnauthenticated), errors.Is(err, objectstore.ErrUnauthorized),
 		errors.Is(err, objectstore.ErrBucketNotFound), errors.Is(err, objectstore.ErrInvalidBucketName):
-		return problemf(backupv1alpha1.ReasonInvalidDestination, "%v", err)
+		return destination.Problemf(backupv1alpha1.ReasonInvalidDestination, "%v", err)
 	}
 	return &stepError{backupv1alpha1.ReasonStoreFailed, err}
 }

@@ -138,6 +138,10 @@ func (i Issued) WriteRotationConfig(previous string, perms []events.Permission) 
 // ControllerDeployment references (GardenSecretData), a file per key.
 const GardenSecretDir = "garden"
 
+// GardenSecretCAKey is the key of the NATS server's CA in the garden Secret (and in the chart's
+// nats.identities, beside the identities).
+const GardenSecretCAKey = "ca"
+
 // GardenSecretData is the data of the garden Secret housekeeper's ControllerDeployment
 // references (resources: nats; the chart's nats.identities): each of identities' credentials
 // under its name, and ca, the PEM of the NATS server's CA, when i has one. Keys are alphanumeric,
@@ -156,7 +160,7 @@ func (i Issued) GardenSecretData(identities []string) (map[string][]byte, error)
 		if err != nil {
 			return nil, err
 		}
-		data["ca"] = ca
+		data[GardenSecretCAKey] = ca
 	}
 	return data, nil
 }

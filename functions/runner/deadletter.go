@@ -46,9 +46,7 @@ func deadLetterMsg(function, cause, reason, subject string, seq, deliveries uint
 			msg.Header[k] = v
 		}
 	}
-	if len(reason) > maxReasonLength {
-		reason = reason[:maxReasonLength] + "…"
-	}
+	reason = truncate(reason, maxReasonLength)
 	msg.Header.Set(events.HeaderFunction, function)
 	msg.Header.Set(events.HeaderCause, cause)
 	msg.Header.Set(events.HeaderReason, strings.ReplaceAll(reason, "\n", " "))

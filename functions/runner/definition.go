@@ -49,6 +49,10 @@ type Needs struct {
 	ReadOnlyStores bool `json:"readOnlyStores,omitempty"`
 	// WorkDir: a writable work directory, its $TMPDIR on the read-only root.
 	WorkDir bool `json:"workDir,omitempty"`
+	// OwnResources: its container's resources are its own chart value (functions.NAME.resources,
+	// which the chart's schema then requires) rather than the shared functionResources, for what
+	// it holds in memory follows its work (a drill's memoryBudget, the objects a copy streams).
+	OwnResources bool `json:"ownResources,omitempty"`
 	// Feature is the chart's value that turns the function on ("": always on), e.g.
 	// "etcdBackupConfig" for etcdBackupConfig.enabled.
 	Feature string `json:"feature,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -353,11 +354,19 @@ func (f *fetchFailures) succeeded(log *zap.Logger) {
 	}
 }
 
+// truncate cuts s to at most n bytes, the limits of NATS headers and acks, marking the cut
+// with an ellipsis and never cutting inside a character. (A status's limits count characters:
+// kube.Truncate.)
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n]
+	const ellipsis = "…"
+	s = s[:n-len(ellipsis)]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + ellipsis
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 // renderCopies prints the BackupCopyPolicies and each entry's last copy: complete or why not,
@@ -42,7 +43,7 @@ func (s *session) renderCopies(out io.Writer) {
 			}
 			line := fmt.Sprintf("    %s\t%s\t%d objects, %d bytes copied, %d verified before\tnewest %s", r.Entry, state, r.Objects, r.Bytes, r.Skipped, path.Base(r.Newest))
 			if r.Reason != "" {
-				line += "\t" + truncate(r.Reason, 80)
+				line += "\t" + kube.Truncate(r.Reason, 80)
 			}
 			fmt.Fprintln(tw, line)
 		}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 // renderDrills prints the RestoreDrills and each entry's last drill: its outcome, the revision
@@ -37,7 +38,7 @@ func (s *session) renderDrills(out io.Writer) {
 		for _, r := range d.Status.Results {
 			line := fmt.Sprintf("    %s\t%s\t%s\t%s", r.Entry, r.Outcome, r.Time.Local().Format(time.TimeOnly), drillDetail(r))
 			if r.Reason != "" {
-				line += "\t" + truncate(r.Reason, 80)
+				line += "\t" + kube.Truncate(r.Reason, 80)
 			}
 			fmt.Fprintln(tw, line)
 		}

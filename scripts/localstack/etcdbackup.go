@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
@@ -67,7 +68,7 @@ func (s *session) renderEtcdBackups(out io.Writer) {
 		if cond := meta.FindStatusCondition(c.Status.Conditions, backupv1alpha1.ConditionBackupSucceeded); cond != nil {
 			status = cond.Reason
 			if cond.Status != metav1.ConditionTrue {
-				status += ": " + truncate(cond.Message, 60)
+				status += ": " + kube.Truncate(cond.Message, 60)
 			}
 		} else if cond := meta.FindStatusCondition(c.Status.Conditions, backupv1alpha1.ConditionScheduled); cond != nil {
 			status = cond.Reason

@@ -14,6 +14,7 @@ import (
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 
 	gardencorev1beta1 "github.com/gardener/gardener/pkg/apis/core/v1beta1"
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
@@ -290,7 +291,7 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tNAME\tTYPE\tOPERATION\tSTATE\tPROGRESS\tSNAPSHOTS\tDESCRIPTION")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\t%s\t%s\n", r.kind, r.name, r.typ, r.operation, r.state, r.progress, r.snapshots, truncate(r.description, 90))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d%%\t%s\t%s\n", r.kind, r.name, r.typ, r.operation, r.state, r.progress, r.snapshots, kube.Truncate(r.description, 90))
 	}
 	_ = tw.Flush()
 	s.renderEtcdBackups(out)
@@ -310,13 +311,6 @@ func (s *session) render(rows []row, purges []scheduledPurge, deadLetters int) {
 	fmt.Fprintf(out, "\nDEAD LETTERS (unresolved): %d\n", deadLetters)
 	fmt.Fprintf(out, "\nkubectl:  export KUBECONFIG=%s\nNATS:     go run ./functions/cmd/housekeeper %s deadletters list\nAzurite:  %s\nS3:       %s\nGCS:      %s\nbuckets:  %s\netcd:     %s\nlogs:     %s\n",
 		s.kubeconfig, s.operatorArgs, s.azurite.Endpoint, s.s3.Endpoint, s.gcs.Endpoint, s.localRoot, s.etcdRoot, s.opts.Dir)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }
 
 func isTerminal(w io.Writer) bool {
