@@ -15,6 +15,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
 // realRestore runs etcd-backup-restore's restore of the backups res was replayed from, where
@@ -271,8 +273,5 @@ func keyText(k []byte) string {
 	if !printable {
 		s = strconv.Quote(s)
 	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
+	return kube.Truncate(s, 200)
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
@@ -309,10 +310,7 @@ func tail(out []byte, n int) string {
 			break
 		}
 	}
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return string(bytes.ToValidUTF8([]byte(s), []byte("?")))
+	return kube.Truncate(string(bytes.ToValidUTF8([]byte(s), []byte("?"))), n)
 }
 
 // thousands writes n with a comma between each three digits: 18,250.
