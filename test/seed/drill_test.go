@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -99,6 +100,44 @@ func (s *seed) drillOnTheNode(ctx context.Context) {
 		err := s.c.Get(ctx, client.ObjectKeyFromObject(rd), &backupv1alpha1.RestoreDrill{})
 		return err != nil && strings.Contains(err.Error(), "not found"), fmt.Sprint(err)
 	})
+	s.drillByHand(ctx, drilledEntry)
 	s.deleteWithRetention(ctx, drilledEntry, 0)
 	s.awaitPurged(ctx, drilledEntry, 2*time.Minute)
+}
+
+// drillByHand runs infra/docs/operating.md's drill in a seed as written, with this seed's image
+// and entry in place of the document's, and one addition: the local provider's bucket directory,
+// mounted as the chart mounts it for the drill function (a seed's object stores are reached over
+// the network and need none). The pod drills the entry with the drill function's ServiceAccount,
+// through the release's network policies, and its log says restorable; the pod is gone after.
+func (s *seed) drillByHand(ctx context.Context, entry string) {
+	t := s.t
+	const (
+		docImage     = "ghcr.io/housekeeper-dev/housekeeper:v0.1.0"
+		docEntry     = "shoot--dev--app--4c5e1"
+		docOverrides = `{"spec": {"serviceAccountName": "housekeeper-drill"}}`
+	)
+	script := s.operatingBlock("run housekeeper-drill-cli")
+	for _, want := range []string{docImage, docEntry, docOverrides} {
+		if !strings.Contains(script, want) {
+			t.Fatalf("infra/docs/operating.md's drill in a seed does not hold %s: %q", want, script)
+		}
+	}
+	local := fmt.Sprintf(`{"spec": {"serviceAccountName": "housekeeper-drill",
+  "volumes": [{"name": "local-buckets", "hostPath": {"path": %q}}],
+  "containers": [{"name": "housekeeper-drill-cli", "env": [{"name": "HOUSEKEEPER_LOCAL_ROOT", "value": "/var/lib/housekeeper/buckets"}],
+    "volumeMounts": [{"name": "local-buckets", "mountPath": "/var/lib/housekeeper/buckets", "readOnly": true}]}]}}`, s.root)
+	script = strings.NewReplacer(docImage, s.image(), docEntry, entry, docOverrides, local).Replace(script)
+	start := time.Now()
+	out, err := s.kubectlScript(ctx, t.TempDir(), script)
+	if err != nil {
+		t.Fatalf("infra/docs/operating.md's drill in a seed: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m): restorable$`).Match(out) || !strings.Contains(string(out), entry) {
+		t.Fatalf("the drill in a seed did not find %s restorable:\n%s", entry, out)
+	}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-drill-cli"}, &corev1.Pod{}); err == nil {
+		t.Errorf("the drill's pod is still there after the document's commands")
+	}
+	t.Logf("infra/docs/operating.md's drill in a seed drilled %s in %s:\n%s", entry, time.Since(start).Round(time.Millisecond), out)
 }
