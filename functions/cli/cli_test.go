@@ -205,6 +205,10 @@ func TestResyncCommandPrintsWhatTheBridgeQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	// The CLI asks over a connection of its own: the subscription must have reached the server.
+	if err := f.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	if code, out, _ := f.cli("resync"); code != 0 || !strings.Contains(out, "queued 42 objects") {
 		t.Errorf("resync: exit %d, out %q", code, out)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -307,7 +308,7 @@ func TestScheduledPurgeFires(t *testing.T) {
 		t.Errorf("fired event %s", e)
 	}
 	var got events.PurgeData
-	if err := e.DataAs(&got); err != nil || got != data {
+	if err := e.DataAs(&got); err != nil || !reflect.DeepEqual(got, data) {
 		t.Errorf("fired data %+v, %v; want %+v", got, err, data)
 	}
 
