@@ -133,7 +133,8 @@ spec.secretRef names, known at run time: a ClusterRole). */}}
 {{- define "housekeeper.rules.drill" -}}
 # get: the live RestoreDrill a fire names; list: the BackupEntries and EtcdBackupConfigs it
 # selects; get: a config's BackupDestination, as the snapshot function opens it, and for a
-# drill of the copy the BackupCopyPolicy and its destination.
+# drill of the copy the BackupCopyPolicy and its destination; get: the BackupEntry
+# `housekeeper drill --entry` names, run with this ServiceAccount (operating.md, Drilling in a seed).
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["restoredrills", "backupdestinations", "backupcopypolicies"]
   verbs: ["get"]
@@ -146,7 +147,7 @@ spec.secretRef names, known at run time: a ClusterRole). */}}
   verbs: ["update"]
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupentries"]
-  verbs: ["list"]
+  verbs: ["get", "list"]
 # The bucket's type and credentials open the store, as for the purge function.
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
