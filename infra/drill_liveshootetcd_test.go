@@ -223,7 +223,7 @@ func TestDrillRBACAdmitsItselfToShootEtcds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	applyChartRBAC(ctx, t, admin)
-	installEtcdCRD(ctx, t, admin)
+	testenv.InstallOpenCRD(ctx, t, admin, drill.EtcdKind, "etcds")
 	c := serviceAccountClient(t, env, "drill")
 
 	const shootNS = "shoot--dev--app"
@@ -259,37 +259,5 @@ func TestDrillRBACAdmitsItselfToShootEtcds(t *testing.T) {
 	other := drill.EtcdPolicy(shootNS, "etcd-events", 2379, drill.Pods{Namespace: namespace, Labels: drill.DrillPodLabels})
 	if err := c.Apply(ctx, other, client.FieldOwner(drill.PolicyFieldManager)); !apierrors.IsForbidden(err) {
 		t.Errorf("the drill's ServiceAccount applying the NetworkPolicy %s: %v, want forbidden", *other.Name, err)
-	}
-}
-
-// installEtcdCRD serves etcd-druid's Etcd (druid.gardener.cloud/v1alpha1) with any content:
-// the drill reads it as unstructured.
-func installEtcdCRD(ctx context.Context, t *testing.T, c client.Client) {
-	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "etcds.druid.gardener.cloud"},
-		"spec": map[string]any{
-			"group": drill.EtcdKind.Group, "scope": "Namespaced",
-			"names": map[string]any{"kind": drill.EtcdKind.Kind, "plural": "etcds", "singular": "etcd", "listKind": "EtcdList"},
-			"versions": []any{map[string]any{"name": drill.EtcdKind.Version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	if err := c.Create(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(drill.EtcdKind.GroupVersion().WithKind("EtcdList"))
-		err := c.List(ctx, list)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the Etcd CRD is not served: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
 	}
 }

@@ -51,33 +51,8 @@ func backUp(t *testing.T) *backups {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	logPath := filepath.Join(dir, "etcdbr.log")
-	logs, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = logs.Close()
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("etcd and etcdbrctl log, last 4 KiB:\n%s", data[max(0, len(data)-4096):])
-		}
-	})
-	br := &stack.EtcdBR{BinDir: binDir, Logs: logs}
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source", "new.etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := br.StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	src := startSource(t, binDir, dir)
+	br, etcd, member, c := &stack.EtcdBR{BinDir: binDir, Logs: src.logs}, src.etcd, src.member, src.client
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
@@ -190,6 +165,46 @@ func backUp(t *testing.T) *backups {
 		"/registry/configmaps/team/a", "/registry/secrets/team/\x00\xff",
 	}
 	return b
+}
+
+// source is a real etcd the tests back up: running in dir/source, its log in dir/etcd.log (its
+// last 4 KiB shown when the test fails, with whatever else the test writes there, etcdbrctl's).
+type source struct {
+	etcd   *stack.Etcd
+	member *stack.EtcdMember
+	client *clientv3.Client
+	logs   *os.File
+}
+
+// startSource starts the etcd in binDir in dir, and a client of it; both end with the test.
+func startSource(t *testing.T, binDir, dir string) *source {
+	t.Helper()
+	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = logs.Close()
+		if t.Failed() {
+			data, _ := os.ReadFile(logs.Name())
+			t.Logf("etcd's and etcdbrctl's log, last 4 KiB:\n%s", data[max(0, len(data)-4096):])
+		}
+	})
+	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source", "new.etcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := (&stack.EtcdBR{BinDir: binDir, Logs: logs}).StartEtcd(member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Stop)
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &source{etcd: etcd, member: member, client: c, logs: logs}
 }
 
 // wait waits until a snapshot of kind covers revision.

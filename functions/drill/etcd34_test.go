@@ -10,7 +10,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
@@ -165,48 +164,16 @@ func TestDrillEtcdbrctlBackupsOfAnEtcd34(t *testing.T) {
 	t.Logf("%s: real restore %s; live %s", r.Outcome, r.RealRestore, res.Live.Reason)
 }
 
-// etcd34 is a real etcd v3.4.34 running in dir/source, its log in dir/etcd.log (its last 4 KiB
-// shown when the test fails, with whatever else the test writes to logs).
-type etcd34 struct {
-	etcd   *stack.Etcd
-	member *stack.EtcdMember
-	client *clientv3.Client
-	logs   *os.File
-}
-
-func startEtcd34(t *testing.T, dir string) *etcd34 {
+// startEtcd34 is startSource with the etcd v3.4.34 a shoot runs by default, checked to be that.
+func startEtcd34(t *testing.T, dir string) *source {
 	t.Helper()
 	binDir, err := stack.Etcd34Dir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = logs.Close()
-		if t.Failed() {
-			data, _ := os.ReadFile(logs.Name())
-			t.Logf("the log of etcd v3.4 (and etcdbrctl), last 4 KiB:\n%s", data[max(0, len(data)-4096):])
-		}
-	})
-	member, err := stack.NewEtcdMember("etcd-main", filepath.Join(dir, "source", "new.etcd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := (&stack.EtcdBR{BinDir: binDir, Logs: logs}).StartEtcd(member)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(etcd.Stop)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{member.ClientURL}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	if st, err := c.Status(context.Background(), member.ClientURL); err != nil || st.Version != "3.4.34" {
+	src := startSource(t, binDir, dir)
+	if st, err := src.client.Status(context.Background(), src.member.ClientURL); err != nil || st.Version != "3.4.34" {
 		t.Fatalf("the source etcd's status %+v, %v: want version 3.4.34", st, err)
 	}
-	return &etcd34{etcd: etcd, member: member, client: c, logs: logs}
+	return src
 }

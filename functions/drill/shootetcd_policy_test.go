@@ -38,7 +38,7 @@ func TestShootEtcdAdmitsTheDrillPods(t *testing.T) {
 	admin := env.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	installEtcdCRD(ctx, t, admin)
+	testenv.InstallOpenCRD(ctx, t, admin, EtcdKind, "etcds")
 
 	const drillNamespace = "extension-housekeeper-3c7a1"
 	// An entry's shoot namespace, with etcd-druid's Etcd as gardenlet has it: client port 2382
@@ -191,36 +191,4 @@ func TestShootEtcdAdmitsTheDrillPods(t *testing.T) {
 			t.Errorf("the refused policy: %v, want none", err)
 		}
 	})
-}
-
-// installEtcdCRD serves etcd-druid's Etcd (druid.gardener.cloud/v1alpha1) with any content:
-// the drill reads it as unstructured.
-func installEtcdCRD(ctx context.Context, t *testing.T, c client.Client) {
-	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "etcds.druid.gardener.cloud"},
-		"spec": map[string]any{
-			"group": EtcdKind.Group, "scope": "Namespaced",
-			"names": map[string]any{"kind": EtcdKind.Kind, "plural": "etcds", "singular": "etcd", "listKind": "EtcdList"},
-			"versions": []any{map[string]any{"name": EtcdKind.Version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
-		},
-	}}
-	if err := c.Create(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(EtcdKind.GroupVersion().WithKind("EtcdList"))
-		err := c.List(ctx, list)
-		if err == nil {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the Etcd CRD is not served: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
