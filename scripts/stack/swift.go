@@ -68,8 +68,22 @@ func KeystoneDir() (string, error) {
 }
 
 // StartSwift starts Keystone and Swift with their data and configuration under dir (made
-// afresh), writing each server's log to logs(name).
+// afresh), writing each server's log to logs(name). As OnFreePort, it tries up to three times,
+// each with ports free when it starts: the six servers' ports are written into the
+// configuration and rings before the servers bind them, and another test can take one between.
 func StartSwift(dir string, logs func(name string) io.Writer) (*Swift, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		s, err := startSwift(dir, logs)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func startSwift(dir string, logs func(name string) io.Writer) (*Swift, error) {
 	template, err := KeystoneDir()
 	if err != nil {
 		return nil, err
