@@ -278,6 +278,6 @@ func checkContainer(ctx context.Context, b *testing.B, c *azblob.Client, method 
 
 // deletePrefix is entry.DeletePrefix reduced to the count the benches compare.
 func deletePrefix(ctx context.Context, store objectstore.Store, prefix string) (int, error) {
-	purged, err := entry.DeletePrefix(ctx, store, prefix, benchKeyRetries, nil)
+	purged, err := entry.DeletePrefix(ctx, store, prefix, entry.DeleteOptions{Retries: benchKeyRetries})
 	return purged.Deleted, err
 }

@@ -86,7 +86,10 @@ func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extension
 	)
 	for _, cp := range copies {
 		log := log.With(zap.String("destination", cp.Destination), zap.Strings("policies", cp.Policies))
-		outcome, purged, err := p.purgeCopy(ctx, log, cp.Destination, prefix)
+		outcome, purged, err := p.purgeCopy(ctx, log, cp.Destination, prefix, p.recheck(be))
+		if errors.Is(err, gardener.ErrObjectChanged) {
+			return Purged{}, nil, err
+		}
 		p.Copies.observe(cp.Destination, outcome)
 		all = all.add(purged)
 		if outcome == CopyLocked {
@@ -115,9 +118,9 @@ func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extension
 		prefix, kind, strings.Join(failed, ", "), classified))
 }
 
-// purgeCopy purges prefix in the named BackupDestination and returns the outcome and what it
-// purged.
-func (p *Purger) purgeCopy(ctx context.Context, log *zap.Logger, name, prefix string) (string, Purged, error) {
+// purgeCopy purges prefix in the named BackupDestination, rechecking the entry before each
+// page (DeleteOptions.Recheck), and returns the outcome and what it purged.
+func (p *Purger) purgeCopy(ctx context.Context, log *zap.Logger, name, prefix string, recheck func(context.Context) error) (string, Purged, error) {
 	store, _, err := destination.Open(ctx, p.Client, p.Providers, name)
 	switch {
 	case errors.Is(err, destination.ErrNoDestination):
@@ -126,7 +129,7 @@ func (p *Purger) purgeCopy(ctx context.Context, log *zap.Logger, name, prefix st
 	case err != nil:
 		return CopyFailed, Purged{}, fmt.Errorf("%s: %w", name, err)
 	}
-	purged, err := DeletePrefix(ctx, store, prefix, p.KeyRetries, nil)
+	purged, err := DeletePrefix(ctx, store, prefix, DeleteOptions{Retries: p.KeyRetries, Recheck: recheck})
 	if err != nil {
 		return CopyFailed, purged, fmt.Errorf("%s: %w", name, err)
 	}

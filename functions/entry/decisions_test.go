@@ -237,6 +237,7 @@ type deleteRow struct {
 	purger    bool // the entry function purges what is due itself
 	pubErr    error
 	storeErr  error
+	replaced  bool // released and replaced by a namesake while the prefix is listed (replaceEntry)
 
 	secretKept bool
 	deletes    int      // deletes of etcd-backup asked for, if not 1 (0 with secretKept)
@@ -269,6 +270,9 @@ func TestEntryDeleteDecisions(t *testing.T) {
 		{name: "due, no purger: scheduled for now", published: scheduled(fastNow), pending: true},
 		{name: "due (force-deletion): purged now, exactly the prefix", purger: true, retention: 72 * time.Hour,
 			world: world{ann: map[string]string{entry.AnnotationForceDeletion: "true"}}, purged: true, opened: []string{"bucket"}, published: []string{"completed"}},
+		{name: "due, released and re-created while the prefix was listed: the namesake's backups untouched, read again", purger: true, replaced: true,
+			world: world{ann: map[string]string{entry.AnnotationForceDeletion: "true"}}, retention: time.Hour, opened: []string{"bucket"},
+			err: runner.ClassRetryable, says: "re-created (live uid uid-namesake)"},
 		{name: "due source- entry: purged now with its own credentials", purger: true, world: world{name: source, noBucket: true},
 			purged: true, opened: []string{"entry"}, published: []string{"completed"}},
 		{name: "due source- entry whose live namesake uses the bucket: nothing purged", purger: true,
@@ -305,6 +309,9 @@ func (tc deleteRow) run(t *testing.T) {
 	js := &recordingJetStream{err: tc.pubErr}
 	store := newMemStore(slices.Concat(ours, neighbours)...)
 	store.listErr = tc.storeErr
+	if tc.replaced {
+		store.beforeList = func() { replaceEntry(t, c, w.entryName()) }
+	}
 	mem := &memProvider{store: store}
 	retention := entry.Retention{Default: tc.retention}
 	a := &entry.Actuator{Client: c, JetStream: js, Providers: objectstore.NewRegistry(mem, s3.New()), Retention: retention, Cluster: "test",

@@ -123,6 +123,8 @@ type memStore struct {
 	locked      map[string]bool
 	lockedUntil time.Time
 	marked      []string
+	// beforeList, if set, runs once, at the start of the first listing.
+	beforeList func()
 }
 
 func newMemStore(keys ...string) *memStore {
@@ -137,6 +139,10 @@ func (s *memStore) Create(context.Context) error { return nil }
 func (s *memStore) Delete(context.Context) error { panic("the entry functions delete no bucket") }
 
 func (s *memStore) List(_ context.Context, prefix string, fn func([]string) error) error {
+	if before := s.beforeList; before != nil {
+		s.beforeList = nil
+		before()
+	}
 	if s.listErr != nil {
 		return s.listErr
 	}

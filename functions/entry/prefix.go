@@ -43,23 +43,45 @@ func (p Purged) add(q Purged) Purged {
 	return p
 }
 
+// DeleteOptions says how DeletePrefix goes about it.
+type DeleteOptions struct {
+	// Retries is how often keys that failed to delete are tried again, then reported.
+	Retries int
+	// Progress, if set, hears (0, total) first and then after every page.
+	Progress func(deleted, total int)
+	// Recheck, if set, is called after each page is listed and before any of it is deleted;
+	// its error stops the deletion with that page untouched. A purge re-reads its entry there:
+	// a listing can take longer than the entry stays the one that was read.
+	Recheck func(context.Context) error
+}
+
 // DeletePrefix deletes every object under prefix, and never one outside it, a listing page at
-// a time; keys that fail are tried again up to retries times, then reported. Each page is
-// listed afresh, so after an interruption it resumes with what is left. Objects that object
-// lock keeps are marked for deletion when the store can mark them (objectstore.Locking) and
-// counted, not failed: deleting them is the follow-up purge's, when their lock ends. progress,
-// if set, hears (0, total) first and then after every page. Its errors are the object store's
-// (gardener.FromStore), unless they say why it refused.
-func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
-	purged, err := deletePrefix(ctx, store, prefix, retries, progress)
+// a time. Each page is listed afresh, so after an interruption it resumes with what is left.
+// Objects that object lock keeps are marked for deletion when the store can mark them
+// (objectstore.Locking) and counted, not failed: deleting them is the follow-up purge's, when
+// their lock ends. Its errors are the object store's (gardener.FromStore), unless they say why
+// it refused, or are Recheck's.
+func DeletePrefix(ctx context.Context, store objectstore.Store, prefix string, opts DeleteOptions) (Purged, error) {
+	var rechecked error
+	if recheck := opts.Recheck; recheck != nil {
+		opts.Recheck = func(ctx context.Context) error {
+			rechecked = recheck(ctx)
+			return rechecked
+		}
+	}
+	purged, err := deletePrefix(ctx, store, prefix, opts)
+	if err != nil && err == rechecked {
+		return purged, err
+	}
 	return purged, gardener.FromStore(err)
 }
 
-func deletePrefix(ctx context.Context, store objectstore.Store, prefix string, retries int, progress func(deleted, total int)) (Purged, error) {
+func deletePrefix(ctx context.Context, store objectstore.Store, prefix string, opts DeleteOptions) (Purged, error) {
 	var out Purged
 	if prefix == "" || prefix == "/" || !strings.HasSuffix(prefix, "/") {
 		return out, runner.Permanentf("refusing to purge prefix %q", prefix) // never the whole bucket
 	}
+	retries, progress := opts.Retries, opts.Progress
 	if progress == nil {
 		progress = func(int, int) {}
 	}
@@ -95,6 +117,11 @@ func deletePrefix(ctx context.Context, store objectstore.Store, prefix string, r
 		for _, k := range page {
 			if !strings.HasPrefix(k, prefix) {
 				return out, runner.Permanentf("object store listed %q for prefix %q: refusing to delete outside the prefix", k, prefix)
+			}
+		}
+		if opts.Recheck != nil {
+			if err := opts.Recheck(ctx); err != nil {
+				return out, err
 			}
 		}
 		marked, err := out.deleteAndMark(ctx, store, locking, page, prefix, retries)

@@ -111,7 +111,7 @@ func testOneSeed(t *testing.T, store objectstore.Store, seed uint64) {
 	victim := names[r.IntN(len(names))]
 	prefix := gardener.EntryPrefix(victim)
 
-	purged, err := DeletePrefix(ctx, store, prefix, 1, nil)
+	purged, err := DeletePrefix(ctx, store, prefix, DeleteOptions{Retries: 1})
 	if err != nil {
 		t.Fatalf("seed %d: purging %q: %v", seed, prefix, err)
 	}
@@ -156,11 +156,11 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			}
 
 			interrupted, cancel := context.WithCancel(ctx)
-			firstRun, err := DeletePrefix(interrupted, store, prefix, 1, func(deleted, total int) {
+			firstRun, err := DeletePrefix(interrupted, store, prefix, DeleteOptions{Retries: 1, Progress: func(deleted, total int) {
 				if deleted > 0 {
 					cancel() // between the first page and the second
 				}
-			})
+			}})
 			cancel()
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted purge returned %v, want context.Canceled", err)
@@ -173,11 +173,11 @@ func TestDeletePrefixAcrossPagesResumesAfterAnInterruption(t *testing.T) {
 			}
 
 			pages := 0
-			restRun, err := DeletePrefix(ctx, store, prefix, 1, func(deleted, total int) {
+			restRun, err := DeletePrefix(ctx, store, prefix, DeleteOptions{Retries: 1, Progress: func(deleted, total int) {
 				if deleted > 0 {
 					pages++
 				}
-			})
+			}})
 			if err != nil {
 				t.Fatalf("resumed purge: %v", err)
 			}
@@ -268,7 +268,7 @@ func listPrefix(t *testing.T, store objectstore.Store, prefix string) []string {
 func TestDeletePrefixRefusesTheWholeBucket(t *testing.T) {
 	store := openLocal(t, "bucket")
 	for _, prefix := range []string{"", "/", "no-slash"} {
-		if _, err := DeletePrefix(context.Background(), store, prefix, 1, nil); err == nil {
+		if _, err := DeletePrefix(context.Background(), store, prefix, DeleteOptions{Retries: 1}); err == nil {
 			t.Errorf("prefix %q accepted", prefix)
 		}
 	}
@@ -318,7 +318,7 @@ func TestDeletePrefixStopsWhenTheStoreKeepsListingDeletedKeys(t *testing.T) {
 	store := &forgetfulStore{keys: []string{"shoot--a--b--1/etcd-main/v2/Full-1", "shoot--a--b--1/etcd-main/v2/Full-2"}}
 	done := make(chan error, 1)
 	go func() {
-		_, err := DeletePrefix(context.Background(), store, "shoot--a--b--1/", 3, nil)
+		_, err := DeletePrefix(context.Background(), store, "shoot--a--b--1/", DeleteOptions{Retries: 3})
 		done <- err
 	}()
 	select {

@@ -8,6 +8,7 @@ package entry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -111,21 +112,8 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		}
 		return fmt.Errorf("reading BackupEntry %s: %w", data.Entry, err)
 	}
-	switch {
-	case string(be.UID) != data.UID:
-		log.Info("not purging: the entry was re-created since this purge was scheduled", zap.String("liveUID", string(be.UID)))
-		return nil
-	case !p.Scope.Serves(be):
-		log.Info("not purging: the entry's type or class is not this installation's", zap.String("type", be.Spec.Type))
-		return nil
-	case be.DeletionTimestamp == nil:
-		log.Info("not purging: the entry is not being deleted")
-		return nil
-	case !controllerutil.ContainsFinalizer(be, Finalizer):
-		log.Info("not purging: the entry was already released")
-		return nil
-	case gardener.IsMigrated(be):
-		log.Info("not purging: the entry migrated to another seed, which owns its backups")
+	if why := p.whyNot(be, data.UID); why != "" {
+		log.Info("not purging: " + why)
 		return nil
 	}
 	due, err := p.Retention.Due(be)
@@ -138,6 +126,11 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 	}
 
 	done, err := p.purgeDue(ctx, log, be, data)
+	if errors.Is(err, gardener.ErrObjectChanged) {
+		// The retry reads the live entry again and finds it released, or a namesake.
+		log.Info("purge stopped: " + err.Error())
+		return err
+	}
 	if err != nil {
 		err = p.Entries.Fail(ctx, be, gardencorev1beta1.LastOperationTypeDelete, err)
 		if runner.ClassOf(err) == runner.ClassPermanent {
@@ -153,6 +146,46 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 		p.announce(ctx, log, events.OpPurgeCompleted, be, *done)
 	}
 	return nil
+}
+
+// whyNot says why the live entry be is not for a purge scheduled for the entry of uid to
+// delete from ("" when it is): it must be the same object, this installation's, deleting,
+// still hold our finalizer, and not have migrated.
+func (p *Purger) whyNot(be *extensionsv1alpha1.BackupEntry, uid string) string {
+	switch {
+	case string(be.UID) != uid:
+		return fmt.Sprintf("the entry was re-created (live uid %s) since this purge was scheduled", be.UID)
+	case !p.Scope.Serves(be):
+		return fmt.Sprintf("the entry's type (%s) or class is not this installation's", be.Spec.Type)
+	case be.DeletionTimestamp == nil:
+		return "the entry is not being deleted"
+	case !controllerutil.ContainsFinalizer(be, Finalizer):
+		return "the entry was already released"
+	case gardener.IsMigrated(be):
+		return "the entry migrated to another seed, which owns its backups"
+	}
+	return ""
+}
+
+// recheck returns DeleteOptions.Recheck for a purge of be's prefix: it reads the entry again
+// and stops the purge (gardener.ErrObjectChanged) unless whyNot still finds nothing. A page
+// listed after another worker purged and released be, and a namesake wrote its first backups
+// under the same prefix, holds the namesake's backups; and a store's own retries can hold a
+// listing back for seconds.
+func (p *Purger) recheck(be *extensionsv1alpha1.BackupEntry) func(context.Context) error {
+	return func(ctx context.Context) error {
+		live := &extensionsv1alpha1.BackupEntry{}
+		if err := p.Client.Get(ctx, client.ObjectKeyFromObject(be), live); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: BackupEntry %s is gone, released by another worker", gardener.ErrObjectChanged, be.Name)
+			}
+			return fmt.Errorf("reading BackupEntry %s again before deleting its backups: %w", be.Name, err)
+		}
+		if why := p.whyNot(live, string(be.UID)); why != "" {
+			return fmt.Errorf("%w: BackupEntry %s: %s", gardener.ErrObjectChanged, be.Name, why)
+		}
+		return nil
+	}
 }
 
 // purgeDue deletes the backups of be, a live entry checked as Handle checks it: deleting, with
@@ -318,7 +351,7 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 		return Purged{}, err
 	}
 	lastReport := time.Now()
-	deleted, err := DeletePrefix(ctx, store, prefix, p.KeyRetries, func(deleted, total int) {
+	progress := func(deleted, total int) {
 		if deleted == 0 {
 			log.Info("purging", zap.String("prefix", prefix), zap.Int("objects", total))
 			return
@@ -333,7 +366,8 @@ func (p *Purger) purge(ctx context.Context, log *zap.Logger, be *extensionsv1alp
 		if err := p.Entries.Progress(ctx, be, gardencorev1beta1.LastOperationTypeDelete, progress, description); err != nil {
 			log.Warn("cannot record progress", zap.Error(err))
 		}
-	})
+	}
+	deleted, err := DeletePrefix(ctx, store, prefix, DeleteOptions{Retries: p.KeyRetries, Progress: progress, Recheck: p.recheck(be)})
 	if err != nil {
 		p.stores.forget(be.Spec.BucketName)
 	}

@@ -2,6 +2,7 @@ package entry_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -31,8 +32,11 @@ import (
 type purgeRow struct {
 	name     string
 	world    world
-	absent   bool   // no entry
-	otherUID bool   // the live entry is a re-created namesake
+	absent   bool // no entry
+	otherUID bool // the live entry is a re-created namesake
+	// replaced: while the prefix is listed, another worker purges and releases the entry, and a
+	// namesake (another uid) is created and writes backups under the same prefix.
+	replaced bool
 	migrated bool   // lastOperation Migrate Succeeded
 	noUID    bool   // the event's data names no uid
 	outside  string // the store lists this key under every prefix
@@ -70,6 +74,8 @@ func TestPurgeDecisions(t *testing.T) {
 		{name: "not due yet: the retention was extended", world: with(func(w *world) { w.ann = map[string]string{entry.AnnotationRetention: "1h"} }), entry: "kept"},
 		{name: "entry gone", absent: true, entry: "gone"},
 		{name: "re-created namesake (another uid) untouched", world: deleting, otherUID: true, entry: "kept"},
+		{name: "released and re-created while the prefix was listed: the namesake's backups untouched, read again", world: deleting, replaced: true,
+			entry: "kept", opened: []string{"bucket"}, err: runner.ClassRetryable},
 		{name: "not deleting", world: world{ours: true}, entry: "kept"},
 		{name: "released already", world: world{deleting: true, other: true}, entry: "released"},
 		{name: "migrated to another seed, which owns its backups", world: deleting, migrated: true, entry: "kept", op: "Migrate Succeeded"},
@@ -115,6 +121,9 @@ func (tc purgeRow) run(t *testing.T) {
 		store.locked[ours[1]], store.lockedUntil = true, fastNow.Add(time.Hour)
 		opened = lockingStore{store}
 	}
+	if tc.replaced {
+		store.beforeList = func() { replaceEntry(t, c, live.Name) }
+	}
 	mem := &memProvider{store: opened, openErr: tc.openErr}
 	log := zaptest.NewLogger(t)
 	p := &entry.Purger{Client: c, Providers: objectstore.NewRegistry(mem), JetStream: js, Cluster: "test",
@@ -134,6 +143,14 @@ func (tc purgeRow) run(t *testing.T) {
 	err = p.Handle(ctx, e)
 
 	checkErr(t, err, tc.err, tc.codes)
+	if tc.replaced {
+		if !errors.Is(err, gardener.ErrObjectChanged) {
+			t.Errorf("error %v, want one that says the entry changed", err)
+		}
+		if after := liveEntry(t, c, name); after == nil || after.UID != "uid-namesake" || after.Status.LastOperation != nil {
+			t.Errorf("the namesake is %+v, want it as it was created, without status", after)
+		}
+	}
 	if tc.locked {
 		if got := store.keys(); !slices.Equal(got, slices.Sorted(slices.Values(append([]string{ours[1]}, neighbours...)))) || !slices.Equal(store.marked, ours[1:]) {
 			t.Errorf("the store holds %q, marked %q; want the locked backup kept, marked, and the neighbours", got, store.marked)
@@ -177,5 +194,27 @@ func (tc purgeRow) run(t *testing.T) {
 	}
 	if released := !controllerutil.ContainsFinalizer(creds, entry.Finalizer); released != (tc.entry != "kept" && !tc.absent && !strings.HasPrefix(tc.name, "released")) {
 		t.Errorf("the entry's secret released: %v (finalizers %q)", released, creds.Finalizers)
+	}
+}
+
+// replaceEntry does what another worker and gardenlet may do while a purge lists the prefix of
+// the entry name: the entry is released and goes, and a namesake (another uid, our finalizer)
+// takes its name; its backups land under the same prefix (the store's keys stay as they were).
+func replaceEntry(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	old := liveEntry(t, c, name)
+	old.Finalizers = nil
+	if err := c.Update(ctx, old); err != nil {
+		t.Fatalf("releasing %s: %v", name, err)
+	}
+	if gone := liveEntry(t, c, name); gone != nil {
+		t.Fatalf("%s still there after its release: %+v", name, gone.ObjectMeta)
+	}
+	namesake := old.DeepCopy()
+	namesake.ObjectMeta = metav1.ObjectMeta{Name: name, UID: "uid-namesake", Finalizers: []string{entry.Finalizer}}
+	namesake.Status = extensionsv1alpha1.BackupEntryStatus{}
+	if err := c.Create(ctx, namesake); err != nil {
+		t.Fatalf("creating the namesake %s: %v", name, err)
 	}
 }

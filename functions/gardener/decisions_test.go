@@ -296,6 +296,10 @@ func TestDecisions(t *testing.T) {
 		{name: "entry/created/delete, actuator fails", last: "Create Succeeded", deleting: true, ours: true, deleteErr: errRetryable,
 			want: outcome{call: del, op: "Delete Error", written: true, codes: []gardencorev1beta1.ErrorCode{gardencorev1beta1.ErrorRetryableInfraDependencies},
 				finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
+		// The object changed under the actuator (released and re-created meanwhile): nothing
+		// written to the copy, read again by the retry.
+		{name: "entry/delete pending/the object changed meanwhile", last: "Delete Pending", deleting: true, ours: true, deleteErr: fmt.Errorf("%w: re-created", ErrObjectChanged),
+			want: outcome{call: del, op: "Delete Pending", finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "entry/delete pending/actuator fails", last: "Delete Pending", deleting: true, ours: true, deleteErr: errPlain,
 			want: outcome{call: del, op: "Delete Error", written: true, finalizer: true, secretFinalizer: true, err: runner.ClassRetryable}},
 		{name: "bucket/new/actuator fails", bucket: true, reconcileErr: errPlain,

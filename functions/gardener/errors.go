@@ -14,6 +14,12 @@ import (
 // exist: the bridge announces exactly such objects again when the secret appears.
 const TaskWaitForSecret = "housekeeper.dev/wait-for-secretRef"
 
+// ErrObjectChanged says the live object changed while an actuator worked on the copy it was
+// given (released, or deleted and re-created under its name), so that going on would act for
+// an object that is no longer there. The Reconciler writes nothing for it; the runner retries,
+// and the retry reads the live object again.
+var ErrObjectChanged = errors.New("the object changed while it was worked on")
+
 // codedError attaches what lastError says about err besides its description: Gardener's error
 // codes and, for a known wait, the task that waits.
 type codedError struct {

@@ -2,6 +2,7 @@ package gardener
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -222,6 +223,10 @@ func (r *Reconciler[T]) delete(ctx context.Context, log *zap.Logger, obj T) erro
 	}
 	t := gardencorev1beta1.LastOperationTypeDelete
 	d, err := r.Actuator.Delete(ctx, obj)
+	if errors.Is(err, ErrObjectChanged) {
+		log.Info("the object changed during its deletion: reading it again", zap.Error(err))
+		return err
+	}
 	if err != nil {
 		return r.Fail(ctx, obj, t, err)
 	}
