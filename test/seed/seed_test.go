@@ -57,6 +57,7 @@ func TestSeed(t *testing.T) {
 	s.newBucketAndEntry(ctx, bucketName, entryName)
 	s.awaitAtRest(ctx, "back at rest after the cooldown")
 	s.operatorCLI(ctx)
+	s.deadLetterRunbook(ctx)
 
 	// 2b. A RestoreDrill: the drill function woken from zero holds its run to the memory limit
 	// its pod has on the node; then back to zero.
@@ -550,36 +551,50 @@ func (s *seed) kubectlScript(ctx context.Context, dir, script string) ([]byte, e
 }
 
 // operatorCLI runs infra/docs/operating.md's commands that run the operators' tool in the seed
-// (Running the CLI in a seed: the operator identity given for one run, `deadletters list` in a
-// pod, the identity taken back), as written, with this seed's image and nats-auth's directory in
-// place of the document's:
-// the pod reaches NATS through the release's policies, with the operator identity, and lists.
+// (Running the CLI in a seed: the operator identity given for the session, `hk deadletters
+// list` in a pod, the identity taken back) as written, with this seed's image and nats-auth's
+// directory in place of the document's: the pod reaches NATS through the release's policies,
+// with the operator identity, and lists.
 func (s *seed) operatorCLI(ctx context.Context) {
 	t := s.t
+	start := time.Now()
+	out := s.runCLI(ctx, s.cliBlock())
+	if !regexp.MustCompile(`(?m)^\d+ dead letters, \d+ resolved$`).Match(out) {
+		t.Fatalf("housekeeper-cli did not list the dead letters:\n%s", out)
+	}
+	t.Logf("infra/docs/operating.md's housekeeper-cli commands listed the dead letters in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+}
+
+// cliBlock is infra/docs/operating.md's block that runs the operators' tool in the seed, with
+// this seed's image in place of the document's.
+func (s *seed) cliBlock() string {
 	const readmeImage = "ghcr.io/housekeeper-dev/housekeeper:v0.1.0"
 	script := s.operatingBlock("run housekeeper-cli")
 	if !strings.Contains(script, readmeImage) || !strings.Contains(script, "nats-auth/") {
-		t.Fatalf("infra/docs/operating.md has no block running housekeeper-cli with %s and nats-auth/: %q", readmeImage, script)
+		s.t.Fatalf("infra/docs/operating.md has no block running housekeeper-cli with %s and nats-auth/: %q", readmeImage, script)
 	}
-	script = strings.ReplaceAll(script, readmeImage, s.image())
-	// nats-auth/ is where `housekeeper nats-auth` wrote the identities: the seed's issued ones.
+	return strings.ReplaceAll(script, readmeImage, s.image())
+}
+
+// runCLI runs script, lines of cliBlock, where nats-auth/ is the directory `housekeeper
+// nats-auth` wrote the seed's identities to, and checks that it left neither the operator
+// identity's Secret nor the CLI's pod behind.
+func (s *seed) runCLI(ctx context.Context, script string) []byte {
+	t := s.t
+	t.Helper()
 	work := t.TempDir()
 	if err := os.Symlink(s.issued.Dir, filepath.Join(work, "nats-auth")); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	out, err := s.kubectlScript(ctx, work, script)
 	if err != nil {
 		t.Fatalf("infra/docs/operating.md's housekeeper-cli commands: %v\n%s", err, out)
 	}
-	if !regexp.MustCompile(`(?m)^\d+ dead letters, \d+ resolved$`).Match(out) {
-		t.Fatalf("housekeeper-cli did not list the dead letters:\n%s", out)
-	}
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-operator"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the operator identity's Secret is still there after the README's commands: %v", err)
+		t.Errorf("the operator identity's Secret is still there after the commands: %v", err)
 	}
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: hkNamespace, Name: "housekeeper-cli"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the CLI's pod is still there after the README's commands (kubectl delete waits until it is gone): %v", err)
+		t.Errorf("the CLI's pod is still there after the commands (kubectl delete waits until it is gone): %v", err)
 	}
-	t.Logf("infra/docs/operating.md's housekeeper-cli commands listed the dead letters in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	return out
 }

@@ -390,8 +390,9 @@ schedule and snapshot, and drill and copy, whose CRDs come with it) only with <f
 {{- toJson $names -}}
 {{- end -}}
 
-{{/* The components that talk to the Kubernetes API, each with its ServiceAccount: the bridge and
-every function run (a JSON list, for fromJsonArray). */}}
+{{/* The components that talk to the Kubernetes API, each with its ServiceAccount: the bridge,
+every function run, and the operators' CLI (housekeeper-cli, which no workload uses: the pods an
+operator runs the CLI in; a JSON list, for fromJsonArray). */}}
 {{- define "housekeeper.apiClients" -}}
-{{- prepend (include "housekeeper.functionNames" . | fromJsonArray) "bridge" | toJson -}}
+{{- append (prepend (include "housekeeper.functionNames" . | fromJsonArray) "bridge") "cli" | toJson -}}
 {{- end -}}

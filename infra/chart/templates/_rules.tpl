@@ -17,6 +17,20 @@ spec.secretRef names, known at run time: a ClusterRole). */}}
 {{- end }}
 {{- end -}}
 
+{{/* The operators' CLI (infra/docs/operating.md, "Running the CLI in a seed"): `deadletters`
+reads the object each dead letter names to say whether it converged since (functions/cli
+StateOf); nothing else of the API, and never a secret. */}}
+{{- define "housekeeper.rules.cli" -}}
+- apiGroups: ["extensions.gardener.cloud"]
+  resources: ["backupbuckets", "backupentries"]
+  verbs: ["get"]
+{{- if .Values.etcdBackupConfig.enabled }}
+- apiGroups: ["backup.housekeeper.dev"]
+  resources: ["etcdbackupconfigs", "restoredrills", "backupcopypolicies"]
+  verbs: ["get"]
+{{- end }}
+{{- end -}}
+
 {{- define "housekeeper.rules.bucket" -}}
 # get: read the object an event names; patch: finalizer and operation annotation.
 - apiGroups: ["extensions.gardener.cloud"]

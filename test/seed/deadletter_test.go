@@ -1,0 +1,89 @@
+package seed
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// deadLetterRunbook follows infra/docs/operating.md's runbook "A dead letter" in the seed with
+// the document's `hk`: a local BackupBucket whose providerConfig asks for immutability, which a
+// directory cannot give, is dead-lettered by the bucket function; `hk deadletters list` shows
+// it, permanent, saying why; the providerConfig removed, the bucket is Succeeded, the list says
+// RESOLVED, and `hk deadletters discard --resolved` removes it.
+func (s *seed) deadLetterRunbook(ctx context.Context) {
+	t := s.t
+	const name, why = "seed-deadletter", "local buckets cannot be immutable"
+	s.create(ctx, &extensionsv1alpha1.BackupBucket{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: extensionsv1alpha1.BackupBucketSpec{DefaultSpec: extensionsv1alpha1.DefaultSpec{Type: "local",
+			ProviderConfig: &runtime.RawExtension{Raw: []byte(`{"immutability": {"retentionType": "bucket", "retentionPeriod": "24h"}}`)}},
+			Region: "local", SecretRef: corev1.SecretReference{Name: "local-credentials", Namespace: "garden"}},
+	})
+	s.eventually(3*time.Minute, "the bucket "+name+" failing", func() (bool, string) {
+		bb := &extensionsv1alpha1.BackupBucket{}
+		if err := s.c.Get(ctx, client.ObjectKey{Name: name}, bb); err != nil {
+			return false, err.Error()
+		}
+		return bb.Status.LastError != nil, fmt.Sprintf("lastOperation %+v", bb.Status.LastOperation)
+	})
+
+	cli := s.cliBlock()
+	setUp, _, ok := strings.Cut(cli, "hk deadletters list")
+	takeBack := regexp.MustCompile(`(?m)^kubectl .*delete secret/housekeeper-operator$`).FindString(cli)
+	runbook := s.operatingBlock("hk deadletters discard --resolved")
+	list := regexp.MustCompile(`(?m)^hk deadletters list\b.*$`).FindString(runbook)
+	discard := regexp.MustCompile(`(?m)^hk deadletters discard --resolved\b.*$`).FindString(runbook)
+	if !ok || takeBack == "" || list == "" || discard == "" || !strings.Contains(runbook, "hk deadletters retry --seq") {
+		t.Fatalf("infra/docs/operating.md: want the CLI block to define hk before `hk deadletters list` and take the identity back, "+
+			"and the runbook to list, retry and discard:\n%s\n%s", cli, runbook)
+	}
+	script := func(lines ...string) string { return setUp + strings.Join(lines, "\n") + "\n" + takeBack + "\n" }
+
+	// Listed: permanent, why, its object not converged.
+	out := s.runCLI(ctx, script(list))
+	line := regexp.MustCompile(`(?m)^(\d+)\s+bucket\s.*\bpermanent\b.*` + regexp.QuoteMeta(name) + `.*$`).FindSubmatch(out)
+	if line == nil || !strings.Contains(string(line[0]), why) || strings.Contains(string(line[0]), "RESOLVED") {
+		t.Fatalf("`hk deadletters list` shows no unresolved permanent dead letter of the bucket function for %s saying %q:\n%s", name, why, out)
+	}
+	seq := string(line[1])
+
+	// The fix is to the object: its own event has the function converge it.
+	s.patchBucket(ctx, name, func(bb *extensionsv1alpha1.BackupBucket) { bb.Spec.ProviderConfig = nil })
+	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupBucket{}, name, 2*time.Minute)
+
+	out = s.runCLI(ctx, script(list, discard, list))
+	if !regexp.MustCompile(`(?m)^` + seq + `\s.*RESOLVED`).Match(out) {
+		t.Fatalf("`hk deadletters list` does not say dead letter %s is RESOLVED once %s converged:\n%s", seq, name, out)
+	}
+	if !regexp.MustCompile(`(?m)^discarded ` + seq + `: `).Match(out) {
+		t.Fatalf("`hk deadletters discard --resolved` did not discard dead letter %s:\n%s", seq, out)
+	}
+	// Listed before the discard, not after.
+	if n := len(regexp.MustCompile(`(?m)^`+seq+`\s+bucket\s`).FindAllIndex(out, -1)); n != 1 {
+		t.Fatalf("dead letter %s is still listed after its discard:\n%s", seq, out)
+	}
+	t.Logf("infra/docs/operating.md's runbook \"A dead letter\": %s listed, fixed, resolved and discarded:\n%s", seq, out)
+}
+
+// patchBucket changes the BackupBucket name with a merge patch.
+func (s *seed) patchBucket(ctx context.Context, name string, change func(*extensionsv1alpha1.BackupBucket)) {
+	s.t.Helper()
+	bb := &extensionsv1alpha1.BackupBucket{}
+	if err := s.c.Get(ctx, client.ObjectKey{Name: name}, bb); err != nil {
+		s.t.Fatal(err)
+	}
+	patch := client.MergeFrom(bb.DeepCopy())
+	change(bb)
+	if err := s.c.Patch(ctx, bb, patch); err != nil {
+		s.t.Fatal(err)
+	}
+}
