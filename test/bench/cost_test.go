@@ -17,17 +17,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 // BenchmarkCost measures what a change costs each side: a create burst and a delete burst of
-// 5,000 BackupEntries with no client limit, upstream provider-local's controllers as their own
-// process (test/bench/upstream) beside housekeeper's processes with nats-server as its own
-// process (R1, every write synced), and again with NATS as the chart runs it (three
-// nats-servers, R3, syncing at their default), driven and observed from this process (counted
-// for neither). It prints each process's CPU seconds and peak RSS per burst, CPU per entry and
-// the ratio, and keeps a CPU profile of every process of the first two rows in the log
-// directory.
+// 5,000 BackupEntries, upstream provider-local's controllers as their own process
+// (test/bench/upstream, no client limit) beside housekeeper's processes with nats-server as its
+// own process (R1, every write synced, every process profiled), and again as the chart deploys
+// housekeeper: the entry function at its KEDA maximum of four replicas, the processes' default
+// client limits, and NATS as infra/nats runs it (three nats-servers, R3, syncing at their
+// default, TLS, each process connected as its own identity). The bursts are driven and observed
+// from this process (counted for neither). It prints each process's CPU seconds and peak RSS per
+// burst, CPU per entry and the ratio, and keeps a CPU profile of every process of the first two
+// rows in the log directory.
 func BenchmarkCost(b *testing.B) {
 	n := burstEntries(b, 5000)
 	e := startEnv(b)
@@ -37,8 +40,11 @@ func BenchmarkCost(b *testing.B) {
 			return startUpstreamProcess(b, e, phase, upstreamBin)
 		}},
 		housekeeperRow("c2", "housekeeper, 1 replica each, --kube-qps -1, nats-server process (R1)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 1, profile: true}),
-		// NATS as the chart deploys it: three nats-servers, R3, each syncing at its default.
-		housekeeperRow("c3", "housekeeper, 1 replica each, --kube-qps -1, 3 nats-server processes as the chart runs them (R3, default sync)", hkOptions{qps: -1, entryReplicas: 1, natsNodes: 3, chartSync: true}),
+		// As the chart deploys it: KEDA scales the entry function to a lag over its
+		// lagThreshold of 20 per replica, so a 5,000-entry burst runs maxReplicas, 4
+		// (infra/chart/values.yaml).
+		housekeeperRow("c3", "housekeeper as the chart deploys it: entry at KEDA's 4 replicas, default client limits, 3 nats-servers (R3, default sync, TLS, identities)",
+			hkOptions{qps: kube.DefaultQPS, burst: kube.DefaultBurst, entryReplicas: 4, natsNodes: 3, chartSync: true, secure: true}),
 	}
 	var results []*result
 	for _, r := range rows {

@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/cli"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/scripts/stack"
+	"github.com/housekeeper-dev/housekeeper/scripts/stack/natsauth"
 )
 
 // hkOptions is how housekeeper runs in a phase.
@@ -30,6 +34,10 @@ type hkOptions struct {
 	chartSync bool
 	// profile has every housekeeper process write a CPU profile to the log directory.
 	profile bool
+	// secure runs NATS as the chart's does (infra/nats): TLS, and each process connected as its
+	// own identity with the permissions `housekeeper nats-auth` issues, which nats-server checks
+	// on every publish and subscription.
+	secure bool
 }
 
 func (o hkOptions) limitArgs() []string {
@@ -45,6 +53,7 @@ type housekeeper struct {
 	stopNATS func()
 	nats     *stack.NATSCluster // nil: embedded in this process
 	natsProf string             // nats-server's pprof address (one node), "" for none
+	issued   *natsconn.Issued   // the NATS identities of a secure NATS, nil for an open one
 	procs    []*process
 }
 
@@ -68,19 +77,28 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		var include string
-		var err error
-		if o.profile {
-			// nats-server has no profile flag: it serves pprof on prof_port, fetched per burst.
-			if include, h.natsProf, err = natsProfiling(dir); err != nil {
-				return nil, err
-			}
-		}
 		var opts []stack.NATSOption
 		if o.chartSync {
 			opts = append(opts, stack.NATSDefaultSync())
 		}
-		c, err := stack.StartNATSCluster(dir, o.natsNodes, include, func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") }, opts...)
+		logs := func(name string) io.Writer { return e.file(b, phase+"-nats-"+name+".log") }
+		var c *stack.NATSCluster
+		var err error
+		switch {
+		case o.secure && o.profile:
+			return nil, errors.New("a secure NATS includes its identities' configuration: it serves no profile")
+		case o.secure:
+			c, h.issued, err = natsauth.StartCluster(dir, o.natsNodes, natsconn.FormConfig, cli.Permissions(), false, logs, opts...)
+		case o.profile:
+			// nats-server has no profile flag: it serves pprof on prof_port, fetched per burst.
+			var include string
+			if include, h.natsProf, err = natsProfiling(dir); err != nil {
+				return nil, err
+			}
+			c, err = stack.StartNATSCluster(dir, o.natsNodes, include, logs, opts...)
+		default:
+			c, err = stack.StartNATSCluster(dir, o.natsNodes, "", logs, opts...)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("nats-server: %w", err)
 		}
@@ -92,8 +110,15 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		"HOUSEKEEPER_CLUSTER=bench-" + phase,
 		"HOUSEKEEPER_TYPES=local",
 	}}
-	run := func(name string, argv []string) error {
-		argv = append(argv, o.limitArgs()...)
+	// identity is the NATS flags of a process connecting as identity: none to an open server.
+	identity := func(identity string) []string {
+		if h.issued == nil {
+			return nil
+		}
+		return h.issued.Args(natsURL, identity)
+	}
+	run := func(name, id string, argv []string) error {
+		argv = append(append(argv, o.limitArgs()...), identity(id)...)
 		if o.profile {
 			argv = append(argv, "--cpu-profile", filepath.Join(e.logDir, phase+"-"+name+".pprof"))
 		}
@@ -105,10 +130,11 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		return nil
 	}
 	start := func() error {
-		if err := hk.Setup(context.Background(), e.file(b, phase+"-setup.log"), "--stream-replicas", strconv.Itoa(max(o.natsNodes, 1))); err != nil {
+		setup := append([]string{"--stream-replicas", strconv.Itoa(max(o.natsNodes, 1))}, identity(events.IdentitySetup)...)
+		if err := hk.Setup(context.Background(), e.file(b, phase+"-setup.log"), setup...); err != nil {
 			return err
 		}
-		if err := run("bridge", hk.Bridge("--leader-elect=false")); err != nil {
+		if err := run("bridge", events.IdentityBridge, hk.Bridge("--leader-elect=false")); err != nil {
 			return err
 		}
 		fns := []string{"bucket", "purge"}
@@ -124,7 +150,7 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 			if fn != "bucket" { // the retention flags are the entry's and the purge's
 				argv = append(argv, "--retention", "0s")
 			}
-			if err := run(name, argv); err != nil {
+			if err := run(name, fn, argv); err != nil {
 				return err
 			}
 		}

@@ -36,13 +36,13 @@ func Start(dir string, form natsconn.Form, perms []events.Permission, mutualTLS 
 var hosts = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "localhost"}
 
 // StartCluster is Start with nats-server run as nodes processes (1, or a cluster of 3, see
-// stack.StartNATSCluster), each logging to logs(its name).
-func StartCluster(dir string, nodes int, form natsconn.Form, perms []events.Permission, mutualTLS bool, logs func(name string) io.Writer) (*stack.NATSCluster, *natsconn.Issued, error) {
+// stack.StartNATSCluster, configured by opts), each logging to logs(its name).
+func StartCluster(dir string, nodes int, form natsconn.Form, perms []events.Permission, mutualTLS bool, logs func(name string) io.Writer, opts ...stack.NATSOption) (*stack.NATSCluster, *natsconn.Issued, error) {
 	issued, conf, err := natsconn.IssueServer(dir, form, perms, hosts, mutualTLS)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := stack.StartNATSCluster(dir, nodes, filepath.Base(conf), logs)
+	c, err := stack.StartNATSCluster(dir, nodes, filepath.Base(conf), logs, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
