@@ -40,21 +40,40 @@ func (s *seed) deadLetterRunbook(ctx context.Context) {
 	setUp, _, ok := strings.Cut(cli, "hk deadletters list")
 	takeBack := regexp.MustCompile(`(?m)^kubectl .*delete secret/housekeeper-operator$`).FindString(cli)
 	runbook := s.operatingBlock("hk deadletters discard --resolved")
-	list := regexp.MustCompile(`(?m)^hk deadletters list\b.*$`).FindString(runbook)
-	discard := regexp.MustCompile(`(?m)^hk deadletters discard --resolved\b.*$`).FindString(runbook)
-	if !ok || takeBack == "" || list == "" || discard == "" || !strings.Contains(runbook, "hk deadletters retry --seq") {
+	line := func(re string) string { return regexp.MustCompile(`(?m)^` + re + `.*$`).FindString(runbook) }
+	list, retry, discard, replay := line(`hk deadletters list\b`), line(`hk deadletters retry --seq 17\b`),
+		line(`hk deadletters discard --resolved\b`), line(`hk replay --function bucket\b`)
+	if !ok || takeBack == "" || list == "" || retry == "" || discard == "" || replay == "" {
 		t.Fatalf("infra/docs/operating.md: want the CLI block to define hk before `hk deadletters list` and take the identity back, "+
-			"and the runbook to list, retry and discard:\n%s\n%s", cli, runbook)
+			"and the runbook to list, retry --seq 17, discard --resolved and replay --function bucket:\n%s\n%s", cli, runbook)
 	}
 	script := func(lines ...string) string { return setUp + strings.Join(lines, "\n") + "\n" + takeBack + "\n" }
+	deadLetter := regexp.MustCompile(`(?m)^(\d+)\s+bucket\s.*\bpermanent\b.*` + regexp.QuoteMeta(name) + `.*$`)
 
 	// Listed: permanent, why, its object not converged.
 	out := s.runCLI(ctx, script(list))
-	line := regexp.MustCompile(`(?m)^(\d+)\s+bucket\s.*\bpermanent\b.*` + regexp.QuoteMeta(name) + `.*$`).FindSubmatch(out)
-	if line == nil || !strings.Contains(string(line[0]), why) || strings.Contains(string(line[0]), "RESOLVED") {
+	found := deadLetter.FindSubmatch(out)
+	if found == nil || !strings.Contains(string(found[0]), why) || strings.Contains(string(found[0]), "RESOLVED") {
 		t.Fatalf("`hk deadletters list` shows no unresolved permanent dead letter of the bucket function for %s saying %q:\n%s", name, why, out)
 	}
-	seq := string(line[1])
+	first := string(found[1])
+
+	// Retried before the fix: re-driven and removed; the function fails again for good, and the
+	// list holds a new dead letter of the bucket instead.
+	out = s.runCLI(ctx, script(strings.Replace(retry, "--seq 17", "--seq "+first, 1)))
+	if !regexp.MustCompile(`(?m)^retried ` + first + `: `).Match(out) {
+		t.Fatalf("`hk deadletters retry --seq %s` did not re-drive it:\n%s", first, out)
+	}
+	var seq string
+	s.eventually(3*time.Minute, "the retried event dead-lettered anew", func() (bool, string) {
+		out = s.runCLI(ctx, script(list))
+		found := deadLetter.FindSubmatch(out)
+		if found == nil || string(found[1]) == first {
+			return false, string(out)
+		}
+		seq = string(found[1])
+		return true, ""
+	})
 
 	// The fix is to the object: its own event has the function converge it.
 	s.patchBucket(ctx, name, func(bb *extensionsv1alpha1.BackupBucket) { bb.Spec.ProviderConfig = nil })
@@ -71,7 +90,15 @@ func (s *seed) deadLetterRunbook(ctx context.Context) {
 	if n := len(regexp.MustCompile(`(?m)^`+seq+`\s+bucket\s`).FindAllIndex(out, -1)); n != 1 {
 		t.Fatalf("dead letter %s is still listed after its discard:\n%s", seq, out)
 	}
-	t.Logf("infra/docs/operating.md's runbook \"A dead letter\": %s listed, fixed, resolved and discarded:\n%s", seq, out)
+	discarded := out
+
+	// A window of the bucket function's events re-delivered: the buckets' events, handled again.
+	out = s.runCLI(ctx, script(replay))
+	if !regexp.MustCompile(`(?m)^replay: re-drove [1-9]\d* events `).Match(out) {
+		t.Fatalf("`%s` re-drove nothing:\n%s", replay, out)
+	}
+	t.Logf("infra/docs/operating.md's runbook \"A dead letter\": %s listed, retried, dead-lettered anew as %s, fixed, resolved and discarded, the window replayed:\n%s%s",
+		first, seq, discarded, out)
 }
 
 // patchBucket changes the BackupBucket name with a merge patch.
