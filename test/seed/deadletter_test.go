@@ -76,7 +76,7 @@ func (s *seed) deadLetterRunbook(ctx context.Context) {
 	})
 
 	// The fix is to the object: its own event has the function converge it.
-	s.patchBucket(ctx, name, func(bb *extensionsv1alpha1.BackupBucket) { bb.Spec.ProviderConfig = nil })
+	patch(ctx, s, &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: name}}, func(bb *extensionsv1alpha1.BackupBucket) { bb.Spec.ProviderConfig = nil })
 	s.awaitSucceeded(ctx, &extensionsv1alpha1.BackupBucket{}, name, 2*time.Minute)
 
 	out = s.runCLI(ctx, script(list, discard, list))
@@ -99,18 +99,4 @@ func (s *seed) deadLetterRunbook(ctx context.Context) {
 	}
 	t.Logf("infra/docs/operating.md's runbook \"A dead letter\": %s listed, retried, dead-lettered anew as %s, fixed, resolved and discarded, the window replayed:\n%s%s",
 		first, seq, discarded, out)
-}
-
-// patchBucket changes the BackupBucket name with a merge patch.
-func (s *seed) patchBucket(ctx context.Context, name string, change func(*extensionsv1alpha1.BackupBucket)) {
-	s.t.Helper()
-	bb := &extensionsv1alpha1.BackupBucket{}
-	if err := s.c.Get(ctx, client.ObjectKey{Name: name}, bb); err != nil {
-		s.t.Fatal(err)
-	}
-	patch := client.MergeFrom(bb.DeepCopy())
-	change(bb)
-	if err := s.c.Patch(ctx, bb, patch); err != nil {
-		s.t.Fatal(err)
-	}
 }

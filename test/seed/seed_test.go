@@ -238,7 +238,7 @@ func (s *seed) objects(prefix string) int {
 // deleteWithRetention deletes the entry with a retention and returns when its purge is due.
 func (s *seed) deleteWithRetention(ctx context.Context, name string, retention time.Duration) time.Time {
 	s.t.Helper()
-	s.patchEntry(ctx, name, func(be *extensionsv1alpha1.BackupEntry) {
+	patch(ctx, s, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}, func(be *extensionsv1alpha1.BackupEntry) {
 		metav1.SetMetaDataAnnotation(&be.ObjectMeta, entry.AnnotationRetention, retention.String())
 	})
 	if err := s.c.Delete(ctx, &extensionsv1alpha1.BackupEntry{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
@@ -476,15 +476,16 @@ func (s *seed) awaitSucceeded(ctx context.Context, obj extensionsv1alpha1.Object
 	})
 }
 
-func (s *seed) patchEntry(ctx context.Context, name string, change func(*extensionsv1alpha1.BackupEntry)) {
+// patch reads obj (its name set) from the seed, applies change and writes the difference as a
+// merge patch.
+func patch[T client.Object](ctx context.Context, s *seed, obj T, change func(T)) {
 	s.t.Helper()
-	be := &extensionsv1alpha1.BackupEntry{}
-	if err := s.c.Get(ctx, client.ObjectKey{Name: name}, be); err != nil {
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		s.t.Fatal(err)
 	}
-	patch := client.MergeFrom(be.DeepCopy())
-	change(be)
-	if err := s.c.Patch(ctx, be, patch); err != nil {
+	base := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	change(obj)
+	if err := s.c.Patch(ctx, obj, base); err != nil {
 		s.t.Fatal(err)
 	}
 }
