@@ -272,7 +272,7 @@ func TestEntryDeleteDecisions(t *testing.T) {
 			world: world{ann: map[string]string{entry.AnnotationForceDeletion: "true"}}, purged: true, opened: []string{"bucket"}, published: []string{"completed"}},
 		{name: "due, released and re-created while the prefix was listed: the namesake's backups untouched, read again", purger: true, replaced: true,
 			world: world{ann: map[string]string{entry.AnnotationForceDeletion: "true"}}, retention: time.Hour, opened: []string{"bucket"},
-			err: runner.ClassRetryable, says: "re-created (live uid uid-namesake)"},
+			err: runner.ClassRetryable, says: "re-created since this purge was scheduled (live uid uid-namesake)"},
 		{name: "due source- entry: purged now with its own credentials", purger: true, world: world{name: source, noBucket: true},
 			purged: true, opened: []string{"entry"}, published: []string{"completed"}},
 		{name: "due source- entry whose live namesake uses the bucket: nothing purged", purger: true,

@@ -154,7 +154,7 @@ func (p *Purger) Handle(ctx context.Context, e cloudevents.Event) error {
 func (p *Purger) whyNot(be *extensionsv1alpha1.BackupEntry, uid string) string {
 	switch {
 	case string(be.UID) != uid:
-		return fmt.Sprintf("the entry was re-created (live uid %s) since this purge was scheduled", be.UID)
+		return fmt.Sprintf("the entry was re-created since this purge was scheduled (live uid %s)", be.UID)
 	case !p.Scope.Serves(be):
 		return fmt.Sprintf("the entry's type (%s) or class is not this installation's", be.Spec.Type)
 	case be.DeletionTimestamp == nil:
