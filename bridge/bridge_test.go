@@ -578,6 +578,9 @@ func TestBridgeDeliversFinalStateAfterNATSOutage(t *testing.T) {
 // the secret, then the object); metadata-only secret updates (gardenlet's finalizer patches)
 // announce nothing.
 func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T) {
+	// Each step is two watch events through a loaded API server (make test runs four packages
+	// at once beside the node's): 10 s was seen to run out.
+	const announceWithin = 30 * time.Second
 	h := newHarness(t)
 	b := bucket("waits-for-secret", "azure")
 	h.create(b)
@@ -586,7 +589,7 @@ func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T
 	h.create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden"}})
 	_, _ = h.start(Options{})
 	uid := string(b.UID)
-	h.eventually(10*time.Second, "synced events", func() bool {
+	h.eventually(announceWithin, "synced events", func() bool {
 		return len(typesOf(h.stream(), uid)) == 1 && len(typesOf(h.stream(), string(untried.UID))) == 1
 	})
 	h.reportSecretMissing(b)
@@ -597,14 +600,14 @@ func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: b.Spec.SecretRef.Name, Namespace: "garden"},
 		Data: map[string][]byte{"storageAccount": []byte("acc"), "storageKey": []byte("wrong")}}
 	h.create(secret)
-	h.eventually(10*time.Second, "announcement when the secret appears", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
+	h.eventually(announceWithin, "announcement when the secret appears", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
 	if got := typesOf(h.stream(), string(untried.UID)); len(got) != 1 {
 		t.Errorf("events %v: a bucket that never found its secret missing was announced when it appeared", got)
 	}
 
 	h.patch(secret, func() { secret.Finalizers = []string{"extensions.gardener.cloud/backupbucket"} })
 	h.patch(secret, func() { secret.Data["storageKey"] = []byte("right") })
-	h.eventually(10*time.Second, "announcement when the data changes", func() bool { return len(typesOf(h.stream(), uid)) == 3 })
+	h.eventually(announceWithin, "announcement when the data changes", func() bool { return len(typesOf(h.stream(), uid)) == 3 })
 	time.Sleep(500 * time.Millisecond)
 	if got := typesOf(h.stream(), uid); len(got) != 3 {
 		t.Errorf("events %v: a metadata-only secret update announced the bucket", got)
@@ -619,10 +622,10 @@ func TestBridgeAnnouncesObjectsAgainWhenTheirSecretAppearsOrChanges(t *testing.T
 	// reports it missing afterwards. The report finds the secret there and announces it.
 	late := bucket("reports-late", "azure")
 	h.create(late)
-	h.eventually(10*time.Second, "created event", func() bool { return len(typesOf(h.stream(), string(late.UID))) == 1 })
+	h.eventually(announceWithin, "created event", func() bool { return len(typesOf(h.stream(), string(late.UID))) == 1 })
 	h.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: late.Spec.SecretRef.Name, Namespace: "garden"}})
 	h.reportSecretMissing(late)
-	h.eventually(10*time.Second, "announcement when a bucket reports a present secret missing", func() bool {
+	h.eventually(announceWithin, "announcement when a bucket reports a present secret missing", func() bool {
 		return len(typesOf(h.stream(), string(late.UID))) == 2
 	})
 }

@@ -65,17 +65,25 @@ type EtcdMember struct {
 
 // NewEtcdMember chooses free loopback ports for a member named name with its data in dataDir.
 func NewEtcdMember(name, dataDir string) (*EtcdMember, error) {
+	m := &EtcdMember{Name: name, DataDir: dataDir}
+	if err := m.choosePorts(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// choosePorts sets m's URLs to free loopback ports.
+func (m *EtcdMember) choosePorts() error {
 	client, err := FreePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	peer, err := FreePort()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &EtcdMember{Name: name, DataDir: dataDir,
-		ClientURL: "http://127.0.0.1:" + strconv.Itoa(client),
-		PeerURL:   "http://127.0.0.1:" + strconv.Itoa(peer)}, nil
+	m.ClientURL, m.PeerURL = "http://127.0.0.1:"+strconv.Itoa(client), "http://127.0.0.1:"+strconv.Itoa(peer)
+	return nil
 }
 
 func (m *EtcdMember) initialCluster() string { return m.Name + "=" + m.PeerURL }
@@ -87,8 +95,29 @@ type Etcd struct {
 }
 
 // StartEtcd starts etcd for m — a new cluster, or the one a restore left in m.DataDir — and
-// waits until it reports healthy.
+// waits until it reports healthy. A new member's ports were probed free before it started, and
+// another process may have bound one since: such a member is started again, up to three times,
+// on fresh ports (m's URLs change); a restored one keeps the peer URL its data holds.
 func (b *EtcdBR) StartEtcd(m *EtcdMember) (*Etcd, error) {
+	_, err := os.Stat(m.DataDir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return b.startEtcd(m)
+	}
+	for attempt := 1; ; attempt++ {
+		e, err := b.startEtcd(m)
+		if err == nil || attempt == 3 {
+			return e, err
+		}
+		if err := os.RemoveAll(m.DataDir); err != nil {
+			return nil, err
+		}
+		if err := m.choosePorts(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (b *EtcdBR) startEtcd(m *EtcdMember) (*Etcd, error) {
 	if err := b.ownedDir(m.DataDir); err != nil {
 		return nil, err
 	}
