@@ -20,6 +20,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 )
 
 // recallTimeout bounds reading the last announcements at the start of a term: without them
@@ -160,43 +161,30 @@ func readLastInputs(ctx context.Context, r recordReader) (map[string]string, err
 		defer cancel()
 		_ = r.DeleteConsumer(ctx, events.RecordStream, events.RecallConsumer)
 	}()
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
 	type last struct {
 		seq    uint64
 		inputs string
 	}
 	newest := map[string]last{}
-	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 1000)), jetstream.FetchContext(ctx))
+	err = natsconn.ReadPending(ctx, cons, 1000, func(msg jetstream.Msg) (bool, error) {
+		meta, err := msg.Metadata()
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		for msg := range batch.Messages() {
-			pending--
-			meta, err := msg.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			h := msg.Headers()
-			key := headerValue(h, events.ExtKind) + "/" + headerValue(h, events.ExtUID)
-			if seen, ok := newest[key]; ok && seen.seq > meta.Sequence.Stream {
-				continue
-			}
-			inputs := headerValue(h, events.ExtInputs)
-			if deletedType(headerValue(h, "type")) {
-				inputs = ""
-			}
-			newest[key] = last{seq: meta.Sequence.Stream, inputs: inputs}
+		h := msg.Headers()
+		key := headerValue(h, events.ExtKind) + "/" + headerValue(h, events.ExtUID)
+		if seen, ok := newest[key]; ok && seen.seq > meta.Sequence.Stream {
+			return true, nil
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, err
+		inputs := headerValue(h, events.ExtInputs)
+		if deletedType(headerValue(h, "type")) {
+			inputs = ""
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+		newest[key] = last{seq: meta.Sequence.Stream, inputs: inputs}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]string, len(newest))
 	for key, l := range newest {

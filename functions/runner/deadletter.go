@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 )
 
 // maxReasonLength keeps a reason within a header's comfortable size.
@@ -75,32 +76,17 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, function strin
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", events.DeadLetterStream, err)
 	}
-	info, err := cons.Info(ctx)
+	var out []DeadLetter
+	err = natsconn.ReadPending(ctx, cons, 256, func(msg jetstream.Msg) (bool, error) {
+		meta, err := msg.Metadata()
+		if err != nil {
+			return false, err
+		}
+		out = append(out, parseDeadLetter(meta.Sequence.Stream, msg.Headers(), msg.Data()))
+		return true, nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	var out []DeadLetter
-	for pending := info.NumPending; pending > 0; {
-		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			meta, err := msg.Metadata()
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, parseDeadLetter(meta.Sequence.Stream, msg.Headers(), msg.Data()))
-			n++
-		}
-		if err := batch.Error(); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			break
-		}
-		pending -= uint64(n)
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 )
 
 // Window selects a stretch of the stream of record: from a time or a sequence (inclusive),
@@ -68,42 +69,28 @@ func Replay(ctx context.Context, js jetstream.JetStream, function string, w Wind
 		return res, err
 	}
 	run := nats.NewInbox()[len(nats.InboxPrefix):] // this replay's id: its redrives are new events to JetStream
-	for {
-		info, err := cons.Info(ctx)
+	err = natsconn.ReadPending(ctx, cons, 256, func(msg jetstream.Msg) (bool, error) {
+		meta, err := msg.Metadata()
 		if err != nil {
-			return res, err
+			return false, err
 		}
-		if info.NumPending == 0 {
-			return res, nil
+		seq := meta.Sequence.Stream
+		if seq > last || (!w.Until.IsZero() && meta.Timestamp.After(w.Until)) {
+			return false, nil
 		}
-		batch, err := cons.Fetch(int(min(info.NumPending, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return res, err
+		id := fmt.Sprintf("replay/%s/%d", run, seq)
+		if _, err := js.PublishMsg(ctx, redriveMsg(function, msg.Headers(), msg.Data(), id)); err != nil {
+			return false, fmt.Errorf("re-driving sequence %d: %w", seq, err)
 		}
-		for msg := range batch.Messages() {
-			meta, err := msg.Metadata()
-			if err != nil {
-				return res, err
-			}
-			seq := meta.Sequence.Stream
-			if seq > last || (!w.Until.IsZero() && meta.Timestamp.After(w.Until)) {
-				return res, nil
-			}
-			id := fmt.Sprintf("replay/%s/%d", run, seq)
-			if _, err := js.PublishMsg(ctx, redriveMsg(function, msg.Headers(), msg.Data(), id)); err != nil {
-				return res, fmt.Errorf("re-driving sequence %d: %w", seq, err)
-			}
-			if res.FirstSeq == 0 {
-				res.FirstSeq = seq
-			}
-			res.LastSeq = seq
-			res.Redriven++
-			if progress != nil {
-				progress(res.Redriven, seq)
-			}
+		if res.FirstSeq == 0 {
+			res.FirstSeq = seq
 		}
-		if err := batch.Error(); err != nil {
-			return res, err
+		res.LastSeq = seq
+		res.Redriven++
+		if progress != nil {
+			progress(res.Redriven, seq)
 		}
-	}
+		return true, nil
+	})
+	return res, err
 }
