@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,25 +8,28 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/housekeeper-dev/housekeeper/scripts/stack"
 )
 
 // process is one component run as a child process (a housekeeper binary, nats-server,
-// Azurite), restartable after a kill. Its output is appended to one log file across restarts,
-// and every exit is recorded with its status and whether the suite caused it.
+// Azurite), restartable after a kill: each run is a stack.Process. Its output is appended to
+// one log file across restarts, and every exit is recorded with its status and whether the
+// suite caused it.
 type process struct {
 	name string
 	args []string
 	env  []string // nil: this process's
-	dir  string
+	dir  string   // "": this process's
 	log  *os.File
 	// ready, if set, returns nil once a started process serves.
 	ready func() error
 
 	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{}
-	stopping bool // the suite sent the signal that ends the current run
-	killing  bool // … and it was SIGKILL
+	run      *stack.Process
+	done     chan struct{} // closed once the current run's exit is recorded
+	stopping bool          // the suite sent the signal that ends the current run
+	killing  bool          // … and it was SIGKILL
 	exits    []exit
 }
 
@@ -51,50 +53,41 @@ func newProcess(dir, name string, args, env []string) (*process, error) {
 }
 
 func (p *process) start() error {
-	p.mu.Lock()
 	cmd := exec.Command(p.args[0], p.args[1:]...)
-	cmd.Env = p.env
-	cmd.Dir = p.dir
+	cmd.Env, cmd.Dir = p.env, p.dir
 	cmd.Stdout, cmd.Stderr = p.log, p.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		p.mu.Unlock()
-		return fmt.Errorf("starting %s: %w", p.name, err)
+	run, err := stack.StartProcess(cmd)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done, p.stopping, p.killing = cmd, done, false, false
+	p.mu.Lock()
+	p.run, p.done, p.stopping, p.killing = run, done, false, false
 	p.mu.Unlock()
-	go p.wait(cmd, done)
+	go p.record(run, done)
 	if p.ready == nil {
 		return nil
 	}
 	return p.waitReady(done)
 }
 
-// wait records how the run ended.
-func (p *process) wait(cmd *exec.Cmd, done chan struct{}) {
-	err := cmd.Wait()
+// record records how the run ended.
+func (p *process) record(run *stack.Process, done chan struct{}) {
+	<-run.Done()
+	status, clean := exitStatus(run.State())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	status, clean := exitStatus(err)
 	caused := p.stopping && (p.killing || clean)
 	p.exits = append(p.exits, exit{process: p.name, status: status, caused: caused, at: time.Now()})
 	close(done)
 }
 
 // exitStatus describes a run's end; clean is status 0 or SIGTERM.
-func exitStatus(err error) (status string, clean bool) {
-	var ee *exec.ExitError
-	if err == nil {
-		return "exit status 0", true
-	}
-	if !errors.As(err, &ee) {
-		return err.Error(), false
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+func exitStatus(state *os.ProcessState) (status string, clean bool) {
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return "killed by " + ws.Signal().String(), ws.Signal() == syscall.SIGTERM
 	}
-	return ee.Error(), false
+	return state.String(), state.Success()
 }
 
 func (p *process) waitReady(done chan struct{}) error {
@@ -124,14 +117,14 @@ func (p *process) stop(grace time.Duration) { p.signal(syscall.SIGTERM, grace) }
 
 func (p *process) signal(sig syscall.Signal, grace time.Duration) {
 	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	if cmd == nil || p.isDone() {
+	run, done := p.run, p.done
+	if run == nil || p.isDone() {
 		p.mu.Unlock()
 		return
 	}
 	p.stopping, p.killing = true, sig == syscall.SIGKILL
 	p.mu.Unlock()
-	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	_ = run.Signal(sig)
 	if sig == syscall.SIGKILL {
 		<-done
 		return

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -91,36 +94,96 @@ func (h Housekeeper) Setup(ctx context.Context, log io.Writer, args ...string) e
 	return nil
 }
 
-// Start starts argv in the processes' environment, serving /readyz and /metrics on a free
-// --addr, its output to log.
-func (h Housekeeper) Start(log io.Writer, argv ...string) (*Served, error) {
-	return StartServed(h.Command(log, argv...))
+// Start starts argv in the processes' environment as the process name, serving /readyz and
+// /metrics on a free --addr, its output to log.
+func (h Housekeeper) Start(name string, log io.Writer, argv ...string) (*Served, error) {
+	return StartServed(name, h.Command(log, argv...))
+}
+
+// Proc is one of housekeeper's processes StartAll starts: its name, its command line (Bridge's,
+// Function's).
+type Proc struct {
+	Name string
+	Argv []string
+}
+
+// StartAll runs `housekeeper setup` with setup, then starts procs, each as Start does with its
+// output to logs(its name), and waits a minute at most until every one is ready. On an error it
+// stops those it started.
+func (h Housekeeper) StartAll(ctx context.Context, logs func(name string) io.Writer, setup []string, procs ...Proc) ([]*Served, error) {
+	if err := h.Setup(ctx, logs("setup"), setup...); err != nil {
+		return nil, err
+	}
+	var started []*Served
+	for _, p := range procs {
+		s, err := h.Start(p.Name, logs(p.Name), p.Argv...)
+		if err != nil {
+			_ = StopAll(started)
+			return nil, err
+		}
+		started = append(started, s)
+	}
+	if err := AwaitAllReady(started, time.Minute); err != nil {
+		_ = StopAll(started)
+		return nil, err
+	}
+	return started, nil
 }
 
 // Served is a process serving /readyz and /metrics at Addr.
 type Served struct {
 	*Process
-	Name string // the binary, and a function's name: for messages
+	Name string // for messages and a harness's tables
 	Addr string
 }
 
-// StartServed starts cmd with --addr on a free port of 127.0.0.1.
-func StartServed(cmd *exec.Cmd) (*Served, error) {
+// StartServed starts cmd as the process name with --addr on a free port of 127.0.0.1.
+func StartServed(name string, cmd *exec.Cmd) (*Served, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cmd.Args = append(cmd.Args, "--addr", addr)
-	name := filepath.Base(cmd.Args[0])
-	if len(cmd.Args) > 2 && cmd.Args[1] == "function" {
-		name += " function " + cmd.Args[2]
-	}
 	p, err := StartProcess(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &Served{Process: p, Name: name, Addr: addr}, nil
+}
+
+// AwaitAllReady waits until every one of procs is ready (AwaitReady), for at most timeout in
+// all.
+func AwaitAllReady(procs []*Served, timeout time.Duration) error {
+	end := time.Now().Add(timeout)
+	for _, p := range procs {
+		if err := p.AwaitReady(time.Until(end)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StopAll ends procs together, the last started signalled first: SIGTERM, then SIGKILL for any
+// still running 10 s later, which it names.
+func StopAll(procs []*Served) error {
+	for _, p := range slices.Backward(procs) {
+		_ = p.Signal(syscall.SIGTERM)
+	}
+	var errs []error
+	end := time.Now().Add(10 * time.Second)
+	for _, p := range slices.Backward(procs) {
+		select {
+		case <-p.Done():
+		case <-time.After(time.Until(end)):
+		}
+		if !p.Exited() {
+			errs = append(errs, fmt.Errorf("%s did not stop within 10s of SIGTERM", p.Name))
+			_ = p.Signal(syscall.SIGKILL)
+			<-p.Done()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // AwaitReady waits until the process answers /readyz with 200, for at most timeout, and says

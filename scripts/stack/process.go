@@ -14,7 +14,8 @@ import (
 )
 
 // Process is a started child process in its own process group: the one way every harness
-// (the stack's components, the conformance suite, the benches) runs a binary and stops it.
+// (the stack's components, the conformance, monitoring and fault suites, the benches) runs a
+// binary and stops it.
 type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}

@@ -88,7 +88,7 @@ type osProc struct {
 }
 
 // upstreamProcess is upstream's controllers as a process: a side with one process.
-type upstreamProcess struct{ p *process }
+type upstreamProcess struct{ p *stack.Served }
 
 func startUpstreamProcess(b *testing.B, e *env, phase, bin string) (*upstreamProcess, error) {
 	cmd := exec.Command(bin, "--kubeconfig", e.kubecfg, "--root", e.root,
@@ -100,7 +100,7 @@ func startUpstreamProcess(b *testing.B, e *env, phase, bin string) (*upstreamPro
 		return nil, err
 	}
 	u := &upstreamProcess{p: p}
-	if err := (&housekeeper{procs: []*process{p}}).waitReady(time.Minute); err != nil {
+	if err := p.AwaitReady(time.Minute); err != nil {
 		_ = u.stop()
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (u *upstreamProcess) processes() []osProc {
 	return []osProc{{name: "provider-local", pid: u.p.Pid(), metrics: u.p.Addr}}
 }
 
-func (u *upstreamProcess) stop() error { return stopProcesses([]*process{u.p}) }
+func (u *upstreamProcess) stop() error { return stack.StopAll([]*stack.Served{u.p}) }
 
 // cost is what one process spent in a burst.
 type cost struct {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,13 +53,7 @@ type housekeeper struct {
 	nats     *stack.NATSCluster // nil: embedded in this process
 	natsProf string             // nats-server's pprof address (one node), "" for none
 	issued   *natsconn.Issued   // the NATS identities of a secure NATS, nil for an open one
-	procs    []*process
-}
-
-// process is one process of a side, named for the tables.
-type process struct {
-	*stack.Served
-	name string
+	procs    []*stack.Served
 }
 
 func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*housekeeper, error) {
@@ -117,44 +110,35 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 		}
 		return h.issued.Args(natsURL, identity)
 	}
-	run := func(name, id string, argv []string) error {
-		argv = append(append(argv, o.limitArgs()...), identity(id)...)
+	// flags are the flags every process of the phase has, connecting as identity id.
+	flags := func(name, id string) []string {
+		f := append(o.limitArgs(), identity(id)...)
 		if o.profile {
-			argv = append(argv, "--cpu-profile", filepath.Join(e.logDir, phase+"-"+name+".pprof"))
+			f = append(f, "--cpu-profile", filepath.Join(e.logDir, phase+"-"+name+".pprof"))
 		}
-		p, _, err := e.exec(name, hk.Command(e.file(b, phase+"-"+name+".log"), argv...))
-		if err != nil {
-			return err
-		}
-		h.procs = append(h.procs, p)
-		return nil
+		return f
 	}
-	start := func() error {
-		setup := append([]string{"--stream-replicas", strconv.Itoa(max(o.natsNodes, 1))}, identity(events.IdentitySetup)...)
-		if err := hk.Setup(context.Background(), e.file(b, phase+"-setup.log"), setup...); err != nil {
-			return err
+	procs := []stack.Proc{{Name: "bridge", Argv: append(hk.Bridge("--leader-elect=false"), flags("bridge", events.IdentityBridge)...)}}
+	fns := []string{"bucket", "purge"}
+	for range o.entryReplicas {
+		fns = append(fns, "entry")
+	}
+	for i, fn := range fns {
+		name := fn
+		if fn == "entry" && o.entryReplicas > 1 {
+			name = fmt.Sprintf("entry-%d", i-1)
 		}
-		if err := run("bridge", events.IdentityBridge, hk.Bridge("--leader-elect=false")); err != nil {
-			return err
+		argv := hk.Function(fn, "--local-root", e.root)
+		if fn != "bucket" { // the retention flags are the entry's and the purge's
+			argv = append(argv, "--retention", "0s")
 		}
-		fns := []string{"bucket", "purge"}
-		for i := 0; i < o.entryReplicas; i++ {
-			fns = append(fns, "entry")
-		}
-		for i, fn := range fns {
-			name := fn
-			if fn == "entry" && o.entryReplicas > 1 {
-				name = fmt.Sprintf("entry-%d", i-1)
-			}
-			argv := hk.Function(fn, "--local-root", e.root)
-			if fn != "bucket" { // the retention flags are the entry's and the purge's
-				argv = append(argv, "--retention", "0s")
-			}
-			if err := run(name, fn, argv); err != nil {
-				return err
-			}
-		}
-		return h.waitReady(time.Minute)
+		procs = append(procs, stack.Proc{Name: name, Argv: append(argv, flags(name, fn)...)})
+	}
+	setup := append([]string{"--stream-replicas", strconv.Itoa(max(o.natsNodes, 1))}, identity(events.IdentitySetup)...)
+	logs := func(name string) io.Writer { return e.file(b, phase+"-"+name+".log") }
+	start := func() (err error) {
+		h.procs, err = hk.StartAll(context.Background(), logs, setup, procs...)
+		return err
 	}
 	if err := start(); err != nil {
 		_ = h.stop()
@@ -165,24 +149,10 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 
 // exec starts cmd as the process name, serving /metrics and /readyz on a free --addr, and
 // says when it was exec'd.
-func (e *env) exec(name string, cmd *exec.Cmd) (*process, time.Time, error) {
+func (e *env) exec(name string, cmd *exec.Cmd) (*stack.Served, time.Time, error) {
 	at := time.Now()
-	p, err := stack.StartServed(cmd)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return &process{Served: p, name: name}, at, nil
-}
-
-// waitReady waits until every process answers /readyz with 200.
-func (h *housekeeper) waitReady(timeout time.Duration) error {
-	end := time.Now().Add(timeout)
-	for _, p := range h.procs {
-		if err := p.AwaitReady(time.Until(end)); err != nil {
-			return fmt.Errorf("%s: %w", p.name, err)
-		}
-	}
-	return nil
+	p, err := stack.StartServed(name, cmd)
+	return p, at, err
 }
 
 func (h *housekeeper) requests() (counts, error) {
@@ -205,14 +175,14 @@ func (h *housekeeper) scrape() (byVerb, byResource counts, err error) {
 	for _, p := range h.procs {
 		select {
 		case <-p.Done():
-			return nil, nil, fmt.Errorf("%s exited: %v", p.name, p.State())
+			return nil, nil, fmt.Errorf("%s exited: %v", p.Name, p.State())
 		default:
 		}
 		v, r, err := scrapeRequests(p.Addr)
 		if err != nil {
 			return nil, nil, err
 		}
-		byVerb[p.name], byResource[p.name] = v, r
+		byVerb[p.Name], byResource[p.Name] = v, r
 	}
 	return byVerb, byResource, nil
 }
@@ -234,7 +204,7 @@ func natsProfiling(dir string) (include, addr string, err error) {
 func (h *housekeeper) processes() []osProc {
 	var ps []osProc
 	for _, p := range h.procs {
-		ps = append(ps, osProc{name: p.name, pid: p.Pid(), metrics: p.Addr})
+		ps = append(ps, osProc{name: p.Name, pid: p.Pid(), metrics: p.Addr})
 	}
 	if h.nats != nil {
 		for i, n := range h.nats.Nodes {
@@ -250,25 +220,7 @@ func (h *housekeeper) processes() []osProc {
 
 // stop ends every process and nats-server.
 func (h *housekeeper) stop() error {
-	err := stopProcesses(h.procs)
+	err := stack.StopAll(h.procs)
 	h.stopNATS()
 	return err
-}
-
-// stopProcesses ends procs: SIGTERM, then SIGKILL after 10 s.
-func stopProcesses(procs []*process) error {
-	var errs []error
-	for _, p := range procs {
-		_ = p.Signal(syscall.SIGTERM)
-	}
-	for _, p := range procs {
-		select {
-		case <-p.Done():
-		case <-time.After(10 * time.Second):
-			errs = append(errs, fmt.Errorf("%s did not stop within 10s of SIGTERM", p.name))
-			_ = p.Signal(syscall.SIGKILL)
-			<-p.Done()
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -101,7 +101,7 @@ type restWorld struct {
 
 // restProc is a process of the world: exec'd at exec, logging to log.
 type restProc struct {
-	*process
+	*stack.Served
 	log  string
 	exec time.Time
 }
@@ -141,7 +141,7 @@ func startRestWorld(b *testing.B) *restWorld {
 	}
 	w.bridge = w.startBridge(b, "bridge", "bench")
 	b.Cleanup(func() { w.bridge.Stop() })
-	if err := w.awaitReady(w.bridge, time.Minute); err != nil {
+	if err := w.bridge.AwaitReady(time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	return w
@@ -167,7 +167,7 @@ func (w *restWorld) start(b *testing.B, name string, args ...string) *restProc {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &restProc{process: p, log: filepath.Join(w.e.logDir, logName), exec: at}
+	return &restProc{Served: p, log: filepath.Join(w.e.logDir, logName), exec: at}
 }
 
 // function execs housekeeper's function fn as deployed, without client limits.
@@ -179,15 +179,11 @@ func (w *restWorld) function(b *testing.B, fn string) *restProc {
 	return w.start(b, fn, args...)
 }
 
-func (w *restWorld) awaitReady(p *restProc, timeout time.Duration) error {
-	return (&housekeeper{procs: []*process{p.process}}).waitReady(timeout)
-}
-
 func (w *restWorld) startFunctions(b *testing.B, fns ...string) {
 	for _, fn := range fns {
 		p := w.function(b, fn)
 		w.running[fn] = p
-		if err := w.awaitReady(p, time.Minute); err != nil {
+		if err := p.AwaitReady(time.Minute); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -496,11 +492,11 @@ func awaitColdStart(p *restProc, timeout time.Duration) (coldStartLine, error) {
 		}
 		select {
 		case <-p.Done():
-			return nil, fmt.Errorf("%s exited before its cold start line: %v (log %s)", p.name, p.State(), p.log)
+			return nil, fmt.Errorf("%s exited before its cold start line: %v (log %s)", p.Name, p.State(), p.log)
 		default:
 		}
 		if time.Now().After(end) {
-			return nil, fmt.Errorf("%s logged no cold start line within %s (log %s)", p.name, timeout, p.log)
+			return nil, fmt.Errorf("%s logged no cold start line within %s (log %s)", p.Name, timeout, p.log)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -188,7 +188,7 @@ func (w *restWorld) leaderChange(b *testing.B, n int, sig syscall.Signal, label 
 	logf("restart: %s", label)
 	standby := w.startBridge(b, "bridge-standby", "bench-standby-"+strings.ToLower(strings.TrimPrefix(fmt.Sprint(sig), "SIG")))
 	b.Cleanup(standby.Stop)
-	if err := w.awaitReady(standby, time.Minute); err != nil {
+	if err := standby.AwaitReady(time.Minute); err != nil {
 		b.Fatal(err)
 	}
 	if err := awaitLogLine(standby, "standing by", time.Minute); err != nil {
@@ -317,7 +317,7 @@ func awaitQuiet(what string, p *restProc, timeout time.Duration, sample func() (
 	end, nextLog := start.Add(timeout), start.Add(10*time.Second)
 	for {
 		if p.Exited() {
-			return led, last, nil, fmt.Errorf("%s: %s exited: %v (log %s)", what, p.name, p.State(), p.log)
+			return led, last, nil, fmt.Errorf("%s: %s exited: %v (log %s)", what, p.Name, p.State(), p.log)
 		}
 		s, err := sample()
 		now := time.Now()
@@ -365,10 +365,10 @@ func awaitLogLine(p *restProc, text string, timeout time.Duration) error {
 			return nil
 		}
 		if p.Exited() {
-			return fmt.Errorf("%s exited: %v (log %s)", p.name, p.State(), p.log)
+			return fmt.Errorf("%s exited: %v (log %s)", p.Name, p.State(), p.log)
 		}
 		if time.Now().After(end) {
-			return fmt.Errorf("%s logged no %q within %s (log %s)", p.name, text, timeout, p.log)
+			return fmt.Errorf("%s logged no %q within %s (log %s)", p.Name, text, timeout, p.log)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -284,34 +285,24 @@ func startProviderLocal(t *testing.T, s *seedEnv, l *logs, root, instance string
 }
 
 // startHousekeeperProcesses runs housekeeper for s (setup, the bridge with the functions, or the
-// functions named alone) with h's settings, until the returned stop is called or the test ends.
+// functions named alone) with h's settings, ready, until the returned stop is called or the
+// test ends.
 func startHousekeeperProcesses(t *testing.T, s *seedEnv, l *logs, h stack.Housekeeper, root string, functions ...string) (stop func()) {
 	t.Helper()
-	if err := h.Setup(context.Background(), l.file(t, s.name+"-setup.log"), "--max-deliver", "200"); err != nil {
-		t.Fatalf("%s: %v", s.name, err)
-	}
-	var procs []*stack.Process
-	run := func(name string, argv []string) {
-		p, err := stack.StartProcess(h.Command(l.file(t, s.name+"-"+name+".log"), argv...))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		procs = append(procs, p)
-	}
+	var procs []stack.Proc
 	if len(functions) > 1 {
-		run("bridge", h.Bridge("--leader-elect=false", "--addr", "127.0.0.1:0", "--resync-period", "1m"))
+		procs = append(procs, stack.Proc{Name: "bridge", Argv: h.Bridge("--leader-elect=false", "--resync-period", "1m")})
 	}
 	for _, fn := range functions {
-		run(fn, h.Function(fn, "--local-root", root, "--addr", "127.0.0.1:0", "--backoff-base", "200ms", "--backoff-max", "2s"))
+		procs = append(procs, stack.Proc{Name: fn, Argv: h.Function(fn, "--local-root", root, "--backoff-base", "200ms", "--backoff-max", "2s")})
+	}
+	logs := func(name string) io.Writer { return l.file(t, s.name+"-"+name+".log") }
+	started, err := h.StartAll(context.Background(), logs, []string{"--max-deliver", "200"}, procs...)
+	if err != nil {
+		t.Fatalf("%s: %v", s.name, err)
 	}
 	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			for _, p := range slices.Backward(procs) {
-				p.Stop()
-			}
-		})
-	}
+	stop = func() { once.Do(func() { _ = stack.StopAll(started) }) }
 	t.Cleanup(stop)
 	return stop
 }

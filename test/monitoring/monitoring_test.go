@@ -569,7 +569,7 @@ func (w *world) start(env *testenv.Env, hk stack.Housekeeper, component string, 
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { _ = log.Close() })
-	p, err := hk.Start(log, argv...)
+	p, err := hk.Start(component, log, argv...)
 	if err != nil {
 		w.t.Fatalf("%s: %v", component, err)
 	}
