@@ -1,6 +1,6 @@
 // Package registry is what `make registry` writes into the chart from the registry beside
 // files/functions.json (functions/all.Facts) and files/bridge.json (bridge.WatchedFile): the
-// lists of values.schema.json that name the functions. infra's tests keep the chart's copy
+// lists of values.schema.json that name the functions and the provider types. infra's tests keep the chart's copy
 // byte-equal to it.
 package registry
 
@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
 	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
+	"github.com/housekeeper-dev/housekeeper/functions/objectstore/providers"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
 
@@ -27,13 +29,19 @@ var ErrNoSuchValue = errors.New("values.schema.json has no value at")
 // Schema is schema (values.schema.json) with the lists the registry defs own written in, in
 // the registry's order: the properties and required of functions (a function with
 // OwnResources is a functionWithResources), and the names nats.identities may have (the CA
-// and every workload's identity). The rest of the file is kept byte for byte.
+// and every workload's identity); and the types an installation may serve, every linked
+// provider's, in order. The rest of the file is kept byte for byte.
 func Schema(schema []byte, defs []runner.Definition) ([]byte, error) {
 	names := make([]string, len(defs))
 	for i, d := range defs {
 		names[i] = d.Name
 	}
 	identities := append([]string{natsconn.GardenSecretCAKey}, cli.WorkloadIdentitiesOf(defs)...)
+	var types []string
+	for _, p := range providers.All {
+		types = append(types, p.Type)
+	}
+	slices.Sort(types)
 	writes := []struct {
 		path  []string
 		value func(indent string) string
@@ -51,6 +59,7 @@ func Schema(schema []byte, defs []runner.Definition) ([]byte, error) {
 		}},
 		{[]string{"properties", "functions", "required"}, func(string) string { return list(names) }},
 		{[]string{"properties", "nats", "properties", "identities", "propertyNames", "enum"}, func(string) string { return list(identities) }},
+		{[]string{"properties", "types", "items", "enum"}, func(string) string { return list(types) }},
 	}
 	for _, w := range writes {
 		start, end, err := span(schema, w.path)

@@ -12,15 +12,10 @@ gardener-garden-system-200: the seeds' gardener-system-* classes do not exist th
 {{- .Values.priorityClassName | default (dig "runtimeCluster" "priorityClassName" "" (.Values.gardener | default dict)) -}}
 {{- end -}}
 
-{{/* The served types, checked: at least one, each implemented. */}}
+{{/* The served types, checked: at least one (values.schema.json names those implemented). */}}
 {{- define "housekeeper.types" -}}
 {{- if not .Values.types -}}
-{{- fail "types is required: the spec.types this installation owns (of aws, azure, gcp, local, openstack); an empty list would serve nothing" -}}
-{{- end -}}
-{{- range .Values.types -}}
-{{- if not (has . (list "aws" "azure" "gcp" "local" "openstack")) -}}
-{{- fail (printf "types: housekeeper does not implement %q (it implements aws, azure, gcp, local, openstack)" .) -}}
-{{- end -}}
+{{- fail "types is required: the spec.types this installation owns (values.schema.json lists those housekeeper implements); an empty list would serve nothing" -}}
 {{- end -}}
 {{- if and (has "local" .Values.types) (not .Values.local.hostPath) -}}
 {{- fail "types has local: set local.hostPath, the node directory of the local provider's buckets" -}}
