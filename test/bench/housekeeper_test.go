@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -37,7 +38,13 @@ type hkOptions struct {
 	// own identity with the permissions `housekeeper nats-auth` issues, which nats-server checks
 	// on every publish and subscription.
 	secure bool
+	// floor, the binary of test/bench/informerfloor, runs client-go's informers on the bridge's
+	// watches beside it: the floor its cost is compared with ("": none).
+	floor string
 }
+
+// floorName is the informer floor's process in the tables, counted in no side's totals.
+const floorName = "client-go informers (floor, not counted)"
 
 func (o hkOptions) limitArgs() []string {
 	if o.qps < 0 {
@@ -54,6 +61,7 @@ type housekeeper struct {
 	natsProf string             // nats-server's pprof address (one node), "" for none
 	issued   *natsconn.Issued   // the NATS identities of a secure NATS, nil for an open one
 	procs    []*stack.Served
+	floor    *stack.Served // nil without hkOptions.floor
 }
 
 func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*housekeeper, error) {
@@ -137,8 +145,15 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 	setup := append([]string{"--stream-replicas", strconv.Itoa(max(o.natsNodes, 1))}, identity(events.IdentitySetup)...)
 	logs := func(name string) io.Writer { return e.file(b, phase+"-"+name+".log") }
 	start := func() (err error) {
-		h.procs, err = hk.StartAll(context.Background(), logs, setup, procs...)
-		return err
+		if h.procs, err = hk.StartAll(context.Background(), logs, setup, procs...); err != nil || o.floor == "" {
+			return err
+		}
+		cmd := exec.Command(o.floor, "--kubeconfig", e.kubecfg, "--secret-namespace", gardenNamespace)
+		cmd.Stdout, cmd.Stderr = logs("floor"), logs("floor")
+		if h.floor, err = stack.StartServed(floorName, cmd); err != nil {
+			return err
+		}
+		return h.floor.AwaitReady(time.Minute)
 	}
 	if err := start(); err != nil {
 		_ = h.stop()
@@ -204,7 +219,14 @@ func natsProfiling(dir string) (include, addr string, err error) {
 func (h *housekeeper) processes() []osProc {
 	var ps []osProc
 	for _, p := range h.procs {
-		ps = append(ps, osProc{name: p.Name, pid: p.Pid(), metrics: p.Addr})
+		o := osProc{name: p.Name, pid: p.Pid(), metrics: p.Addr}
+		if p.Name == "bridge" {
+			o.counter = "housekeeper_bridge_events_published_total"
+		}
+		ps = append(ps, o)
+	}
+	if h.floor != nil {
+		ps = append(ps, osProc{name: h.floor.Name, pid: h.floor.Pid(), metrics: h.floor.Addr, counter: "informer_events_received_total", floor: true})
 	}
 	if h.nats != nil {
 		for i, n := range h.nats.Nodes {
@@ -220,7 +242,11 @@ func (h *housekeeper) processes() []osProc {
 
 // stop ends every process and nats-server.
 func (h *housekeeper) stop() error {
-	err := stack.StopAll(h.procs)
+	procs := h.procs
+	if h.floor != nil {
+		procs = append(slices.Clone(procs), h.floor)
+	}
+	err := stack.StopAll(procs)
 	h.stopNATS()
 	return err
 }
