@@ -16,10 +16,10 @@ import (
 // answers "no responders". The next Fetch starts again after the last message read.
 const emptyFetches = 5
 
-// ReadPending hands each message pending on cons, fetched max at a time, to each until none is
+// ReadPending hands each message pending on cons, fetched size at a time, to each until none is
 // pending or each says it has read enough. A consumer that acknowledges must be acknowledged by
 // each.
-func ReadPending(ctx context.Context, cons jetstream.Consumer, max int, each func(jetstream.Msg) (more bool, err error)) error {
+func ReadPending(ctx context.Context, cons jetstream.Consumer, size int, each func(jetstream.Msg) (more bool, err error)) error {
 	for empty := 0; ; {
 		info, err := cons.Info(ctx)
 		if err != nil {
@@ -28,7 +28,7 @@ func ReadPending(ctx context.Context, cons jetstream.Consumer, max int, each fun
 		if info.NumPending == 0 {
 			return nil
 		}
-		batch, err := cons.Fetch(int(min(info.NumPending, uint64(max))), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := cons.Fetch(int(min(info.NumPending, uint64(size))), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return err
 		}
