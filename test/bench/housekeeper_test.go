@@ -149,7 +149,8 @@ func startHousekeeper(b *testing.B, e *env, phase string, o hkOptions) (*houseke
 			return err
 		}
 		cmd := exec.Command(o.floor, "--kubeconfig", e.kubecfg, "--secret-namespace", gardenNamespace)
-		cmd.Stdout, cmd.Stderr = logs("floor"), logs("floor")
+		log := logs("floor")
+		cmd.Stdout, cmd.Stderr = log, log
 		if h.floor, err = stack.StartServed(floorName, cmd); err != nil {
 			return err
 		}
