@@ -91,22 +91,18 @@ func exitStatus(state *os.ProcessState) (status string, clean bool) {
 }
 
 func (p *process) waitReady(done chan struct{}) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
+	return stack.Poll(time.Minute, 100*time.Millisecond, p.name+" to be ready", func() (bool, string, error) {
 		err := p.ready()
 		if err == nil {
-			return nil
+			return true, "", nil
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited before it was ready (see %s)", p.name, p.log.Name())
+			return false, "", fmt.Errorf("it exited first (see %s)", p.log.Name())
 		default:
+			return false, err.Error(), nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within a minute: %w", p.name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
 }
 
 // kill sends SIGKILL and waits for the process to be gone.

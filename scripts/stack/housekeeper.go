@@ -123,9 +123,12 @@ func (h Housekeeper) StartAll(ctx context.Context, logs func(name string) io.Wri
 		}
 		started = append(started, s)
 	}
-	if err := AwaitAllReady(started, time.Minute); err != nil {
-		_ = StopAll(started)
-		return nil, err
+	end := time.Now().Add(time.Minute)
+	for _, s := range started {
+		if err := s.AwaitReady(time.Until(end)); err != nil {
+			_ = StopAll(started)
+			return nil, err
+		}
 	}
 	return started, nil
 }
@@ -150,18 +153,6 @@ func StartServed(name string, cmd *exec.Cmd) (*Served, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return &Served{Process: p, Name: name, Addr: addr}, nil
-}
-
-// AwaitAllReady waits until every one of procs is ready (AwaitReady), for at most timeout in
-// all.
-func AwaitAllReady(procs []*Served, timeout time.Duration) error {
-	end := time.Now().Add(timeout)
-	for _, p := range procs {
-		if err := p.AwaitReady(time.Until(end)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // StopAll ends procs together, the last started signalled first: SIGTERM, then SIGKILL for any
