@@ -72,6 +72,20 @@ func (a *announced) acknowledged(key string, e cloudevents.Event) {
 	}
 }
 
+// forget drops key's last inputs: its object is gone.
+func (a *announced) forget(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.last, key)
+}
+
+// retain keeps the last inputs of the keys keep reports true for.
+func (a *announced) retain(keep func(key string) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	maps.DeleteFunc(a.last, func(key, _ string) bool { return !keep(key) })
+}
+
 // hold keeps obj for release.
 func (a *announced) hold(key string, k *kind, obj client.Object) {
 	a.mu.Lock()
@@ -296,7 +310,7 @@ func (b *Bridge) release() int {
 		if inf := b.informerOf(h.kind.kind); inf != nil {
 			cur, exists, err := inf.GetStore().Get(h.obj)
 			if err == nil && !exists {
-				continue // deleted meanwhile: its deleted event is queued
+				continue // deleted meanwhile
 			}
 			if o, ok := as[client.Object](cur); err == nil && ok {
 				obj = o
@@ -306,7 +320,31 @@ func (b *Bridge) release() int {
 			unchanged++
 		}
 	}
+	b.forgetGone()
 	return unchanged
+}
+
+// forgetGone drops the recalled inputs of the objects of watched kinds that no informer lists:
+// deleted while no bridge watched, or deleted with no deleted event recorded (the stream's last
+// event of such an object is its deleting one).
+func (b *Bridge) forgetGone() {
+	watched, exists := map[events.Kind]bool{}, map[string]bool{}
+	for _, w := range b.watches {
+		inf := w.informer()
+		if inf == nil {
+			continue // not served (yet): its objects' inputs stay
+		}
+		watched[w.kind.kind] = true
+		for _, o := range inf.GetStore().List() {
+			if obj, ok := as[client.Object](o); ok {
+				exists[queueKey(w.kind.kind, obj)] = true
+			}
+		}
+	}
+	b.announced.retain(func(key string) bool {
+		kind, _, _ := strings.Cut(key, "/")
+		return !watched[events.Kind(kind)] || exists[key]
+	})
 }
 
 // queueKey is an object's key in the queue and in announced: kind and uid, not name — a deleted

@@ -199,7 +199,7 @@ func TestBridgePublishesLifecycleOfHandledObjects(t *testing.T) {
 	h := newHarness(t)
 	existing := bucket("seed-bucket", "azure")
 	h.create(existing)
-	_, _ = h.start(Options{Scope: gardener.Scope{Types: []string{"azure"}, Classes: []string{"shoot"}}})
+	_, _ = h.start(Options{Scope: gardener.Scope{Types: []string{"azure"}, Classes: []string{"shoot"}}, RecordDeletions: true})
 
 	e := entry("shoot--dev--app--1a2b", "azure")
 	h.create(e)
@@ -340,6 +340,48 @@ func TestBridgeRestartReannouncesOnlyOutstandingWork(t *testing.T) {
 		if n, was := len(typesOf(after, string(e.UID))), len(typesOf(before, string(e.UID))); n != was+1 {
 			t.Errorf("%s: %d events after the restart, %d before: want one more", e.Name, n, was)
 		}
+	}
+}
+
+// By default a deletion is recorded by the deleting event alone: an object gone from the API
+// server publishes nothing, and a bridge starting later forgets what it recalls of it.
+func TestBridgeRecordsNoDeletedEventUnlessAsked(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	gone := entry("shoot--dev--gone--1", "azure")
+	gone.Finalizers = []string{"extensions.gardener.cloud/test"}
+	h.create(gone)
+	first, stop := h.start(Options{})
+	uid := string(gone.UID)
+	h.eventually(10*time.Second, "synced event", func() bool { return len(typesOf(h.stream(), uid)) == 1 })
+	if err := h.c.Delete(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(10*time.Second, "deleting event", func() bool { return len(typesOf(h.stream(), uid)) == 2 })
+	h.patch(gone, func() { gone.Finalizers = nil })
+	// The informer hands its notifications over in order: once the entry created after the
+	// removal is announced, the removal was handled.
+	after := entry("shoot--dev--after--1", "azure")
+	h.create(after)
+	h.eventually(10*time.Second, "the later entry's created event", func() bool { return len(typesOf(h.stream(), string(after.UID))) == 1 })
+	want := []string{events.TypeEntrySynced, events.TypeEntryDeleting}
+	if got := typesOf(h.stream(), uid); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("deleted entry's events:\n got %v\nwant %v", got, want)
+	}
+	key := string(events.KindBackupEntry) + "/" + uid
+	if _, ok := first.announced.inputs(key); ok {
+		t.Errorf("the bridge that saw %s go still holds its last inputs", gone.Name)
+	}
+	stop()
+
+	// The stream's last event of the gone entry is its deleting one; the next term recalls it
+	// and forgets it once its informers list no such entry.
+	second, _ := h.start(Options{})
+	if _, ok := second.announced.inputs(key); ok {
+		t.Errorf("the next bridge holds the last inputs of %s, which no informer lists", gone.Name)
+	}
+	if _, ok := second.announced.inputs(string(events.KindBackupEntry) + "/" + string(after.UID)); !ok {
+		t.Errorf("the next bridge does not recall %s, which exists: the check above observes nothing", after.Name)
 	}
 }
 
@@ -530,7 +572,7 @@ func TestResyncRequestReemitsEveryObject(t *testing.T) {
 // deleted; once it is back, every entry's final state reaches the stream.
 func TestBridgeDeliversFinalStateAfterNATSOutage(t *testing.T) {
 	h := newHarness(t)
-	b, _ := h.start(Options{MaxRetryDelay: 2 * time.Second})
+	b, _ := h.start(Options{MaxRetryDelay: 2 * time.Second, RecordDeletions: true})
 	ctx := context.Background()
 
 	outageStart := time.Now()
@@ -904,7 +946,7 @@ func TestBridgePublishesRestoreDrills(t *testing.T) {
 	ctx := context.Background()
 	existing := restoreDrill("nightly")
 	h.create(existing)
-	b, _ := h.start(Options{})
+	b, _ := h.start(Options{RecordDeletions: true})
 
 	d := restoreDrill("weekly")
 	d.Finalizers = []string{"backup.housekeeper.dev/test"}

@@ -83,6 +83,7 @@ func (c *Command) flags() *flag.FlagSet {
 	fs.IntVar(&c.Bridge.MaxInFlight, "max-in-flight", DefaultMaxInFlight, "published events awaiting their JetStream ack at once")
 	fs.DurationVar(&c.Bridge.StateInterval, "state-interval", DefaultStateInterval, "while leading, read the dead letters and pending purges NATS holds this often, for the metrics, and re-drive transient dead letters")
 	fs.DurationVar(&c.Bridge.RedriveAfter, "redrive-after", DefaultRedriveAfter, "re-drive a transient dead letter (its retry budget spent) once it is this old and the API server and NATS answer")
+	fs.BoolVar(&c.Bridge.RecordDeletions, "record-deletions", false, "publish a deleted event when an object leaves the API server (a record only: no function consumes it)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", true, "run only while holding a Lease, so several replicas can run")
 	fs.StringVar(&c.LeaderElection.Namespace, "leader-election-namespace", "garden", "namespace of the Lease")
 	fs.StringVar(&c.LeaderElection.Name, "leader-election-name", "housekeeper-bridge", "name of the Lease")

@@ -43,7 +43,11 @@ func (b *Bridge) objectHandler(k *kind) cache.ResourceEventHandler {
 			}
 		},
 		delete: func(obj client.Object) {
-			b.enqueue(k, events.OpDeleted, obj)
+			if b.opts.RecordDeletions {
+				b.enqueue(k, events.OpDeleted, obj)
+			} else {
+				b.announced.forget(queueKey(k.kind, obj))
+			}
 			b.secrets.release(b.secretNamespace(k, obj))
 			if h, ok := k.holds(obj); ok {
 				b.announceHeld(h)

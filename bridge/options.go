@@ -41,6 +41,10 @@ type Options struct {
 	StateInterval time.Duration
 	// RedriveAfter is how old a transient dead letter is before the leading bridge re-drives it.
 	RedriveAfter time.Duration
+	// RecordDeletions publishes a deleted event when an object leaves the API server. No
+	// function consumes it: it is a record only, three replicated messages per deleted entry
+	// instead of two.
+	RecordDeletions bool
 	Logger       *zap.Logger
 }
 
