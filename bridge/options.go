@@ -45,7 +45,7 @@ type Options struct {
 	// function consumes it: it is a record only, three replicated messages per deleted entry
 	// instead of two.
 	RecordDeletions bool
-	Logger       *zap.Logger
+	Logger          *zap.Logger
 }
 
 func (o *Options) defaults() {
