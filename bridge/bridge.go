@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -147,9 +146,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 			}
 		}
 		b.log.Info("informers synced", counts...)
-		// Encoding is most of a dispatcher's work: one per CPU.
-		for range runtime.GOMAXPROCS(0) {
-			dispatchers.Go(func() { b.dispatch(publishCtx, acks) })
+		// Each dispatcher holds one event at the pacer: as many as can go out together.
+		group := min(publishGroup, b.opts.MaxInFlight)
+		pace := newPacer(publishInterval, group)
+		for range group {
+			dispatchers.Go(func() { b.dispatch(publishCtx, pace, acks) })
 		}
 	}
 	publishing.Go(func() { dispatchers.Wait(); close(acks) })

@@ -33,9 +33,9 @@ type inFlight struct {
 // outstanding, handing each to awaitAcks in publish order. Waiting for every ack before the
 // next publish (one round trip per event and worker) was the bridge's bottleneck. A key stays
 // taken from the queue until its ack is in, so an object has at most one event in flight and
-// its events reach the stream in order. Once ctx is done, what is left in the queue is put
-// back unpublished.
-func (b *Bridge) dispatch(ctx context.Context, acks chan<- inFlight) {
+// its events reach the stream in order. Events are published in groups (pacer). Once ctx is
+// done, what is left in the queue is put back unpublished.
+func (b *Bridge) dispatch(ctx context.Context, pace *pacer, acks chan<- inFlight) {
 	for {
 		key, e, ok := b.queue.next()
 		if !ok {
@@ -54,6 +54,7 @@ func (b *Bridge) dispatch(ctx context.Context, acks chan<- inFlight) {
 			b.finish(key, e, nil)
 			continue
 		}
+		pace.wait(ctx)
 		sent := time.Now()
 		future, err := b.publisher.PublishMsgAsync(msg)
 		if err != nil {
