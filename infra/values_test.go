@@ -284,7 +284,7 @@ func TestEtcdBackupConfigFeatureCanBeTurnedOff(t *testing.T) {
 					// was on, which are purged with their entries all the same.
 					kept := o.GetName() == "housekeeper-bridge" && slices.Equal(rule.Resources, []string{"etcdbackupconfigs", "restoredrills", "backupcopypolicies"}) && slices.Equal(rule.Verbs, []string{"list", "watch"})
 					for _, fn := range []string{entry.Definition.Name, entry.PurgeDefinition.Name} {
-						kept = kept || o.GetName() == "housekeeper-"+fn && (slices.Equal(rule.Resources, []string{"backupcopypolicies"}) && slices.Equal(rule.Verbs, []string{"list"}) ||
+						kept = kept || o.GetName() == "housekeeper-"+fn && (slices.Equal(rule.Resources, []string{"backupcopypolicies"}) && slices.Equal(rule.Verbs, []string{"list", "watch"}) ||
 							slices.Equal(rule.Resources, []string{"backupdestinations"}) && slices.Equal(rule.Verbs, []string{"get"}))
 					}
 					if !kept {

@@ -18,6 +18,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
@@ -74,7 +75,7 @@ func (m *CopyMetrics) observe(destination, outcome string) {
 // It returns what it purged in all of them together, and the destinations where object lock
 // kept objects (the verify purge's, when their locks end).
 func (p *Purger) purgeCopies(ctx context.Context, log *zap.Logger, be *extensionsv1alpha1.BackupEntry, prefix string) (Purged, []string, error) {
-	copies, err := destination.CopiesOf(ctx, p.Client, be)
+	copies, err := destination.CopiesOf(ctx, kube.CachedOrLive(p.Policies, p.Client), be)
 	if err != nil {
 		return Purged{}, nil, err
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/destination"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 )
 
@@ -53,7 +54,16 @@ type Actuator struct {
 	// (see MetadataCacheOptions). A warm function answers from it instead of asking the API
 	// server; what it does not hold is read live, and what it holds stale makes a write fail
 	// on its precondition, never go astray.
-	Metadata  client.Reader
+	Metadata client.Reader
+	// Policies, if set, is a cache of BackupCopyPolicies and BackupBuckets (CopiesCacheOptions),
+	// read before the API server (kube.CachedOrLive) for which policy has failed over the
+	// entry's bucket. Its lag does not keep etcd-backup wrong: the copy function asks each
+	// entry of a policy to reconcile when its fail-over starts and ends, an event that outruns
+	// the cache's watch only while that watch is broken; gardenlet has the entry reconciled
+	// again (another event) before it redeploys the shoot's etcd, which is when
+	// etcd-backup-restore takes the secret's bucket; and the bridge announces every entry each
+	// resync period.
+	Policies  client.Reader
 	JetStream jetstream.JetStream
 	// Providers add what each provider type's etcd-backup holds beside the credentials.
 	Providers objectstore.Registry
@@ -126,7 +136,7 @@ func (a *Actuator) reconcile(ctx context.Context, e *extensionsv1alpha1.BackupEn
 		return gardener.Reconciliation{}, err
 	}
 	var done gardener.Reconciliation
-	switch policy, err := destination.FailOverOf(ctx, a.Client, e); {
+	switch policy, err := destination.FailOverOf(ctx, kube.CachedOrLive(a.Policies, a.Client), e); {
 	case err != nil:
 		return gardener.Reconciliation{}, err
 	case policy != nil:
@@ -250,16 +260,13 @@ func (a *Actuator) writeSecret(ctx context.Context, ref corev1.SecretReference, 
 // is no such namespace.
 func (a *Actuator) namespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
 	ns := metadataOf("Namespace")
-	for _, r := range a.readers() {
-		err := r.Get(ctx, client.ObjectKey{Name: name}, ns)
-		if err == nil {
-			return ns, nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("reading namespace %s: %w", name, err)
-		}
+	switch err := kube.CachedOrLive(a.Metadata, a.Client).Get(ctx, client.ObjectKey{Name: name}, ns); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
-	return nil, nil
+	return ns, nil
 }
 
 // cachedSecret is the metadata the cache holds of the secret at ref: nil if it holds none,
@@ -280,14 +287,6 @@ func (a *Actuator) cachedSecret(ctx context.Context, ref corev1.SecretReference)
 }
 
 var errNoCache = errors.New("no metadata cache")
-
-// readers are where metadata is read from, in order: the cache, then the API server.
-func (a *Actuator) readers() []client.Reader {
-	if a.Metadata == nil {
-		return []client.Reader{a.Client}
-	}
-	return []client.Reader{a.Metadata, a.Client}
-}
 
 // unusable says why the entry must not write its secret into ns, or "" if it may.
 func unusable(ns *metav1.PartialObjectMetadata, e *extensionsv1alpha1.BackupEntry) string {

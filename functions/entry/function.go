@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/housekeeper-dev/housekeeper/events"
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
@@ -34,8 +35,9 @@ func StatusWriter(c client.Client, log *zap.Logger) gardener.StatusWriter[*exten
 	}
 }
 
-// Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions)
-// when it is given a Kubernetes configuration to start one from.
+// Definition declares the entry function. It reads metadata from a cache (MetadataCacheOptions),
+// and BackupCopyPolicies and BackupBuckets from another (CopiesCacheOptions), when it is given a
+// Kubernetes configuration to start them from.
 var Definition = runner.Definition{
 	Name: "entry",
 	// It purges an entry that is due when it is deleted.
@@ -58,22 +60,27 @@ var Definition = runner.Definition{
 			if err := s.Links(d.Stores); err != nil {
 				return nil, err
 			}
-			var metadata client.Reader
+			var metadata, policies client.Reader
 			if d.Config != nil {
 				metadata = kube.StartCache(ctx, d.Config, MetadataCacheOptions(), d.FirstEventSettled, d.Log)
+				policies = kube.StartCache(ctx, d.Config, CopiesCacheOptions(), d.FirstEventSettled, d.Log)
 			}
-			return newReconciler(d.Client, metadata, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, NewCopyMetrics(d.Metrics)), nil
+			return newReconciler(d.Client, caches{metadata, policies}, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log, NewCopyMetrics(d.Metrics)), nil
 		}
 	},
 }
 
-// newReconciler returns the entry function's handler. metadata is a cache configured by
-// MetadataCacheOptions, or nil to read everything from the API server; copies count the purges
-// of the copies of the entries it purges itself.
-func newReconciler(c client.Client, metadata client.Reader, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, copies *CopyMetrics) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
+// caches are what the entry function reads from before the API server: metadata a cache
+// configured by MetadataCacheOptions, policies one configured by CopiesCacheOptions; nil reads
+// that from the API server.
+type caches struct{ metadata, policies client.Reader }
+
+// newReconciler returns the entry function's handler, reading from cached what it holds;
+// copies count the purges of the copies of the entries it purges itself.
+func newReconciler(c client.Client, cached caches, js jetstream.JetStream, providers objectstore.Registry, retention Retention, scope gardener.Scope, cluster string, log *zap.Logger, copies *CopyMetrics) *gardener.Reconciler[*extensionsv1alpha1.BackupEntry] {
 	purger := newPurger(c, js, providers, retention, scope, cluster, log.Named("purge"))
-	purger.Copies = copies
-	a := &Actuator{Client: c, Metadata: metadata, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
+	purger.Copies, purger.Policies = copies, cached.policies
+	a := &Actuator{Client: c, Metadata: cached.metadata, Policies: cached.policies, JetStream: js, Providers: providers, Retention: retention, Cluster: cluster, Now: time.Now,
 		Purger: purger}
 	return &gardener.Reconciler[*extensionsv1alpha1.BackupEntry]{
 		StatusWriter: StatusWriter(c, log),
@@ -97,6 +104,23 @@ func MetadataCacheOptions() cache.Options {
 		ByObject: map[client.Object]cache.ByObject{
 			metadataOf("Namespace"): {},
 			metadataOf("Secret"):    {Field: fields.OneTermEqualSelector("metadata.name", SecretName)},
+		},
+	}
+}
+
+// CopiesCacheOptions configure the cache the entry and purge functions read BackupCopyPolicies
+// and BackupBuckets from: which policy has failed over an entry's bucket, and which
+// destinations hold its copies (destination.FailOverOf, CopiesOf). Both kinds are few and
+// cluster-scoped; their managed fields are not kept. Its own cache, not the metadata's: where
+// the BackupCopyPolicy CRD is not installed it finds no policy without asking (kube.StartCache
+// looks for the CRD again every minute), and the metadata cache runs all the same.
+func CopiesCacheOptions() cache.Options {
+	return cache.Options{
+		Scheme:           kube.Scheme,
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&backupv1alpha1.BackupCopyPolicy{}: {},
+			&extensionsv1alpha1.BackupBucket{}: {},
 		},
 	}
 }

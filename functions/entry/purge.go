@@ -27,6 +27,7 @@ import (
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
+	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
@@ -53,6 +54,12 @@ type Purger struct {
 	Verified *VerifyMetrics
 	// Copies counts the purges of entries' copies (purgeCopies); nil counts nothing.
 	Copies *CopyMetrics
+	// Policies, if set, is the cache purgeCopies reads BackupCopyPolicies and BackupBuckets
+	// from (CopiesCacheOptions), before the API server, as Actuator.Policies. Its lag (a
+	// watch's delay) errs only under the entry's prefix: a policy deleted in that moment has
+	// the entry's backups, which are due, purged from its destination; one created in it has
+	// copied nothing yet.
+	Policies client.Reader
 
 	stores openStores
 }
@@ -68,7 +75,7 @@ var PurgeDefinition = runner.Definition{
 	Bind: func(fs *flag.FlagSet) runner.Constructor {
 		retention := BindRetention(fs)
 		scope := gardener.BindScope(fs)
-		return func(_ context.Context, d runner.Deps) (runner.Handler, error) {
+		return func(ctx context.Context, d runner.Deps) (runner.Handler, error) {
 			s, err := scope(d.Stores)
 			if err != nil {
 				return nil, err
@@ -76,6 +83,9 @@ var PurgeDefinition = runner.Definition{
 			p := newPurger(d.Client, d.JetStream, d.Stores, *retention, s, d.Cluster, d.Log)
 			p.Verified = NewVerifyMetrics(d.Metrics)
 			p.Copies = NewCopyMetrics(d.Metrics)
+			if d.Config != nil {
+				p.Policies = kube.StartCache(ctx, d.Config, CopiesCacheOptions(), d.FirstEventSettled, d.Log)
+			}
 			return p, nil
 		}
 	},

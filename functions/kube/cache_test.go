@@ -3,18 +3,23 @@ package kube_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	backupv1alpha1 "github.com/housekeeper-dev/housekeeper/functions/apis/backup/v1alpha1"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 	"github.com/housekeeper-dev/housekeeper/scripts/testenv"
 )
@@ -62,4 +67,117 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// A cache of a kind the API server does not serve (the BackupCopyPolicy CRD not installed)
+// answers it with NoMatch, without a request, and the other kinds live (CachedOrLive), never
+// disabled; once the CRD is installed it starts, and answers from what it listed.
+func TestStartCacheOfAKindNotServed(t *testing.T) {
+	env := testenv.Start(t, testenv.WithKube())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	crds := apiextensionsClient(t, env.Kube.Config)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := crds.Get(ctx, client.ObjectKey{Name: "backupcopypolicies.backup.housekeeper.dev"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	var liveSent atomic.Int64
+	live, err := kube.NewClient(kube.OnRequest(rest.CopyConfig(env.Kube.Config), func(*http.Request) { liveSent.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the CRD is gone", func() (bool, string) {
+		err := crds.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+		return apierrors.IsNotFound(err), errString(err)
+	})
+
+	var mu sync.Mutex
+	sent := map[string]int{}
+	cfg := kube.OnRequest(rest.CopyConfig(env.Kube.Config), func(r *http.Request) {
+		mu.Lock()
+		sent[kube.Verb(r)+" "+kube.Resource(r.URL.Path)]++
+		mu.Unlock()
+	})
+	sentTo := func(key string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return sent[key]
+	}
+	kube.LookAgainEvery(200 * time.Millisecond)
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	opts := cache.Options{Scheme: kube.Scheme, ByObject: map[client.Object]cache.ByObject{
+		&backupv1alpha1.BackupCopyPolicy{}: {}, ns: {},
+	}}
+	r := kube.CachedOrLive(kube.StartCache(ctx, cfg, opts, nil, zaptest.NewLogger(t)), live)
+	testenv.Eventually(t, 30*time.Second, "the cache says the kind is not served, not the API server", func() (bool, string) {
+		before := liveSent.Load()
+		err := r.List(ctx, &backupv1alpha1.BackupCopyPolicyList{})
+		return meta.IsNoMatchError(err) && liveSent.Load() == before, errString(err)
+	})
+	// Many reads, none sent: the kind's absence is known, not asked again (live, each read
+	// would ask the API server's discovery).
+	before, liveBefore := sentTo("list backupcopypolicies"), liveSent.Load()
+	for range 20 {
+		if err := r.List(ctx, &backupv1alpha1.BackupCopyPolicyList{}); !meta.IsNoMatchError(err) {
+			t.Fatalf("List of a kind not served: %v, want NoMatch", err)
+		}
+	}
+	if n := sentTo("list backupcopypolicies") - before; n != 0 {
+		t.Errorf("%d lists of backupcopypolicies sent for a kind not served, want none", n)
+	}
+	if n := liveSent.Load() - liveBefore; n != 0 {
+		t.Errorf("%d live requests for a kind not served, want none", n)
+	}
+	// The other kind is read live meanwhile.
+	if err := r.Get(ctx, client.ObjectKey{Name: "default"}, ns); err != nil {
+		t.Errorf("Get of a served kind while another is not: %v, want it read live", err)
+	}
+
+	crd.ResourceVersion, crd.UID, crd.CreationTimestamp, crd.Status = "", "", metav1.Time{}, apiextensionsv1.CustomResourceDefinitionStatus{}
+	if err := crds.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	policy := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "later"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
+		Buckets: backupv1alpha1.BucketSelection{Names: []string{"b"}}, Destination: "d", Schedule: "@daily"}}
+	testenv.Eventually(t, 30*time.Second, "the CRD is served again", func() (bool, string) {
+		fresh, err := kube.NewClient(env.Kube.Config)
+		if err == nil {
+			err = fresh.Create(ctx, policy)
+		}
+		return err == nil, errString(err)
+	})
+	testenv.Eventually(t, 30*time.Second, "the cache started and holds the policy", func() (bool, string) {
+		list := &backupv1alpha1.BackupCopyPolicyList{}
+		err := r.List(ctx, list)
+		return err == nil && len(list.Items) == 1 && list.Items[0].Name == "later", errString(err)
+	})
+	before, liveBefore = sentTo("list backupcopypolicies"), liveSent.Load()
+	for range 20 {
+		if err := r.List(ctx, &backupv1alpha1.BackupCopyPolicyList{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sentTo("list backupcopypolicies") - before; n != 0 {
+		t.Errorf("%d lists of backupcopypolicies sent by a synced cache, want none", n)
+	}
+	if n := liveSent.Load() - liveBefore; n != 0 {
+		t.Errorf("%d live requests with the cache synced, want none", n)
+	}
+}
+
+func apiextensionsClient(t *testing.T, cfg *rest.Config) client.Client {
+	t.Helper()
+	s := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -8,15 +8,15 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// RequestsMetric counts a process's Kubernetes API requests by verb (get covers lists;
-// watch counts the watches opened) and resource. The burst benchmark reads it.
+// RequestsMetric counts a process's Kubernetes API requests by verb (list: a get of a
+// collection; watch counts the watches opened) and resource. The burst benchmark reads it.
 const RequestsMetric = "housekeeper_kube_requests_total"
 
 // Instrument makes cfg count its requests into reg and returns cfg.
 func Instrument(cfg *rest.Config, reg prometheus.Registerer) *rest.Config {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: RequestsMetric,
-		Help: "Kubernetes API requests sent, by verb (get includes lists) and resource.",
+		Help: "Kubernetes API requests sent, by verb (list: a get of a collection) and resource.",
 	}, []string{"verb", "resource"})
 	reg.MustRegister(requests)
 	return OnRequest(cfg, func(r *http.Request) { requests.WithLabelValues(Verb(r), Resource(r.URL.Path)).Inc() })
@@ -54,13 +54,16 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// Verb is the Kubernetes verb of an API request: get (lists included), watch, create, update,
-// patch or delete.
+// Verb is the Kubernetes verb of an API request: get, list (a get of a collection), watch,
+// create, update, patch or delete.
 func Verb(r *http.Request) string {
 	switch r.Method {
 	case http.MethodGet:
 		if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
 			return "watch"
+		}
+		if parts, ok := resourcePath(r.URL.Path); ok && len(parts) == 1 {
+			return "list"
 		}
 		return "get"
 	case http.MethodPost:
@@ -76,6 +79,20 @@ func Verb(r *http.Request) string {
 // is "secrets", /apis/g/v/backupentries/x/status "backupentries/status". Anything else is
 // "other", so the metric's labels stay few.
 func Resource(path string) string {
+	parts, ok := resourcePath(path)
+	switch {
+	case !ok:
+		return "other"
+	case len(parts) <= 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}
+
+// resourcePath is what an API path names after its group, version and namespace: the resource,
+// then the object's name and its subresource if any; false for anything else.
+func resourcePath(path string) ([]string, bool) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case len(parts) >= 2 && parts[0] == "api":
@@ -83,17 +100,10 @@ func Resource(path string) string {
 	case len(parts) >= 3 && parts[0] == "apis":
 		parts = parts[3:]
 	default:
-		return "other"
+		return nil, false
 	}
 	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) != 2 {
 		parts = parts[2:]
 	}
-	switch len(parts) {
-	case 0:
-		return "other"
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
+	return parts, len(parts) > 0
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
 )
 
-// verbs are the request verbs counted; watches are excluded everywhere.
-var verbs = []string{"get", "create", "update", "patch", "delete"}
+// verbs are the request verbs counted (list: a get of a collection, kube.Verb); watches are
+// excluded everywhere.
+var verbs = []string{"get", "list", "create", "update", "patch", "delete"}
 
 // writeVerbs are the verbs that change objects.
 var writeVerbs = []string{"create", "update", "patch", "delete"}

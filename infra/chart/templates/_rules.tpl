@@ -63,16 +63,18 @@ StateOf); nothing else of the API, and never a secret. */}}
   resources: ["clusters"]
   verbs: ["get"]
 # An entry due when it is deleted is purged here: the bucket's type and credentials open the
-# store, as for the purge function.
+# store, as for the purge function; list/watch: the function's cache of BackupBuckets and
+# BackupCopyPolicies (which buckets a policy selects).
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
-  verbs: ["get"]
-# ... and its copies, as for the purge function: which BackupCopyPolicies copied the entry, and
-# their BackupDestinations (kept with etcdBackupConfig.enabled off, as the purge's). The same
-# reads point etcd-backup at a destination while a policy has failed over the entry's bucket.
+  verbs: ["get", "list", "watch"]
+# ... and its copies, as for the purge function: which BackupCopyPolicies copied the entry (from
+# that cache), and their BackupDestinations (kept with etcdBackupConfig.enabled off, as the
+# purge's). The same reads point etcd-backup at a destination while a policy has failed over
+# the entry's bucket.
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupcopypolicies"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupdestinations"]
   verbs: ["get"]
@@ -98,17 +100,18 @@ StateOf); nothing else of the API, and never a secret. */}}
   resources: ["backupentries/status"]
   verbs: ["patch"]
 # The bucket's type and credentials open the store (the entry's own secret may be gone); its
-# labels and type say which BackupCopyPolicies select it.
+# labels and type say which BackupCopyPolicies select it. list/watch: the function's cache of
+# BackupBuckets and BackupCopyPolicies.
 - apiGroups: ["extensions.gardener.cloud"]
   resources: ["backupbuckets"]
-  verbs: ["get"]
-# The entry's copies are purged with it: list: the BackupCopyPolicies that select its bucket or
-# list it; get: their BackupDestinations, opened with their credentials. Kept with
-# etcdBackupConfig.enabled off: the CRDs outlive the feature, and copies made while it was on
-# are purged with their entries all the same.
+  verbs: ["get", "list", "watch"]
+# The entry's copies are purged with it: list/watch: the BackupCopyPolicies that select its
+# bucket or list it (that cache); get: their BackupDestinations, opened with their credentials.
+# Kept with etcdBackupConfig.enabled off: the CRDs outlive the feature, and copies made while it
+# was on are purged with their entries all the same.
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupcopypolicies"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 - apiGroups: ["backup.housekeeper.dev"]
   resources: ["backupdestinations"]
   verbs: ["get"]
