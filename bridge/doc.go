@@ -11,6 +11,6 @@
 // The queue keeps the latest event per object, so while NATS is down it holds at most one
 // event per object and the final state of each flows when NATS returns. Events carry
 // deterministic ids, so what a restart or relist emits again is dropped by JetStream's
-// duplicate window. Under load the events go out in groups, at most one group every 25 ms
+// duplicate window. Under load the events go out in groups, at most one group every 100 ms
 // (pacer.go): a replicated stream costs its servers per arrival more than per message.
 package bridge

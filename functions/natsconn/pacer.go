@@ -1,0 +1,76 @@
+package natsconn
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// PublishInterval spaces publishes under load (Pacer). A stream replicated on three
+// nats-servers costs each server a read, a raft round and a write per arrival, however few
+// messages arrive in it: 5,000 events published at 120 a second cost the three servers 5.7 s
+// of CPU one at a time, 3.3 s in groups of three and 1.2 s in groups of twelve
+// (BenchmarkArrivals). Publishes that come within this interval of the last go out together at
+// its end; a publish after a quiet interval goes at once.
+const PublishInterval = 100 * time.Millisecond
+
+// Pacer releases the publishes waiting for it together, at most once per interval, or as soon
+// as size of them wait (no more can join the group). Only publishes from several goroutines at
+// once form a group: a publisher that waits for each ack before its next publish is only slowed.
+type Pacer struct {
+	interval time.Duration
+	size     int
+
+	mu      sync.Mutex
+	last    time.Time     // when the last group went
+	group   chan struct{} // closed when the waiting group goes; nil while none waits
+	waiting int
+}
+
+// NewPacer returns a Pacer releasing groups of at most size once per interval.
+func NewPacer(interval time.Duration, size int) *Pacer {
+	return &Pacer{interval: interval, size: size}
+}
+
+// Wait returns when the caller's publish may go: at once after a quiet interval, else with
+// the group at the end of the interval. It returns early when ctx is done; a nil Pacer does not
+// wait.
+func (p *Pacer) Wait(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	now := time.Now()
+	if p.group == nil && now.Sub(p.last) >= p.interval {
+		p.last = now
+		p.mu.Unlock()
+		return
+	}
+	if p.group == nil {
+		group := make(chan struct{})
+		p.group = group
+		time.AfterFunc(p.interval-now.Sub(p.last), func() { p.release(group) })
+	}
+	group := p.group
+	p.waiting++
+	full := p.waiting >= p.size
+	p.mu.Unlock()
+	if full {
+		p.release(group)
+	}
+	select {
+	case <-group:
+	case <-ctx.Done():
+	}
+}
+
+// release lets group go, if it is still the waiting one.
+func (p *Pacer) release(group chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.group != group {
+		return // went already
+	}
+	p.group, p.waiting, p.last = nil, 0, time.Now()
+	close(group)
+}
