@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/housekeeper-dev/housekeeper/events"
-	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 )
 
 // The indexes of a kind's objects by what they refer to (kinds.go, relations).
@@ -149,7 +148,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.log.Info("informers synced", counts...)
 		// Each dispatcher holds one event at the pacer: as many as can go out together.
 		group := min(publishGroup, b.opts.MaxInFlight)
-		pace := natsconn.NewPacer(natsconn.PublishInterval, group)
+		pace := newPacer(publishInterval, group)
 		for range group {
 			dispatchers.Go(func() { b.dispatch(publishCtx, pace, acks) })
 		}

@@ -28,7 +28,6 @@ import (
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/gardener"
 	"github.com/housekeeper-dev/housekeeper/functions/kube"
-	"github.com/housekeeper-dev/housekeeper/functions/natsconn"
 	"github.com/housekeeper-dev/housekeeper/functions/objectstore"
 	"github.com/housekeeper-dev/housekeeper/functions/runner"
 )
@@ -55,9 +54,6 @@ type Purger struct {
 	Verified *VerifyMetrics
 	// Copies counts the purges of entries' copies (purgeCopies); nil counts nothing.
 	Copies *CopyMetrics
-	// Records paces the purge events it announces, records of what was done: a handler's
-	// announcement waits to go out with its neighbours'; nil publishes each at once.
-	Records *natsconn.Pacer
 	// Policies, if set, is the cache purgeCopies reads BackupCopyPolicies and BackupBuckets
 	// from (CopiesCacheOptions), before the API server, as Actuator.Policies. Its lag (a
 	// watch's delay) errs only under the entry's prefix: a policy deleted in that moment has
@@ -103,13 +99,8 @@ func newPurger(c client.Client, js jetstream.JetStream, providers objectstore.Re
 		Now:              time.Now,
 		ProgressInterval: 2 * time.Second,
 		KeyRetries:       3,
-		Records:          natsconn.NewPacer(natsconn.PublishInterval, recordGroup),
 	}
 }
-
-// recordGroup is the most purge events announced together: the handlers that can finish at
-// once in one process.
-const recordGroup = 64
 
 // Handle runs a due purge after checking the live entry: it must exist, be the same object
 // (uid), be deleting, still hold our finalizer, and be due.
@@ -418,7 +409,6 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 // announce publishes the purge event op about be, which reports what was done: the event
 // lost, the work is not, so a failure is only logged.
 func (p *Purger) announce(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
-	p.Records.Wait(ctx)
 	if err := publishPurge(ctx, p.JetStream, p.Cluster, op, be, data, time.Time{}, p.Now()); err != nil {
 		// The entry's status and the log say what happened.
 		log.Warn("cannot publish purge event", zap.String("operation", string(op)), zap.Error(err))

@@ -1,4 +1,4 @@
-package natsconn
+package bridge
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 func TestPacerGroupsPublishesWithinItsInterval(t *testing.T) {
 	const interval = 200 * time.Millisecond
 	ctx := context.Background()
-	p := NewPacer(interval, 3)
+	p := newPacer(interval, 3)
 
 	start := time.Now()
-	p.Wait(ctx)
+	p.wait(ctx)
 	if took := time.Since(start); took > interval/4 {
 		t.Fatalf("the first publish after a quiet interval waited %s", took)
 	}
@@ -23,7 +23,7 @@ func TestPacerGroupsPublishesWithinItsInterval(t *testing.T) {
 	var wg sync.WaitGroup
 	released := make([]time.Time, 2)
 	for i := range released {
-		wg.Go(func() { p.Wait(ctx); released[i] = time.Now() })
+		wg.Go(func() { p.wait(ctx); released[i] = time.Now() })
 	}
 	wg.Wait()
 	for i, at := range released {
@@ -39,7 +39,7 @@ func TestPacerGroupsPublishesWithinItsInterval(t *testing.T) {
 	time.Sleep(interval / 10)
 	start = time.Now()
 	for range 3 {
-		wg.Go(func() { p.Wait(ctx) })
+		wg.Go(func() { p.wait(ctx) })
 	}
 	wg.Wait()
 	if took := time.Since(start); took > interval/2 {
@@ -49,12 +49,12 @@ func TestPacerGroupsPublishesWithinItsInterval(t *testing.T) {
 
 // A publish waiting for its group returns when its context ends.
 func TestPacerWaitEndsWithItsContext(t *testing.T) {
-	p := NewPacer(time.Hour, 10)
-	p.Wait(context.Background())
+	p := newPacer(time.Hour, 10)
+	p.wait(context.Background())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	p.Wait(ctx)
+	p.wait(ctx)
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("wait returned %s after its context ended", took)
 	}

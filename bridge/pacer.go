@@ -1,4 +1,4 @@
-package natsconn
+package bridge
 
 import (
 	"context"
@@ -6,18 +6,19 @@ import (
 	"time"
 )
 
-// PublishInterval spaces publishes under load (Pacer). A stream replicated on three
+// publishInterval spaces the bridge's publishes under load. A stream replicated on three
 // nats-servers costs each server a read, a raft round and a write per arrival, however few
 // messages arrive in it: 5,000 events published at 120 a second cost the three servers 5.7 s
 // of CPU one at a time, 3.3 s in groups of three and 1.2 s in groups of twelve
 // (BenchmarkArrivals). Publishes that come within this interval of the last go out together at
 // its end; a publish after a quiet interval goes at once.
-const PublishInterval = 100 * time.Millisecond
+const publishInterval = 100 * time.Millisecond
 
-// Pacer releases the publishes waiting for it together, at most once per interval, or as soon
+// pacer releases the publishes waiting for it together, at most once per interval, or as soon
 // as size of them wait (no more can join the group). Only publishes from several goroutines at
-// once form a group: a publisher that waits for each ack before its next publish is only slowed.
-type Pacer struct {
+// once form a group: a publisher that waits for each ack before its next publish is only slowed,
+// so the bridge's dispatchers, which do not wait for acks, are its one user.
+type pacer struct {
 	interval time.Duration
 	size     int
 
@@ -27,18 +28,13 @@ type Pacer struct {
 	waiting int
 }
 
-// NewPacer returns a Pacer releasing groups of at most size once per interval.
-func NewPacer(interval time.Duration, size int) *Pacer {
-	return &Pacer{interval: interval, size: size}
+func newPacer(interval time.Duration, size int) *pacer {
+	return &pacer{interval: interval, size: size}
 }
 
-// Wait returns when the caller's publish may go: at once after a quiet interval, else with
-// the group at the end of the interval. It returns early when ctx is done; a nil Pacer does not
-// wait.
-func (p *Pacer) Wait(ctx context.Context) {
-	if p == nil {
-		return
-	}
+// wait returns when the caller's publish may go: at once after a quiet interval, else with
+// the group at the end of the interval. It returns early when ctx is done.
+func (p *pacer) wait(ctx context.Context) {
 	p.mu.Lock()
 	now := time.Now()
 	if p.group == nil && now.Sub(p.last) >= p.interval {
@@ -65,7 +61,7 @@ func (p *Pacer) Wait(ctx context.Context) {
 }
 
 // release lets group go, if it is still the waiting one.
-func (p *Pacer) release(group chan struct{}) {
+func (p *pacer) release(group chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.group != group {
