@@ -8,8 +8,8 @@ import (
 
 // publishInterval spaces the bridge's publishes under load. A stream replicated on three
 // nats-servers costs each server a read, a raft round and a write per arrival, however few
-// messages arrive in it: 5,000 events published at 120 a second cost the three servers 5.7 s
-// of CPU one at a time, 3.3 s in groups of three and 1.2 s in groups of twelve
+// messages arrive in it: 5,000 events published at 120 a second cost the three servers 4.7 s
+// of CPU one at a time, 2.5 s in groups of three and 1.3 s in groups of twelve
 // (BenchmarkArrivals). Publishes that come within this interval of the last go out together at
 // its end; a publish after a quiet interval goes at once.
 const publishInterval = 100 * time.Millisecond
