@@ -82,7 +82,7 @@ func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
 		}, nil),
 		lastPurgeDone: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "housekeeper", Subsystem: "purge", Name: "last_success_timestamp_seconds",
-			Help: "When the last purge completed (its purge.completed event stored), in seconds since the epoch; absent when none is in the stream's retention.",
+			Help: "When the last purge completed (its purge.completed report stored in the audit stream), in seconds since the epoch; absent when none is in the stream's retention.",
 		}, nil),
 	}
 	if reg != nil {

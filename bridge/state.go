@@ -27,16 +27,18 @@ type natsState struct {
 	// (zero: none pending).
 	pending   int
 	oldestDue time.Time
-	// lastPurge is when the latest purge.completed event was stored (zero: none in the
-	// stream's retention).
+	// lastPurge is when the latest purge.completed report was stored (zero: none in the audit
+	// stream's retention); read only if audited, else auditErr says why not.
 	lastPurge time.Time
+	audited   bool
+	auditErr  error
 	// lost counts the messages each stream reports lost (a disk fault, a corrupt block).
 	lost map[string]uint64
 }
 
 // stateReader reads natsState every interval while the bridge leads. A read is a few requests,
-// whatever the events' rate: the two streams' infos filtered by subject, the last
-// purge.completed event, and each pending purge's schedule holder (its due time is in its
+// whatever the events' rate: the streams' infos (filtered by subject), the last
+// purge.completed report, and each pending purge's schedule holder (its due time is in its
 // Nats-Schedule header).
 type stateReader struct {
 	js       jetstream.JetStream
@@ -58,7 +60,7 @@ func (r *stateReader) run(ctx context.Context) error {
 	defer r.withdraw()
 	tick := time.NewTicker(r.interval)
 	defer tick.Stop()
-	failing := false
+	failing, auditFailing := false, false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, max(r.interval, 10*time.Second))
 		s, err := readState(rctx, r.js)
@@ -78,6 +80,13 @@ func (r *stateReader) run(ctx context.Context) error {
 				r.log.Info("reading dead letters and pending purges from NATS again")
 			}
 			failing = false
+			switch {
+			case !s.audited && !auditFailing:
+				r.log.Warn("reading the last completed purge from NATS; its metric keeps the last value read", zap.Error(s.auditErr))
+			case s.audited && auditFailing:
+				r.log.Info("reading the last completed purge from NATS again")
+			}
+			auditFailing = !s.audited
 			r.export(s)
 			r.redriveTransient(ctx, s)
 		}
@@ -130,9 +139,11 @@ func (r *stateReader) export(s natsState) {
 	} else {
 		m.oldestDue.WithLabelValues().Set(seconds(s.oldestDue))
 	}
-	if s.lastPurge.IsZero() {
+	switch {
+	case !s.audited:
+	case s.lastPurge.IsZero():
 		m.lastPurgeDone.Reset()
-	} else {
+	default:
 		m.lastPurgeDone.WithLabelValues().Set(seconds(s.lastPurge))
 	}
 }
@@ -150,7 +161,7 @@ func (r *stateReader) withdraw() {
 
 func seconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
-// readState reads natsState from the two streams.
+// readState reads natsState from the streams.
 func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
 	s := natsState{deadLetters: map[string]uint64{}, lost: map[string]uint64{}}
 	dl, err := js.Stream(ctx, events.DeadLetterStream)
@@ -193,19 +204,35 @@ func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
 		}
 	}
 
+	s.audited = readAudit(ctx, js, &s)
+	return s, nil
+}
+
+// readAudit reads the audit stream's part of s: the last completed purge and the reports lost.
+// Its error is s.auditErr, not readState's: the audit stream may be on one server that is down
+// (events.WithAuditReplicas), and the dead letters and pending purges are read all the same.
+func readAudit(ctx context.Context, js jetstream.JetStream, s *natsState) bool {
+	audit, err := js.Stream(ctx, events.AuditStream)
+	if err != nil {
+		s.auditErr = fmt.Errorf("stream %s: %w", events.AuditStream, err)
+		return false
+	}
 	completed, err := events.SubjectFilter(events.TypePurgeCompleted)
 	if err != nil {
-		return s, err
+		s.auditErr = err
+		return false
 	}
-	last, err := rec.GetLastMsgForSubject(ctx, completed)
+	last, err := audit.GetLastMsgForSubject(ctx, completed)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 	case err != nil:
-		return s, fmt.Errorf("last %s: %w", completed, err)
+		s.auditErr = fmt.Errorf("stream %s, last %s: %w", events.AuditStream, completed, err)
+		return false
 	default:
 		s.lastPurge = last.Time
 	}
-	return s, nil
+	s.lost[events.AuditStream] = lostMessages(audit.CachedInfo().State)
+	return true
 }
 
 // lostMessages counts the messages a stream's state reports lost.

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/housekeeper-dev/housekeeper/events"
 	"github.com/housekeeper-dev/housekeeper/functions/cli"
@@ -92,7 +93,7 @@ func TestStateMetricsReadFromNATS(t *testing.T) {
 		"housekeeper_purges_pending": "3", "housekeeper_purges_oldest_due_timestamp_seconds": stamp(dueA),
 	})
 
-	// A purge completes: its event's stored time is the last success.
+	// A purge completes: its report's stored time (in the audit stream) is the last success.
 	completed, err := events.NewPurgeEvent("test", events.OpPurgeCompleted, events.Ref{Name: "shoot--d--four", UID: "uid-d"},
 		events.PurgeData{Entry: "shoot--d--four", UID: "uid-d", BucketName: "b", Prefix: "shoot--d--four/", DueAt: now}, now)
 	if err != nil {
@@ -106,7 +107,10 @@ func TestStateMetricsReadFromNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := bridgeStreamMsg(ctx, bridgeJS, ack.Sequence)
+	if ack.Stream != events.AuditStream {
+		t.Fatalf("the purge's report was stored in %s, want %s", ack.Stream, events.AuditStream)
+	}
+	stored, err := bridgeStreamMsg(ctx, bridgeJS, ack.Stream, ack.Sequence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +165,9 @@ func TestStateMetricsReadFromNATS(t *testing.T) {
 	}
 }
 
-// bridgeStreamMsg reads message seq of the stream of record as the bridge may.
-func bridgeStreamMsg(ctx context.Context, js jetstream.JetStream, seq uint64) (*jetstream.RawStreamMsg, error) {
-	s, err := js.Stream(ctx, events.RecordStream)
+// bridgeStreamMsg reads message seq of stream as the bridge may.
+func bridgeStreamMsg(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) (*jetstream.RawStreamMsg, error) {
+	s, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -347,4 +351,68 @@ func TestRecallReadsEveryObjectsLastEventAsItsOwnIdentity(t *testing.T) {
 			t.Errorf("term %d: last inputs %v, want %v", term, last, want)
 		}
 	}
+}
+
+// The audit stream has replicas of its own, one by default: while it cannot be read, the last
+// completed purge keeps its value and says so once in the log, and the dead letters and pending
+// purges are read all the same.
+func TestStateWithoutTheAuditStream(t *testing.T) {
+	env := testenv.Start(t, testenv.WithNATS())
+	_, js := env.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	reg := prometheus.NewRegistry()
+	r := &stateReader{js: js, metrics: newStateMetrics(reg), interval: 100 * time.Millisecond, log: zap.New(core)}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = r.run(runCtx) }()
+
+	now := time.Now()
+	completed, err := events.NewPurgeEvent("test", events.OpPurgeCompleted, events.Ref{Name: "shoot--a--done", UID: "uid-a"},
+		events.PurgeData{Entry: "shoot--a--done", UID: "uid-a", BucketName: "b", Prefix: "shoot--a--done/", DueAt: now}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := events.Encode(completed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := bridgeStreamMsg(ctx, js, events.AuditStream, ack.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := stamp(stored.Time)
+	eventually(t, reg, "the last purge completed", map[string]string{"housekeeper_purge_last_success_timestamp_seconds": last})
+
+	if err := js.DeleteStream(ctx, events.AuditStream); err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(events.DeadLetterSubject("entry"))
+	m.Data = []byte("{}")
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, reg, "a dead letter read without the audit stream", map[string]string{
+		`housekeeper_deadletter_messages{function="entry"}`: "1", "housekeeper_purge_last_success_timestamp_seconds": last,
+	})
+	if n := logs.FilterMessage("reading the last completed purge from NATS; its metric keeps the last value read").Len(); n != 1 {
+		t.Errorf("%d warnings that the audit stream cannot be read, want 1: %v", n, logs.All())
+	}
+
+	if err := events.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, reg, "the audit stream read again, empty", map[string]string{"housekeeper_purge_last_success_timestamp_seconds": ""})
+	testenv.Eventually(t, 5*time.Second, "the log saying so", func() (bool, string) {
+		n := logs.FilterMessage("reading the last completed purge from NATS again").Len()
+		return n == 1, fmt.Sprintf("%d", n)
+	})
 }

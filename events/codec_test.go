@@ -192,7 +192,7 @@ func TestPurgeEventRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "housekeeper.purge.completed." + testEntryName; msg.Subject != want {
+	if want := "housekeeper-audit.purge.completed." + testEntryName; msg.Subject != want {
 		t.Errorf("subject = %q, want %q", msg.Subject, want)
 	}
 	if msg.Header.Get("ce-kind") != "BackupEntry" || msg.Header.Get("ce-type") != TypePurgeCompleted {

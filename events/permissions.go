@@ -43,13 +43,14 @@ func jsAPI(parts ...string) string {
 	return "$JS.API." + strings.Join(parts, ".")
 }
 
-// streamInfo are the lookups of both streams every process makes at start-up (CheckStreams).
-var streamInfo = []string{jsAPI("INFO"), jsAPI("STREAM.INFO", RecordStream), jsAPI("STREAM.INFO", DeadLetterStream)}
+// streamInfo are the lookups of the streams every process makes at start-up (CheckStreams).
+var streamInfo = []string{jsAPI("INFO"), jsAPI("STREAM.INFO", RecordStream), jsAPI("STREAM.INFO", DeadLetterStream), jsAPI("STREAM.INFO", AuditStream)}
 
 // BridgePermission is the bridge's: publish every object event, answer resync, read the stream
 // of record (at the start of a term, the last event of every object through an ordered
-// consumer; single messages, pending purges' schedule holders and the last completed purge, for
-// its metrics; the stream infos give the dead letters stored), and re-drive transient dead
+// consumer; single messages, pending purges' schedule holders, for its metrics) and the last
+// completed purge from the audit stream (the stream infos give the dead letters stored), and
+// re-drive transient dead
 // letters to their functions (read them, publish on the redrive subjects, delete them).
 func BridgePermission() Permission {
 	return Permission{
@@ -57,7 +58,7 @@ func BridgePermission() Permission {
 		Publish: slices.Concat([]string{
 			subjectRoot + ".backupbucket.>", subjectRoot + ".backupentry.>", subjectRoot + ".etcdbackupconfig.>",
 			SubjectRestoreDrills, SubjectBackupCopyPolicies,
-			jsAPI("STREAM.MSG.GET", RecordStream),
+			jsAPI("STREAM.MSG.GET", RecordStream), jsAPI("STREAM.MSG.GET", AuditStream),
 			// Its one consumer of the stream of record, by name: the functions' are not its to read.
 			jsAPI("CONSUMER.CREATE", RecordStream, RecallConsumer), jsAPI("CONSUMER.CREATE", RecordStream, RecallConsumer, ">"),
 			jsAPI("CONSUMER.INFO", RecordStream, RecallConsumer), jsAPI("CONSUMER.MSG.NEXT", RecordStream, RecallConsumer),
@@ -73,8 +74,7 @@ func BridgePermission() Permission {
 
 // FunctionPermission is function's: consume its durable consumer (fetch, ack, its max-delivery
 // advisories and the events they name), schedule its own retries, store its dead letters, and
-// publish publishes, the subjects of its own work (entry: purge schedules and their
-// announcements).
+// publish publishes, the subjects of its own work (entry: purge schedules and their reports).
 func FunctionPermission(function string, publishes ...string) Permission {
 	return Permission{
 		Identity: function,
@@ -114,11 +114,11 @@ func ForwardPermission(functions ...string) Permission {
 	return p
 }
 
-// SetupPermission is setup's: create and update both streams and the durable consumers on the
+// SetupPermission is setup's: create and update the streams and the durable consumers on the
 // stream of record. It publishes no event.
 func SetupPermission() Permission {
 	var publish []string
-	for _, stream := range []string{RecordStream, DeadLetterStream} {
+	for _, stream := range StreamNames {
 		publish = append(publish, jsAPI("STREAM.CREATE", stream), jsAPI("STREAM.UPDATE", stream))
 	}
 	publish = append(publish, jsAPI("CONSUMER.CREATE", RecordStream, ">"), jsAPI("CONSUMER.INFO", RecordStream, "*"))
@@ -129,18 +129,19 @@ func SetupPermission() Permission {
 	}
 }
 
-// OperatorPermission is the operator CLI's: read both streams through ephemeral ordered
-// consumers (replay, dead-letter listing), re-drive events to a function, delete re-driven dead
-// letters, and ask the bridge for a resync. It cannot publish object events or fire schedules.
+// OperatorPermission is the operator CLI's: read the streams through ephemeral ordered
+// consumers (replay, dead-letter listing, the audit), re-drive events to a function, delete
+// re-driven dead letters, and ask the bridge for a resync. It cannot publish object events or
+// fire schedules.
 func OperatorPermission() Permission {
 	var publish []string
-	for _, stream := range []string{RecordStream, DeadLetterStream} {
+	for _, stream := range StreamNames {
 		publish = append(publish,
 			jsAPI("CONSUMER.CREATE", stream, ">"), jsAPI("CONSUMER.INFO", stream, "*"),
-			jsAPI("CONSUMER.MSG.NEXT", stream, "*"), jsAPI("CONSUMER.DELETE", stream, "*"))
+			jsAPI("CONSUMER.MSG.NEXT", stream, "*"), jsAPI("CONSUMER.DELETE", stream, "*"),
+			jsAPI("STREAM.MSG.GET", stream))
 	}
-	publish = append(publish, jsAPI("STREAM.MSG.GET", RecordStream), jsAPI("STREAM.MSG.GET", DeadLetterStream),
-		jsAPI("STREAM.MSG.DELETE", DeadLetterStream), subjectRoot+".redrive.*", SubjectResync)
+	publish = append(publish, jsAPI("STREAM.MSG.DELETE", DeadLetterStream), subjectRoot+".redrive.*", SubjectResync)
 	return Permission{
 		Identity:  IdentityOperator,
 		Publish:   slices.Concat(publish, streamInfo),

@@ -19,6 +19,9 @@ const (
 	RecordStream = "HOUSEKEEPER"
 	// DeadLetterStream keeps events a function could never handle, each with its reason.
 	DeadLetterStream = "HOUSEKEEPER_DEADLETTER"
+	// AuditStream keeps what the functions report they did (IsAudit): no function consumes a
+	// report, so it is stored with replicas of its own, one by default.
+	AuditStream = "HOUSEKEEPER_AUDIT"
 	// RecallConsumer is the leading bridge's consumer of RecordStream, created at the start of
 	// its term to read the last event of every object and deleted after.
 	RecallConsumer = "housekeeper-bridge-recall"
@@ -33,9 +36,20 @@ const (
 	DefaultDeadLetterMaxAge = 30 * 24 * time.Hour
 )
 
-// StreamConfigs returns the configurations of the stream of record and the dead-letter stream.
-func StreamConfigs(opts ...StreamOption) (record, deadLetter jetstream.StreamConfig) {
-	o := streamOptions{maxAge: DefaultMaxAge, deadLetterMaxAge: DefaultDeadLetterMaxAge, replicas: 1, storage: jetstream.FileStorage}
+// Streams are the configurations of housekeeper's streams.
+type Streams struct {
+	Record, DeadLetter, Audit jetstream.StreamConfig
+}
+
+// All lists the streams: the stream of record first.
+func (s Streams) All() []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{s.Record, s.DeadLetter, s.Audit}
+}
+
+// StreamConfigs returns the configurations of the stream of record, the dead-letter stream and
+// the audit stream.
+func StreamConfigs(opts ...StreamOption) Streams {
+	o := streamOptions{maxAge: DefaultMaxAge, deadLetterMaxAge: DefaultDeadLetterMaxAge, replicas: 1, auditReplicas: 1, storage: jetstream.FileStorage}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -43,32 +57,59 @@ func StreamConfigs(opts ...StreamOption) (record, deadLetter jetstream.StreamCon
 	if o.maxAge < duplicates {
 		duplicates = o.maxAge
 	}
-	record = jetstream.StreamConfig{
-		Name:              RecordStream,
-		Description:       "housekeeper: BackupBucket, BackupEntry and purge events (stream of record)",
-		Subjects:          []string{SubjectAll},
-		Retention:         jetstream.LimitsPolicy,
-		MaxAge:            o.maxAge,
-		Duplicates:        duplicates,
-		Storage:           o.storage,
-		Replicas:          o.replicas,
-		AllowMsgSchedules: true,
-		AllowMsgTTL:       true,
-		// Purging a schedule subject cancels a pending purge; nothing else is purged.
-		DenyPurge: false,
+	return Streams{
+		Record: jetstream.StreamConfig{
+			Name:              RecordStream,
+			Description:       "housekeeper: BackupBucket, BackupEntry and purge events (stream of record)",
+			Subjects:          []string{SubjectAll},
+			Retention:         jetstream.LimitsPolicy,
+			MaxAge:            o.maxAge,
+			Duplicates:        duplicates,
+			Storage:           o.storage,
+			Replicas:          o.replicas,
+			AllowMsgSchedules: true,
+			AllowMsgTTL:       true,
+			// Purging a schedule subject cancels a pending purge; nothing else is purged.
+			DenyPurge: false,
+		},
+		DeadLetter: jetstream.StreamConfig{
+			Name:        DeadLetterStream,
+			Description: "housekeeper: events functions could not handle, with the reason",
+			Subjects:    []string{SubjectDeadLetters},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      o.deadLetterMaxAge,
+			// Dead letters are published with the id function/sequence: one per original event.
+			Duplicates: min(DuplicateWindow, o.deadLetterMaxAge),
+			Storage:    o.storage,
+			Replicas:   o.replicas,
+		},
+		// Kept as long as the events they report on, so a replayed window has its reports.
+		Audit: jetstream.StreamConfig{
+			Name:        AuditStream,
+			Description: "housekeeper: what the functions report they did (purges scheduled, completed, failed, verified)",
+			Subjects:    []string{SubjectAudit},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      o.maxAge,
+			Duplicates:  duplicates,
+			Storage:     o.storage,
+			Replicas:    o.auditReplicas,
+		},
 	}
-	deadLetter = jetstream.StreamConfig{
-		Name:        DeadLetterStream,
-		Description: "housekeeper: events functions could not handle, with the reason",
-		Subjects:    []string{SubjectDeadLetters},
-		Retention:   jetstream.LimitsPolicy,
-		MaxAge:      o.deadLetterMaxAge,
-		// Dead letters are published with the id function/sequence: one per original event.
-		Duplicates: min(DuplicateWindow, o.deadLetterMaxAge),
-		Storage:    o.storage,
-		Replicas:   o.replicas,
+}
+
+// StreamNames are the names of housekeeper's streams, the stream of record first.
+var StreamNames = []string{RecordStream, DeadLetterStream, AuditStream}
+
+// StreamOf names the stream that stores subject: the audit stream or the dead-letter stream by
+// their roots, the stream of record for every other subject of housekeeper's.
+func StreamOf(subject string) string {
+	switch {
+	case strings.HasPrefix(subject, auditRoot+"."):
+		return AuditStream
+	case strings.HasPrefix(subject, deadLetterRoot+"."):
+		return DeadLetterStream
 	}
-	return record, deadLetter
+	return RecordStream
 }
 
 // ErrNotSetUp says that a stream or a consumer housekeeper needs does not exist (or no longer
@@ -80,8 +121,7 @@ var ErrNotSetUp = errors.New("not set up: run `housekeeper setup`")
 // running it again changes nothing (an update is a write to the stream, and nats-server 2.15.2
 // even races one against a consumer being created, as -race shows).
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, opts ...StreamOption) error {
-	record, deadLetter := StreamConfigs(opts...)
-	for _, want := range []jetstream.StreamConfig{record, deadLetter} {
+	for _, want := range StreamConfigs(opts...).All() {
 		stream, err := js.Stream(ctx, want.Name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -113,7 +153,7 @@ func CheckStreams(ctx context.Context, js jetstream.JetStream) error {
 	if err := CheckServerVersion(js.Conn().ConnectedServerVersion()); err != nil {
 		return err
 	}
-	for _, name := range []string{RecordStream, DeadLetterStream} {
+	for _, name := range StreamNames {
 		stream, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("stream %s does not exist: %w", name, ErrNotSetUp)

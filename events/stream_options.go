@@ -13,6 +13,7 @@ type streamOptions struct {
 	maxAge           time.Duration
 	deadLetterMaxAge time.Duration
 	replicas         int
+	auditReplicas    int
 	storage          jetstream.StorageType
 }
 
@@ -25,8 +26,13 @@ func WithDeadLetterMaxAge(d time.Duration) StreamOption {
 	return func(o *streamOptions) { o.deadLetterMaxAge = d }
 }
 
-// WithReplicas sets the stream replicas (1 locally, 3 in production).
+// WithReplicas sets the replicas of the stream of record and the dead-letter stream (1 locally,
+// 3 in production).
 func WithReplicas(n int) StreamOption { return func(o *streamOptions) { o.replicas = n } }
+
+// WithAuditReplicas sets the audit stream's replicas (default 1): its reports are what an
+// operator reads, never what a function needs.
+func WithAuditReplicas(n int) StreamOption { return func(o *streamOptions) { o.auditReplicas = n } }
 
 // WithMemoryStorage keeps the streams in memory (benchmarks only: nothing survives a restart).
 func WithMemoryStorage() StreamOption {

@@ -12,7 +12,8 @@ import (
 )
 
 func TestStreamConfigs(t *testing.T) {
-	record, dl := StreamConfigs()
+	streams := StreamConfigs()
+	record, dl, audit := streams.Record, streams.DeadLetter, streams.Audit
 	if record.Name != "HOUSEKEEPER" || !slices.Equal(record.Subjects, []string{"housekeeper.>"}) ||
 		record.Retention != jetstream.LimitsPolicy || record.MaxAge != 14*24*time.Hour ||
 		record.Duplicates != 10*time.Minute || !record.AllowMsgSchedules || !record.AllowMsgTTL ||
@@ -25,17 +26,30 @@ func TestStreamConfigs(t *testing.T) {
 
 		t.Errorf("dead-letter stream %+v", dl)
 	}
+	if audit.Name != "HOUSEKEEPER_AUDIT" || !slices.Equal(audit.Subjects, []string{"housekeeper-audit.>"}) ||
+		audit.Retention != jetstream.LimitsPolicy || audit.MaxAge != 14*24*time.Hour || audit.Storage != jetstream.FileStorage ||
+		audit.Duplicates != 10*time.Minute || audit.Replicas != 1 || audit.AllowMsgSchedules {
+		t.Errorf("audit stream %+v", audit)
+	}
 
-	record, dl = StreamConfigs(WithMaxAge(2*time.Minute), WithDeadLetterMaxAge(time.Hour), WithReplicas(3), WithMemoryStorage())
-	if record.MaxAge != 2*time.Minute || dl.MaxAge != time.Hour || record.Replicas != 3 || dl.Replicas != 3 ||
-		record.Storage != jetstream.MemoryStorage || dl.Storage != jetstream.MemoryStorage {
-		t.Errorf("options not applied: %+v, %+v", record, dl)
+	streams = StreamConfigs(WithMaxAge(2*time.Minute), WithDeadLetterMaxAge(time.Hour), WithReplicas(3), WithMemoryStorage())
+	record, dl, audit = streams.Record, streams.DeadLetter, streams.Audit
+	if record.MaxAge != 2*time.Minute || dl.MaxAge != time.Hour || audit.MaxAge != 2*time.Minute || record.Replicas != 3 || dl.Replicas != 3 ||
+		record.Storage != jetstream.MemoryStorage || dl.Storage != jetstream.MemoryStorage || audit.Storage != jetstream.MemoryStorage {
+		t.Errorf("options not applied: %+v, %+v, %+v", record, dl, audit)
+	}
+	// The audit stream's replicas are its own: a report is never what a function needs.
+	if audit.Replicas != 1 {
+		t.Errorf("audit replicas %d with stream replicas 3, want its own default 1", audit.Replicas)
+	}
+	if a := StreamConfigs(WithReplicas(3), WithAuditReplicas(3)).Audit; a.Replicas != 3 {
+		t.Errorf("audit replicas %d, want 3", a.Replicas)
 	}
 	// JetStream refuses a duplicate window longer than the max age.
 	if record.Duplicates != 2*time.Minute {
 		t.Errorf("duplicate window %s with max age 2m, want 2m", record.Duplicates)
 	}
-	if _, dl = StreamConfigs(WithDeadLetterMaxAge(time.Minute)); dl.Duplicates != time.Minute {
+	if dl = StreamConfigs(WithDeadLetterMaxAge(time.Minute)).DeadLetter; dl.Duplicates != time.Minute {
 		t.Errorf("dead-letter duplicate window %s with max age 1m, want 1m", dl.Duplicates)
 	}
 }
@@ -58,7 +72,7 @@ func TestCheckServerVersion(t *testing.T) {
 // The settings StreamConfigs makes are safe for schedules, at any max age; each setting that can
 // remove a pending schedule is named.
 func TestCheckScheduleSafe(t *testing.T) {
-	record, _ := StreamConfigs(WithMaxAge(time.Second))
+	record := StreamConfigs(WithMaxAge(time.Second)).Record
 	if err := CheckScheduleSafe(record); err != nil {
 		t.Fatalf("the stream of record: %v", err)
 	}

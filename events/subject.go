@@ -11,6 +11,9 @@ import (
 // operation with wildcards.
 const (
 	subjectRoot = "housekeeper"
+	// auditRoot is the root of the audit stream's subjects, deadLetterRoot the dead letters'.
+	auditRoot      = "housekeeper-audit"
+	deadLetterRoot = "housekeeper-deadletter"
 
 	// SubjectAll matches every event of the stream of record.
 	SubjectAll = subjectRoot + ".>"
@@ -51,7 +54,9 @@ const (
 	SubjectCopyUnschedules = subjectRoot + ".unschedule.copy.*"
 
 	// SubjectDeadLetters matches every dead letter; one subject per function below it.
-	SubjectDeadLetters = "housekeeper-deadletter.>"
+	SubjectDeadLetters = deadLetterRoot + ".>"
+	// SubjectAudit matches every report of the audit stream (IsAudit).
+	SubjectAudit = auditRoot + ".>"
 
 	// SubjectResync is a core NATS request subject (outside every stream): the bridge leader
 	// answers it by announcing every object again.
@@ -88,7 +93,11 @@ func SubjectFilter(eventType string) (string, error) {
 	if !IsKnownType(eventType) {
 		return "", fmt.Errorf("%w: %q", ErrUnknownType, eventType)
 	}
-	return subjectRoot + "." + strings.TrimSuffix(strings.TrimPrefix(eventType, typePrefix), ".v1") + ".*", nil
+	root := subjectRoot
+	if IsAudit(eventType) {
+		root = auditRoot
+	}
+	return root + "." + strings.TrimSuffix(strings.TrimPrefix(eventType, typePrefix), ".v1") + ".*", nil
 }
 
 // RedriveSubject carries events re-delivered to one function only (replay, dead-letter
@@ -155,7 +164,7 @@ func RetryScheduleFilter(function string) string {
 
 // DeadLetterSubject is where a function's dead letters go.
 func DeadLetterSubject(function string) string {
-	return "housekeeper-deadletter." + Token(function)
+	return deadLetterRoot + "." + Token(function)
 }
 
 // Token encodes s as a single NATS subject token. Kubernetes names may contain dots, which

@@ -141,12 +141,12 @@ func TestSubjectForEachType(t *testing.T) {
 		TypeEntryDeleting:  {"housekeeper.backupentry.deleting.my_2eentry", SubjectEntries},
 		TypeEntryDeleted:   {"housekeeper.backupentry.deleted.my_2eentry", SubjectEntries},
 		TypeEntrySynced:    {"housekeeper.backupentry.synced.my_2eentry", SubjectEntries},
-		TypePurgeScheduled: {"housekeeper.purge.scheduled.my_2eentry", "housekeeper.purge.scheduled.*"},
+		TypePurgeScheduled: {"housekeeper-audit.purge.scheduled.my_2eentry", "housekeeper-audit.purge.scheduled.*"},
 		TypePurgeDue:       {"housekeeper.purge.due.my_2eentry", SubjectPurgesDue},
-		TypePurgeCompleted: {"housekeeper.purge.completed.my_2eentry", "housekeeper.purge.completed.*"},
-		TypePurgeFailed:    {"housekeeper.purge.failed.my_2eentry", "housekeeper.purge.failed.*"},
+		TypePurgeCompleted: {"housekeeper-audit.purge.completed.my_2eentry", "housekeeper-audit.purge.completed.*"},
+		TypePurgeFailed:    {"housekeeper-audit.purge.failed.my_2eentry", "housekeeper-audit.purge.failed.*"},
 		TypePurgeVerify:    {"housekeeper.purge.verify.my_2eentry", "housekeeper.purge.verify.*"},
-		TypePurgeVerified:  {"housekeeper.purge.verified.my_2eentry", "housekeeper.purge.verified.*"},
+		TypePurgeVerified:  {"housekeeper-audit.purge.verified.my_2eentry", "housekeeper-audit.purge.verified.*"},
 
 		TypeEtcdBackupConfigCreated:  {"housekeeper.etcdbackupconfig.created.my_2eentry", SubjectEtcdBackupConfigs},
 		TypeEtcdBackupConfigUpdated:  {"housekeeper.etcdbackupconfig.updated.my_2eentry", SubjectEtcdBackupConfigs},
@@ -190,8 +190,16 @@ func TestSubjectForEachType(t *testing.T) {
 		if n := strings.Count(got, ".") + 1; n != 4 {
 			t.Errorf("Subject(%s) = %q has %d tokens, want 4", typ, got, n)
 		}
-		if !subjectMatches(SubjectAll, got) || !subjectMatches(w.filter, got) {
-			t.Errorf("%q is not matched by %s and %s", got, SubjectAll, w.filter)
+		// Each subject is in one stream: the audit stream's reports, the stream of record's events.
+		stream, root := RecordStream, SubjectAll
+		if IsAudit(typ) {
+			stream, root = AuditStream, SubjectAudit
+		}
+		if !subjectMatches(root, got) || !subjectMatches(w.filter, got) || StreamOf(got) != stream {
+			t.Errorf("%q is not matched by %s and %s, or is not stored in %s (StreamOf: %s)", got, root, w.filter, stream, StreamOf(got))
+		}
+		if other := map[string]string{SubjectAll: SubjectAudit, SubjectAudit: SubjectAll}[root]; subjectMatches(other, got) {
+			t.Errorf("%q is matched by %s as well as %s: two streams would claim it", got, other, root)
 		}
 		for _, other := range []string{SubjectBuckets, SubjectEntries, SubjectPurgesDue, SubjectPurgeSchedules, SubjectDeadLetters,
 			SubjectEtcdBackupConfigs, SubjectEtcdBackupsDue, SubjectEtcdBackupSchedules, SubjectEtcdBackupUnschedules,

@@ -122,6 +122,13 @@ var knownTypes = func() map[string]bool {
 // IsKnownType reports whether t is an event type of this contract.
 func IsKnownType(t string) bool { return knownTypes[t] }
 
+// AuditTypes are the reports of what a function did: no function consumes them, so they are
+// stored in AuditStream, below their own subject root.
+var AuditTypes = []string{TypePurgeScheduled, TypePurgeCompleted, TypePurgeFailed, TypePurgeVerified}
+
+// IsAudit reports whether t is one of AuditTypes.
+func IsAudit(t string) bool { return slices.Contains(AuditTypes, t) }
+
 // ObjectType returns the event type for an operation on a BackupBucket, BackupEntry,
 // EtcdBackupConfig, RestoreDrill or BackupCopyPolicy.
 func ObjectType(kind Kind, op Operation) (string, error) {

@@ -39,7 +39,7 @@ commands:
   nats-auth --out DIR [--form config|jwt] [--account-seed FILE]
                          issue a NATS identity per component (bridge, setup, operator, each
                          function) with its least-privilege permissions, and the server's side
-  setup [--functions F,...] [--stream-replicas N] [--stream-max-age D] [--ack-wait D] ...
+  setup [--functions F,...] [--stream-replicas N] [--audit-replicas N] [--stream-max-age D] [--ack-wait D] ...
                          create or update the streams and every function's durable consumer (or
                          those of --functions); run it before the bridge and the functions, and
                          again after a change

@@ -202,7 +202,7 @@ func TestS3PurgeOfVersionsAndObjectLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, err := f.JS.Stream(ctx, events.RecordStream)
+	stream, err := f.JS.Stream(ctx, events.AuditStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -455,8 +455,12 @@ func TestDueEntryIsPurgedByTheEntryFunction(t *testing.T) {
 			t.Errorf("a purge was scheduled: %s at sequence %d", subject, m.Sequence)
 		}
 	}
+	audit, err := f.JS.Stream(context.Background(), events.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
 	completed, _ := events.Subject(events.TypePurgeCompleted, name)
-	m, err := stream.GetLastMsgForSubject(context.Background(), completed)
+	m, err := audit.GetLastMsgForSubject(context.Background(), completed)
 	if err != nil {
 		t.Fatalf("no %s event: %v", events.TypePurgeCompleted, err)
 	}

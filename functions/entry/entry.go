@@ -357,12 +357,16 @@ func (a *Actuator) purgeNow(ctx context.Context, e *extensionsv1alpha1.BackupEnt
 }
 
 // schedule publishes the purge-due event as a message the NATS server delivers at data.DueAt,
-// and announces it.
+// and reports it.
 func (a *Actuator) schedule(ctx context.Context, e *extensionsv1alpha1.BackupEntry, data events.PurgeData) error {
 	if err := publishPurge(ctx, a.JetStream, a.Cluster, events.OpPurgeDue, e, data, data.DueAt, a.Now()); err != nil {
 		return err
 	}
-	return publishPurge(ctx, a.JetStream, a.Cluster, events.OpPurgeScheduled, e, data, time.Time{}, a.Now())
+	// The report goes to the audit stream: lost, the purge is still scheduled.
+	if err := publishPurge(ctx, a.JetStream, a.Cluster, events.OpPurgeScheduled, e, data, time.Time{}, a.Now()); err != nil && a.Purger != nil {
+		a.Purger.Log.Warn("cannot publish purge event", zap.String("entry", e.Name), zap.String("operation", string(events.OpPurgeScheduled)), zap.Error(err))
+	}
+	return nil
 }
 
 // deleteSecret removes the etcd-backup secret unless another entry wrote it, or, when no

@@ -337,7 +337,7 @@ func (f *fixture) observeBlobs(container, prefix string) string {
 func (f *fixture) observeSubject(subject string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stream, err := f.JS.Stream(ctx, events.RecordStream)
+	stream, err := f.JS.Stream(ctx, events.StreamOf(subject))
 	if err != nil {
 		return "unreadable: " + err.Error()
 	}

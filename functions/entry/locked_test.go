@@ -172,7 +172,7 @@ func TestLockedSnapshotsArePurgedWhenTheLockEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, err := p.JS.Stream(ctx, events.RecordStream)
+	stream, err := p.JS.Stream(ctx, events.AuditStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -406,8 +406,8 @@ func (p *Purger) liveOwner(ctx context.Context, be *extensionsv1alpha1.BackupEnt
 	return name, nil
 }
 
-// announce publishes the purge event op about be, which reports what was done: the event
-// lost, the work is not, so a failure is only logged.
+// announce publishes the purge event op about be, a report of what was done (the audit
+// stream's): the report lost, the work is not, so a failure is only logged.
 func (p *Purger) announce(ctx context.Context, log *zap.Logger, op events.Operation, be *extensionsv1alpha1.BackupEntry, data events.PurgeData) {
 	if err := publishPurge(ctx, p.JetStream, p.Cluster, op, be, data, time.Time{}, p.Now()); err != nil {
 		// The entry's status and the log say what happened.

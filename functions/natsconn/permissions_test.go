@@ -40,11 +40,11 @@ var rights = []struct {
 	{"entry", []string{"housekeeper.backupentry.deleting.x", "housekeeper.backupbucket.deleting.x", "housekeeper.purge.due.x",
 		"housekeeper.redrive.entry", "housekeeper.schedule.retry.bucket.x", "housekeeper-deadletter.bucket",
 		"housekeeper.schedule.etcdbackup.x", "$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.bucket", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
-		"$JS.API.STREAM.DELETE.HOUSEKEEPER"}, "housekeeper.purge.scheduled.x"},
+		"$JS.API.STREAM.DELETE.HOUSEKEEPER", "housekeeper.purge.completed.x"}, "housekeeper-audit.purge.scheduled.x"},
 	// The purge schedules its verify purges on an entry's schedule subject; it never publishes a
 	// due purge itself.
 	{"purge", []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.purge.verify.x",
-		"housekeeper.purge.scheduled.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper.schedule.purge.x"},
+		"housekeeper-audit.purge.scheduled.x", "housekeeper.schedule.etcdbackup.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER_AUDIT"}, "housekeeper.schedule.purge.x"},
 	{"schedule", []string{"housekeeper.etcdbackup.due.x", "housekeeper.etcdbackupconfig.deleting.x", "housekeeper.drill.due.x",
 		"housekeeper.restoredrill.deleting.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"}, "housekeeper.unschedule.etcdbackup.x"},
 	{"snapshot", []string{"housekeeper.etcdbackup.due.x", "housekeeper.schedule.etcdbackup.x"}, "housekeeper-deadletter.snapshot"},
@@ -56,7 +56,7 @@ var rights = []struct {
 	{"copy", []string{"housekeeper.copy.due.x", "housekeeper.schedule.copy.x", "housekeeper.backupcopypolicy.created.x",
 		"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER"}, "housekeeper-deadletter.copy"},
 	// The forwarder consumes every function's consumer and does none of their work.
-	{events.IdentityForward, []string{"housekeeper.schedule.purge.x", "housekeeper.purge.scheduled.x", "housekeeper.purge.completed.x",
+	{events.IdentityForward, []string{"housekeeper.schedule.purge.x", "housekeeper-audit.purge.scheduled.x", "housekeeper-audit.purge.completed.x",
 		"housekeeper.schedule.etcdbackup.x", "housekeeper.unschedule.etcdbackup.x", "housekeeper.schedule.drill.x", "housekeeper.purge.due.x",
 		"housekeeper.backupentry.created.x", "housekeeper.redrive.entry", "$JS.API.STREAM.PURGE.HOUSEKEEPER"},
 		"$JS.API.CONSUMER.MSG.NEXT.HOUSEKEEPER.purge"},
@@ -64,7 +64,8 @@ var rights = []struct {
 		"$JS.API.STREAM.DELETE.HOUSEKEEPER"}, "$JS.API.STREAM.INFO.HOUSEKEEPER"},
 	{events.IdentityOperator, []string{"housekeeper.backupentry.deleting.x", "housekeeper.purge.due.x", "housekeeper.etcdbackup.due.x", "housekeeper.drill.due.x", "housekeeper.copy.due.x",
 		"housekeeper.schedule.purge.x", "housekeeper.schedule.retry.entry.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER",
-		"$JS.API.STREAM.DELETE.HOUSEKEEPER", "$JS.API.STREAM.UPDATE.HOUSEKEEPER", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER"},
+		"$JS.API.STREAM.DELETE.HOUSEKEEPER", "$JS.API.STREAM.UPDATE.HOUSEKEEPER", "$JS.API.STREAM.MSG.DELETE.HOUSEKEEPER",
+		"housekeeper-audit.purge.completed.x", "$JS.API.STREAM.PURGE.HOUSEKEEPER_AUDIT"},
 		"housekeeper.redrive.entry"},
 }
 

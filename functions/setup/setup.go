@@ -25,14 +25,19 @@ import (
 var ErrInvalidOptions = errors.New("invalid setup options")
 
 // Options are the one set of settings the streams and the consumers get. A zero MaxAge,
-// Replicas or Consumer is its default, as `housekeeper setup` has it without flags.
+// Replicas, AuditReplicas or Consumer is its default, as `housekeeper setup` has it without
+// flags.
 type Options struct {
 	// MaxAge is how long the stream of record keeps events: the window replay reaches back
 	// into (pending schedules are kept until they fire, however long). Zero is
 	// events.DefaultMaxAge.
 	MaxAge time.Duration
-	// Replicas is the streams' replicas: 1 on a single server, 3 on a NATS cluster. Zero is 1.
+	// Replicas is the replicas of the stream of record and the dead-letter stream: 1 on a
+	// single server, 3 on a NATS cluster. Zero is 1.
 	Replicas int
+	// AuditReplicas is the audit stream's replicas, whatever Replicas is: its reports are
+	// what an operator reads, never what a function needs. Zero is 1.
+	AuditReplicas int
 	// Consumer are the delivery settings written to every consumer, which workers read back
 	// from it. Zero is runner.DefaultConsumerSettings(); otherwise every setting must be set.
 	Consumer runner.ConsumerSettings
@@ -54,14 +59,17 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Replicas == 0 {
 		o.Replicas = 1
 	}
+	if o.AuditReplicas == 0 {
+		o.AuditReplicas = 1
+	}
 	if o.Consumer == (runner.ConsumerSettings{}) {
 		o.Consumer = runner.DefaultConsumerSettings()
 	}
 	if o.Log == nil {
 		o.Log = zap.NewNop()
 	}
-	if o.MaxAge < 0 || o.Replicas < 0 {
-		return o, fmt.Errorf("%w: stream max age %s and replicas %d must be positive", ErrInvalidOptions, o.MaxAge, o.Replicas)
+	if o.MaxAge < 0 || o.Replicas < 0 || o.AuditReplicas < 0 {
+		return o, fmt.Errorf("%w: stream max age %s, replicas %d and audit replicas %d must be positive", ErrInvalidOptions, o.MaxAge, o.Replicas, o.AuditReplicas)
 	}
 	if err := o.Consumer.Validate(); err != nil {
 		return o, fmt.Errorf("%w: consumer settings: %v", ErrInvalidOptions, err)
@@ -86,10 +94,10 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := natsconn.RequireStreams(ctx, js, o.Log); err != nil && !errors.Is(err, events.ErrNotSetUp) {
 		return err
 	}
-	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(o.MaxAge), events.WithReplicas(o.Replicas)); err != nil {
+	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(o.MaxAge), events.WithReplicas(o.Replicas), events.WithAuditReplicas(o.AuditReplicas)); err != nil {
 		return err
 	}
-	for _, name := range []string{events.RecordStream, events.DeadLetterStream} {
+	for _, name := range events.StreamNames {
 		if err := logStream(ctx, js, name, o.Log); err != nil {
 			return err
 		}

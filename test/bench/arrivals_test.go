@@ -23,7 +23,8 @@ const arrivalRate = 120
 // BenchmarkArrivals measures what a stream replicated on three nats-servers (R3, syncing at
 // their default, as infra/nats runs them) costs the servers per arrival rather than per
 // message: 5,000 events of 1.5 KB published at 120 a second one at a time, in groups of three
-// (the bridge's pacer at that pace), of twelve, and all at once; then published in groups of
+// (the bridge's pacer at that pace), of twelve, and all at once, and one at a time to a stream of
+// one replica on the same servers (the audit stream's default); then published in groups of
 // three and consumed by 16 workers that each take 100 ms per event, as housekeeper's functions
 // consume (a fetch per free slot, an acknowledgement confirmed by the server), beside one
 // long-lived pull for all 16. It prints the servers' CPU for each, from /proc.
@@ -48,6 +49,10 @@ func BenchmarkArrivals(b *testing.B) {
 		Replicas: 3, Duplicates: 10 * time.Minute}); err != nil {
 		b.Fatal(err)
 	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "ARRIVALS_R1", Subjects: []string{"arrivals-r1.>"},
+		Replicas: 1, Duplicates: 10 * time.Minute}); err != nil {
+		b.Fatal(err)
+	}
 	cpu := func() float64 {
 		sum := 0.0
 		for _, node := range c.Nodes {
@@ -60,7 +65,7 @@ func BenchmarkArrivals(b *testing.B) {
 		return sum
 	}
 	payload := make([]byte, 1500)
-	publish := func(run string, group int) {
+	publish := func(root, run string, group int) {
 		pace := time.NewTicker(time.Duration(group) * time.Second / arrivalRate)
 		defer pace.Stop()
 		for i := 0; i < n; i += group {
@@ -68,7 +73,7 @@ func BenchmarkArrivals(b *testing.B) {
 				<-pace.C
 			}
 			for j := i; j < min(i+group, n); j++ {
-				m := nats.NewMsg(fmt.Sprintf("arrivals.%s.%d", run, j))
+				m := nats.NewMsg(fmt.Sprintf("%s.%s.%d", root, run, j))
 				m.Data = payload
 				m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s-%d", run, j))
 				if _, err := js.PublishMsgAsync(m); err != nil {
@@ -103,8 +108,9 @@ func BenchmarkArrivals(b *testing.B) {
 		case n:
 			label = "published all at once"
 		}
-		measure(label, func() { publish("p"+strconv.Itoa(group), group) })
+		measure(label, func() { publish("arrivals", "p"+strconv.Itoa(group), group) })
 	}
+	measure("published one at a time to a stream of one replica", func() { publish("arrivals-r1", "p1", 1) })
 
 	consumers := []struct {
 		label   string
@@ -163,7 +169,7 @@ func BenchmarkArrivals(b *testing.B) {
 				}
 				handled.Add(1)
 			})
-			publish(run, 3)
+			publish("arrivals", run, 3)
 			for deadline := time.Now().Add(time.Minute); handled.Load() < n; time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					b.Fatalf("%s: %d of %d handled after a minute", consumer.label, handled.Load(), n)

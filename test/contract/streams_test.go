@@ -82,8 +82,16 @@ func TestEnsureStreams(t *testing.T) {
 	if c := dl.CachedInfo().Config; c.Retention != jetstream.LimitsPolicy || c.MaxAge != events.DefaultDeadLetterMaxAge {
 		t.Errorf("dead-letter stream as the server has it: %+v", c)
 	}
+	audit, err := js.Stream(ctx, events.AuditStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := audit.CachedInfo().Config; c.Retention != jetstream.LimitsPolicy || c.MaxAge != events.DefaultMaxAge || c.Replicas != 1 ||
+		!slices.Equal(c.Subjects, []string{events.SubjectAudit}) {
+		t.Errorf("audit stream as the server has it: %+v", c)
+	}
 
-	// Events and dead letters go to their own streams.
+	// Events, dead letters and reports go to their own streams.
 	bucketCreated, err := events.NewObjectEvent(testCluster, events.OpCreated, testBucket, testBucketData)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +103,15 @@ func TestEnsureStreams(t *testing.T) {
 	}
 	if ack, err := js.Publish(ctx, events.DeadLetterSubject("purge"), []byte("x")); err != nil || ack.Stream != events.DeadLetterStream {
 		t.Fatalf("publishing a dead letter: %+v, %v", ack, err)
+	}
+	completed, err := events.NewPurgeEvent(testCluster, events.OpPurgeCompleted, events.Ref{Kind: events.KindBackupEntry, Name: "shoot--dev--app", UID: "1"},
+		events.PurgeData{Entry: "shoot--dev--app", UID: "1", BucketName: testBucket.Name, Prefix: "shoot--dev--app"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := mustEncode(t, completed)
+	if ack, err := js.PublishMsg(ctx, report); err != nil || ack.Stream != events.AuditStream || events.StreamOf(report.Subject) != events.AuditStream {
+		t.Fatalf("publishing a report: %+v, %v", ack, err)
 	}
 
 	// Again, from another process: no error, same streams, messages kept, and no update at
@@ -129,7 +146,7 @@ func TestEnsureStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{events.RecordStream, events.DeadLetterStream}) {
+	if !slices.Equal(names, []string{events.RecordStream, events.AuditStream, events.DeadLetterStream}) {
 		t.Errorf("streams %v", names)
 	}
 
@@ -161,12 +178,17 @@ func TestCheckStreams(t *testing.T) {
 		!strings.Contains(err.Error(), "housekeeper setup") {
 		t.Errorf("no streams: %v", err)
 	}
-	record, _ := events.StreamConfigs()
-	if _, err := js.CreateStream(ctx, record); err != nil {
+	if _, err := js.CreateStream(ctx, events.StreamConfigs().Record); err != nil {
 		t.Fatal(err)
 	}
 	if err := events.CheckStreams(ctx, js); !errors.Is(err, events.ErrNotSetUp) || !strings.Contains(err.Error(), "stream "+events.DeadLetterStream+" does not exist") {
 		t.Errorf("no dead-letter stream: %v", err)
+	}
+	if _, err := js.CreateStream(ctx, events.StreamConfigs().DeadLetter); err != nil {
+		t.Fatal(err)
+	}
+	if err := events.CheckStreams(ctx, js); !errors.Is(err, events.ErrNotSetUp) || !strings.Contains(err.Error(), "stream "+events.AuditStream+" does not exist") {
+		t.Errorf("no audit stream: %v", err)
 	}
 	if err := events.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
