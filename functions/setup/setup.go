@@ -84,8 +84,8 @@ func (o Options) withDefaults() (Options, error) {
 // o.Functions over js. Running it again changes only what differs: a stream that already has
 // its configuration is not written to, and a consumer is updated in place, keeping its
 // position. It first waits until JetStream answers (a cluster that has just started elects
-// its meta leader first, and a request before that gets no answer at all), for as long as ctx
-// allows.
+// its meta leader first, and a request before that gets no answer at all), then until the
+// cluster places the streams' replicas, for as long as ctx allows.
 func Run(ctx context.Context, js jetstream.JetStream, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -94,7 +94,7 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options) error {
 	if err := natsconn.RequireStreams(ctx, js, o.Log); err != nil && !errors.Is(err, events.ErrNotSetUp) {
 		return err
 	}
-	if err := events.EnsureStreams(ctx, js, events.WithMaxAge(o.MaxAge), events.WithReplicas(o.Replicas), events.WithAuditReplicas(o.AuditReplicas)); err != nil {
+	if err := ensureStreams(ctx, js, o); err != nil {
 		return err
 	}
 	for _, name := range events.StreamNames {
@@ -113,6 +113,45 @@ func Run(ctx context.Context, js jetstream.JetStream, o Options) error {
 			zap.Duration("ack_wait", cfg.AckWait), zap.Int("max_deliver", cfg.MaxDeliver), zap.Int("max_ack_pending", cfg.MaxAckPending))
 	}
 	return nil
+}
+
+// errCodeNoPeers is nats-server's JSClusterNoPeersErr: no suitable peers for placement.
+const errCodeNoPeers jetstream.ErrorCode = 10005
+
+// placementRetry is how long ensureStreams waits before asking again for a placement.
+var placementRetry = time.Second
+
+// ensureStreams creates or updates the streams, asking again while the cluster places no
+// replicated stream: a cluster that has just elected its meta leader places none until it has
+// heard from every peer ("no suitable peers for placement, peer offline"), and one with a
+// server down places none of as many replicas as it has servers until that server is back.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
+	log := o.Log.With(zap.Int("replicas", o.Replicas), zap.Int("audit_replicas", o.AuditReplicas))
+	return untilPlaced(ctx, log, func() error {
+		return events.EnsureStreams(ctx, js, events.WithMaxAge(o.MaxAge), events.WithReplicas(o.Replicas), events.WithAuditReplicas(o.AuditReplicas))
+	})
+}
+
+// untilPlaced runs ensure until it ends with anything but errCodeNoPeers, or ctx ends; it logs
+// the wait at once and then every 30 s.
+func untilPlaced(ctx context.Context, log *zap.Logger, ensure func() error) error {
+	var logged time.Time
+	for {
+		err := ensure()
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoPeers {
+			return err
+		}
+		if time.Since(logged) >= 30*time.Second {
+			log.Warn("NATS places no stream of these replicas yet: waiting for its servers (a cluster of fewer servers than replicas never will)", zap.Error(err))
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(placementRetry):
+		}
+	}
 }
 
 // logStream logs the stream called name as the server now has it, read back rather than as
