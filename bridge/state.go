@@ -28,9 +28,8 @@ type natsState struct {
 	pending   int
 	oldestDue time.Time
 	// lastPurge is when the latest purge.completed report was stored (zero: none in the audit
-	// stream's retention); read only if audited, else auditErr says why not.
+	// stream's retention); unread if auditErr says why not.
 	lastPurge time.Time
-	audited   bool
 	auditErr  error
 	// lost counts the messages each stream reports lost (a disk fault, a corrupt block).
 	lost map[string]uint64
@@ -81,12 +80,12 @@ func (r *stateReader) run(ctx context.Context) error {
 			}
 			failing = false
 			switch {
-			case !s.audited && !auditFailing:
+			case s.auditErr != nil && !auditFailing:
 				r.log.Warn("reading the last completed purge from NATS; its metric keeps the last value read", zap.Error(s.auditErr))
-			case s.audited && auditFailing:
+			case s.auditErr == nil && auditFailing:
 				r.log.Info("reading the last completed purge from NATS again")
 			}
-			auditFailing = !s.audited
+			auditFailing = s.auditErr != nil
 			r.export(s)
 			r.redriveTransient(ctx, s)
 		}
@@ -140,7 +139,7 @@ func (r *stateReader) export(s natsState) {
 		m.oldestDue.WithLabelValues().Set(seconds(s.oldestDue))
 	}
 	switch {
-	case !s.audited:
+	case s.auditErr != nil:
 	case s.lastPurge.IsZero():
 		m.lastPurgeDone.Reset()
 	default:
@@ -204,35 +203,32 @@ func readState(ctx context.Context, js jetstream.JetStream) (natsState, error) {
 		}
 	}
 
-	s.audited = readAudit(ctx, js, &s)
+	s.auditErr = readAudit(ctx, js, &s)
 	return s, nil
 }
 
 // readAudit reads the audit stream's part of s: the last completed purge and the reports lost.
 // Its error is s.auditErr, not readState's: the audit stream may be on one server that is down
 // (events.WithAuditReplicas), and the dead letters and pending purges are read all the same.
-func readAudit(ctx context.Context, js jetstream.JetStream, s *natsState) bool {
+func readAudit(ctx context.Context, js jetstream.JetStream, s *natsState) error {
 	audit, err := js.Stream(ctx, events.AuditStream)
 	if err != nil {
-		s.auditErr = fmt.Errorf("stream %s: %w", events.AuditStream, err)
-		return false
+		return fmt.Errorf("stream %s: %w", events.AuditStream, err)
 	}
 	completed, err := events.SubjectFilter(events.TypePurgeCompleted)
 	if err != nil {
-		s.auditErr = err
-		return false
+		return err
 	}
 	last, err := audit.GetLastMsgForSubject(ctx, completed)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 	case err != nil:
-		s.auditErr = fmt.Errorf("stream %s, last %s: %w", events.AuditStream, completed, err)
-		return false
+		return fmt.Errorf("stream %s, last %s: %w", events.AuditStream, completed, err)
 	default:
 		s.lastPurge = last.Time
 	}
 	s.lost[events.AuditStream] = lostMessages(audit.CachedInfo().State)
-	return true
+	return nil
 }
 
 // lostMessages counts the messages a stream's state reports lost.
