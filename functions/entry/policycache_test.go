@@ -1,7 +1,6 @@
 package entry_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,10 +11,8 @@ import (
 	extensionsv1alpha1 "github.com/gardener/gardener/pkg/apis/extensions/v1alpha1"
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,7 +131,7 @@ func TestPoliciesAreReadFromTheCache(t *testing.T) {
 func TestNoPoliciesWithoutTheirCRD(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube())
 	admin := env.Client(t)
-	deleteCRD(t, env.Kube.Config, "backupcopypolicies.backup.housekeeper.dev")
+	testenv.DeleteCRD(t.Context(), t, env.Kube.Config, "backupcopypolicies.backup.housekeeper.dev")
 	f := startEntryFunction(t, env)
 	const bucketName = "uncopied-bucket"
 	create(t, admin, &extensionsv1alpha1.BackupBucket{ObjectMeta: metav1.ObjectMeta{Name: bucketName},
@@ -277,27 +274,6 @@ func create(t *testing.T, c client.Client, obj client.Object) {
 	if err := c.Create(t.Context(), obj); err != nil {
 		t.Fatalf("creating %s: %v", obj.GetName(), err)
 	}
-}
-
-// deleteCRD deletes the CRD name and waits until the API server no longer has it.
-func deleteCRD(t *testing.T, cfg *rest.Config, name string) {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := c.Delete(t.Context(), crd); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 30*time.Second, "CRD "+name+" is gone", func() (bool, string) {
-		err := c.Get(context.Background(), client.ObjectKeyFromObject(crd), crd)
-		return apierrors.IsNotFound(err), errString(err)
-	})
 }
 
 // requestCount counts API requests by verb and resource.

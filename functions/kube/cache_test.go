@@ -10,11 +10,9 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,23 +74,12 @@ func TestStartCacheOfAKindNotServed(t *testing.T) {
 	env := testenv.Start(t, testenv.WithKube())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	crds := apiextensionsClient(t, env.Kube.Config)
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := crds.Get(ctx, client.ObjectKey{Name: "backupcopypolicies.backup.housekeeper.dev"}, crd); err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Delete(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := testenv.DeleteCRD(ctx, t, env.Kube.Config, "backupcopypolicies.backup.housekeeper.dev")
 	var liveSent atomic.Int64
 	live, err := kube.NewClient(kube.OnRequest(rest.CopyConfig(env.Kube.Config), func(*http.Request) { liveSent.Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, "the CRD is gone", func() (bool, string) {
-		err := crds.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
-		return apierrors.IsNotFound(err), errString(err)
-	})
 
 	var mu sync.Mutex
 	sent := map[string]int{}
@@ -137,10 +124,7 @@ func TestStartCacheOfAKindNotServed(t *testing.T) {
 		t.Errorf("Get of a served kind while another is not: %v, want it read live", err)
 	}
 
-	crd.ResourceVersion, crd.UID, crd.CreationTimestamp, crd.Status = "", "", metav1.Time{}, apiextensionsv1.CustomResourceDefinitionStatus{}
-	if err := crds.Create(ctx, crd); err != nil {
-		t.Fatal(err)
-	}
+	testenv.RestoreCRD(ctx, t, env.Kube.Config, crd)
 	policy := &backupv1alpha1.BackupCopyPolicy{ObjectMeta: metav1.ObjectMeta{Name: "later"}, Spec: backupv1alpha1.BackupCopyPolicySpec{
 		Buckets: backupv1alpha1.BucketSelection{Names: []string{"b"}}, Destination: "d", Schedule: "@daily"}}
 	testenv.Eventually(t, 30*time.Second, "the CRD is served again", func() (bool, string) {
@@ -167,17 +151,4 @@ func TestStartCacheOfAKindNotServed(t *testing.T) {
 	if n := liveSent.Load() - liveBefore; n != 0 {
 		t.Errorf("%d live requests with the cache synced, want none", n)
 	}
-}
-
-func apiextensionsClient(t *testing.T, cfg *rest.Config) client.Client {
-	t.Helper()
-	s := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
